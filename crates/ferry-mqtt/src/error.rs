@@ -1,0 +1,81 @@
+use crate::{packet::PacketType, ReasonCode, StrError};
+
+/// Why a byte sequence is not a valid MQTT packet. Each error maps to the
+/// reason code the receiver answers with ([`DecodeError::reason_code`]);
+/// the connection that sent it is then closed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("remaining length is not a valid variable byte integer")]
+    MalformedRemainingLength,
+    #[error("packet of {size} bytes exceeds the maximum of {max}")]
+    PacketTooLarge { size: usize, max: u32 },
+    #[error("reserved packet type 0")]
+    ReservedPacketType,
+    #[error("invalid fixed header flags {flags:#06b} for {packet:?}")]
+    InvalidHeaderFlags { packet: PacketType, flags: u8 },
+    #[error("{packet:?} is not valid in protocol version {version}")]
+    UnexpectedPacket { packet: PacketType, version: u8 },
+    #[error("packet ends before its {0} field")]
+    Truncated(&'static str),
+    #[error("{0} trailing bytes after the packet's last field")]
+    TrailingBytes(usize),
+    #[error("invalid protocol name")]
+    InvalidProtocolName,
+    #[error("unsupported protocol level {0}")]
+    UnsupportedProtocolVersion(u8),
+    #[error("reserved bit set in {0}")]
+    ReservedBitSet(&'static str),
+    #[error("invalid QoS 3")]
+    InvalidQoS,
+    #[error("will flags set without the will flag")]
+    InvalidWillFlags,
+    #[error("password present without a user name")]
+    PasswordWithoutUsername,
+    #[error("invalid string in {field}: {error}")]
+    InvalidString { field: &'static str, error: StrError },
+    #[error("packet identifier 0")]
+    ZeroPacketId,
+    #[error("invalid topic name {0:?}")]
+    InvalidTopicName(String),
+    #[error("invalid topic filter {0:?}")]
+    InvalidTopicFilter(String),
+    #[error("{0:?} has no topic filters")]
+    NoTopicFilters(PacketType),
+    #[error("invalid reason code {code:#04x} in {packet:?}")]
+    InvalidReasonCode { packet: PacketType, code: u8 },
+    #[error("unknown property identifier {0:#04x}")]
+    UnknownProperty(u8),
+    #[error("property {property:#04x} is not allowed in {packet:?}")]
+    PropertyNotAllowed { property: u8, packet: PacketType },
+    #[error("property {0:#04x} appears more than once")]
+    DuplicateProperty(u8),
+    #[error("invalid value for property {0:#04x}")]
+    InvalidPropertyValue(u8),
+}
+
+impl DecodeError {
+    /// The reason code to send in CONNACK or DISCONNECT (5.0) before closing.
+    pub fn reason_code(&self) -> ReasonCode {
+        match self {
+            DecodeError::PacketTooLarge { .. } => ReasonCode::PacketTooLarge,
+            DecodeError::UnsupportedProtocolVersion(_) | DecodeError::InvalidProtocolName => {
+                ReasonCode::UnsupportedProtocolVersion
+            }
+            DecodeError::InvalidTopicName(_) => ReasonCode::TopicNameInvalid,
+            DecodeError::UnexpectedPacket { .. }
+            | DecodeError::DuplicateProperty(_)
+            | DecodeError::PropertyNotAllowed { .. }
+            | DecodeError::InvalidPropertyValue(_) => ReasonCode::ProtocolError,
+            _ => ReasonCode::MalformedPacket,
+        }
+    }
+}
+
+/// Why a packet could not be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    #[error("packet of {0} bytes exceeds the MQTT limit of 268435455")]
+    PacketTooLarge(usize),
+    #[error("{0} cannot be encoded: {1}")]
+    Invalid(&'static str, &'static str),
+}

@@ -1,0 +1,86 @@
+//! One file per packet type; this module ties them into [`Packet`].
+
+mod ack;
+mod auth;
+mod connack;
+mod connect;
+mod disconnect;
+mod publish;
+mod suback;
+mod subscribe;
+mod unsuback;
+mod unsubscribe;
+
+pub use ack::PubAck;
+pub use auth::Auth;
+pub use connack::ConnAck;
+pub use connect::{Connect, Will};
+pub use disconnect::Disconnect;
+pub use publish::Publish;
+pub use suback::SubAck;
+pub use subscribe::{RetainHandling, Subscribe, SubscriptionOptions};
+pub use unsuback::UnsubAck;
+pub use unsubscribe::Unsubscribe;
+
+/// Any MQTT control packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Packet {
+    Connect(Box<Connect>),
+    ConnAck(ConnAck),
+    Publish(Publish),
+    PubAck(PubAck),
+    PubRec(PubAck),
+    PubRel(PubAck),
+    PubComp(PubAck),
+    Subscribe(Subscribe),
+    SubAck(SubAck),
+    Unsubscribe(Unsubscribe),
+    UnsubAck(UnsubAck),
+    PingReq,
+    PingResp,
+    Disconnect(Disconnect),
+    Auth(Auth),
+}
+
+/// The control packet type, the high nibble of the first byte (§2.1.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum PacketType {
+    Connect = 1,
+    ConnAck = 2,
+    Publish = 3,
+    PubAck = 4,
+    PubRec = 5,
+    PubRel = 6,
+    PubComp = 7,
+    Subscribe = 8,
+    SubAck = 9,
+    Unsubscribe = 10,
+    UnsubAck = 11,
+    PingReq = 12,
+    PingResp = 13,
+    Disconnect = 14,
+    Auth = 15,
+}
+
+impl Packet {
+    pub fn packet_type(&self) -> PacketType {
+        match self {
+            Packet::Connect(_) => PacketType::Connect,
+            Packet::ConnAck(_) => PacketType::ConnAck,
+            Packet::Publish(_) => PacketType::Publish,
+            Packet::PubAck(_) => PacketType::PubAck,
+            Packet::PubRec(_) => PacketType::PubRec,
+            Packet::PubRel(_) => PacketType::PubRel,
+            Packet::PubComp(_) => PacketType::PubComp,
+            Packet::Subscribe(_) => PacketType::Subscribe,
+            Packet::SubAck(_) => PacketType::SubAck,
+            Packet::Unsubscribe(_) => PacketType::Unsubscribe,
+            Packet::UnsubAck(_) => PacketType::UnsubAck,
+            Packet::PingReq => PacketType::PingReq,
+            Packet::PingResp => PacketType::PingResp,
+            Packet::Disconnect(_) => PacketType::Disconnect,
+            Packet::Auth(_) => PacketType::Auth,
+        }
+    }
+}
