@@ -1,1 +1,32 @@
-//! placeholder
+//! `ferry-broker` is Ferry's MQTT 3.1.1 and 5.0 broker: listeners,
+//! connections, sessions, the topic tree, retained messages, wills and the
+//! QoS state machines. Packets come from `ferry-mqtt`; the binary `ferry`
+//! wires configuration and listeners.
+//!
+//! The map of the house is in `docs/architecture.md`. In short:
+//! `listener` accepts, `connection` owns a socket, `client` applies the
+//! packets of one client, `broker` holds the shared state and routes,
+//! `session` is what survives a reconnect, `topic_tree` and `retained`
+//! answer "who gets this topic", `encode_once` makes fan-out cheap.
+
+mod broker;
+mod client;
+mod close;
+mod config;
+mod connection;
+mod encode_once;
+pub mod listener;
+mod message;
+mod retained;
+mod session;
+mod stats;
+pub mod sys;
+mod topic_tree;
+mod websocket;
+mod will;
+
+pub use broker::Broker;
+pub use config::{BrokerConfig, ConfigError, QueueOverflow};
+pub use message::Message;
+pub use stats::Stats;
+pub use websocket::MQTT_PATH;

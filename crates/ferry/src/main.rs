@@ -1,1 +1,95 @@
-fn main() {}
+//! `ferry`: the binary. Parses the command line and the configuration file,
+//! then hands over to the crate that does the work. Nothing here is on a
+//! hot path.
+
+mod config;
+mod http;
+mod logging;
+mod serve;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use config::Config;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "ferry", version, about = "MQTT broker, edge store-and-forward and digital twins in one binary")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker.
+    ///
+    /// With no options it listens on localhost only: MQTT on 1883, MQTT over
+    /// WebSocket on 8083 (path /mqtt), HTTP on 8080. Example:
+    ///
+    ///     ferry serve --config ferry.toml --mqtt 0.0.0.0:1883
+    Serve(ServeArgs),
+    /// Check a configuration file and exit: 0 if valid, 1 with the file,
+    /// line and key of the first problem otherwise.
+    ///
+    ///     ferry check-config /etc/ferry/ferry.toml
+    CheckConfig {
+        file: PathBuf,
+    },
+}
+
+/// Flags override the configuration file; each has a `FERRY_...` variable.
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// TOML configuration file (see docs/configuration.md).
+    #[arg(long, env = "FERRY_CONFIG")]
+    config: Option<PathBuf>,
+    /// MQTT over TCP listener address; "" disables it. Port 0 picks a free port.
+    #[arg(long, env = "FERRY_MQTT")]
+    mqtt: Option<String>,
+    /// MQTT over WebSocket listener address (path /mqtt); "" disables it.
+    #[arg(long, env = "FERRY_WS")]
+    ws: Option<String>,
+    /// HTTP listener address (health, later API, metrics and console); "" disables it.
+    #[arg(long, env = "FERRY_HTTP")]
+    http: Option<String>,
+    /// Directory for Ferry's data.
+    #[arg(long, env = "FERRY_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Log filter: error, warn, info, debug, trace, or tracing directives.
+    #[arg(long, env = "FERRY_LOG_LEVEL")]
+    log_level: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::CheckConfig { file } => {
+            Config::load(&file)?;
+            println!("{}: ok", file.display());
+            Ok(())
+        }
+        Command::Serve(args) => {
+            let mut config = match &args.config {
+                Some(path) => Config::load(path)?,
+                None => Config::default(),
+            };
+            if let Some(mqtt) = args.mqtt {
+                config.listeners.mqtt = mqtt;
+            }
+            if let Some(ws) = args.ws {
+                config.listeners.ws = ws;
+            }
+            if let Some(http) = args.http {
+                config.listeners.http = http;
+            }
+            if let Some(data_dir) = args.data_dir {
+                config.data_dir = data_dir;
+            }
+            if let Some(level) = args.log_level {
+                config.log.level = level;
+            }
+            logging::init(&config.log).context("invalid log configuration")?;
+            serve::run(config)
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! The protocol state of one connected client and the handling of every
+//! packet it sends. I/O stays in `connection.rs`; this file turns packets
+//! into broker operations and responses appended to the write buffer.
+
+use crate::broker::Broker;
+use crate::close::Close;
+use crate::encode_once::{encode_publish, PublishShape};
+use crate::message::Message;
+use crate::session::{Inflight, Session};
+use crate::will::PendingWill;
+use bytes::BytesMut;
+use ferry_mqtt::{
+    ByteStr, ConnAck, Connect, DecodeError, Packet, Properties, ProtocolVersion, PubAck, Publish, QoS,
+    ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe,
+};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// A client after a successful CONNECT.
+pub(crate) struct Client {
+    pub version: ProtocolVersion,
+    pub client_id: Arc<str>,
+    pub session: Arc<Session>,
+    generation: u64,
+    keep_alive_secs: u16,
+    will: Option<PendingWill>,
+    /// Outbound in-flight window: min(client's receive maximum, our cap).
+    send_window: usize,
+    /// The client's maximum packet size; larger messages are not sent to it.
+    max_outgoing_packet_bytes: usize,
+    /// Topic aliases the client set toward us.
+    inbound_aliases: HashMap<u16, ByteStr>,
+    /// Topic aliases we set toward the client, at most `outbound_alias_max`.
+    outbound_aliases: HashMap<ByteStr, u16>,
+    outbound_alias_max: u16,
+    /// False when a v5 client asked for no reason strings (Request Problem Information 0).
+    problem_information: bool,
+}
+
+/// Source of assigned client identifiers: unique within the process, and
+/// the prefix keeps them apart from ids clients choose themselves.
+static NEXT_ASSIGNED_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Client {
+    /// Reads the CONNECT, attaches the session and appends the CONNACK.
+    pub(crate) async fn accept<R: AsyncRead + Unpin>(
+        broker: &Arc<Broker>,
+        peer: SocketAddr,
+        reader: &mut R,
+        rbuf: &mut BytesMut,
+        wbuf: &mut BytesMut,
+    ) -> Result<Client, Close> {
+        let packet = loop {
+            // The protocol version is unknown until CONNECT is decoded, and
+            // CONNECT decodes whatever version is passed.
+            match Packet::decode(rbuf, ProtocolVersion::V5, broker.config.max_packet_size_bytes) {
+                Ok(Some(packet)) => break packet,
+                Ok(None) => {}
+                Err(error @ (DecodeError::UnsupportedProtocolVersion(_) | DecodeError::InvalidProtocolName)) => {
+                    // We cannot know which CONNACK format the client reads;
+                    // 3.1.1's code 0x01 is what every version understands.
+                    let connack = Packet::ConnAck(ConnAck {
+                        session_present: false,
+                        reason_code: ReasonCode::UnsupportedProtocolVersion,
+                        properties: Properties::default(),
+                    });
+                    let _ = connack.encode(ProtocolVersion::V311, wbuf);
+                    return Err(Close::Malformed(error));
+                }
+                Err(error) => return Err(Close::Malformed(error)),
+            }
+            rbuf.reserve(256);
+            match reader.read_buf(rbuf).await {
+                Ok(0) => return Err(Close::PeerClosed),
+                Ok(read) => broker.stats.bytes_received.add(read as u64),
+                Err(_) => return Err(Close::Io),
+            }
+        };
+        let Packet::Connect(connect) = packet else {
+            return Err(Close::protocol(ReasonCode::ProtocolError, format!("first packet is {:?}, not CONNECT", packet.packet_type())));
+        };
+        broker.stats.messages_received.inc();
+        Client::connect(broker, peer, *connect, wbuf)
+    }
+
+    fn connect(broker: &Arc<Broker>, peer: SocketAddr, connect: Connect, wbuf: &mut BytesMut) -> Result<Client, Close> {
+        let config = &broker.config;
+        let version = connect.protocol;
+        let v5 = version.is_v5();
+        let mut connack_properties = Properties::default();
+
+        let client_id: Arc<str> = if connect.client_id.is_empty() {
+            if !v5 && !connect.clean_start {
+                // 3.1.1 §3.1.3-8: an empty id needs Clean Session 1.
+                let refusal = Packet::ConnAck(ConnAck {
+                    session_present: false,
+                    reason_code: ReasonCode::ClientIdentifierNotValid,
+                    properties: Properties::default(),
+                });
+                let _ = refusal.encode(version, wbuf);
+                return Err(Close::protocol(ReasonCode::ClientIdentifierNotValid, "empty client id with clean session 0"));
+            }
+            let assigned = format!("ferry-{:016x}", NEXT_ASSIGNED_ID.fetch_add(1, Ordering::Relaxed));
+            if v5 {
+                connack_properties.assigned_client_identifier = Some(ByteStr::from(assigned.as_str()));
+            }
+            assigned.into()
+        } else {
+            connect.client_id.as_str().into()
+        };
+
+        let keep_alive_secs = if connect.keep_alive == 0 || connect.keep_alive > config.max_keep_alive_secs {
+            if config.max_keep_alive_secs == u16::MAX && connect.keep_alive == 0 {
+                0
+            } else {
+                config.max_keep_alive_secs
+            }
+        } else {
+            connect.keep_alive
+        };
+        if v5 && keep_alive_secs != connect.keep_alive {
+            connack_properties.server_keep_alive = Some(keep_alive_secs);
+        }
+
+        let requested_expiry = if v5 {
+            connect.properties.session_expiry_interval.unwrap_or(0)
+        } else if connect.clean_start {
+            0
+        } else {
+            u32::MAX
+        };
+        let expiry_secs = requested_expiry.min(config.max_session_expiry_secs);
+        if v5 && expiry_secs != requested_expiry {
+            connack_properties.session_expiry_interval = Some(expiry_secs);
+        }
+
+        let attached = broker.attach(&client_id, connect.clean_start, expiry_secs);
+        let will = connect.will.map(|will| PendingWill::from_connect(will, attached.session.id));
+
+        if v5 {
+            connack_properties.receive_maximum = Some(config.receive_maximum);
+            connack_properties.maximum_packet_size = Some(config.max_packet_size_bytes);
+            connack_properties.topic_alias_maximum = Some(config.topic_alias_maximum);
+            if !config.retain_available {
+                connack_properties.retain_available = Some(0);
+            }
+        }
+        let client = Client {
+            version,
+            client_id,
+            generation: attached.generation,
+            session: attached.session,
+            keep_alive_secs,
+            will,
+            send_window: usize::from(connect.properties.receive_maximum.unwrap_or(u16::MAX))
+                .min(usize::from(config.max_inflight_messages)),
+            max_outgoing_packet_bytes: connect
+                .properties
+                .maximum_packet_size
+                .map_or(usize::MAX, |max| max as usize),
+            inbound_aliases: HashMap::new(),
+            outbound_aliases: HashMap::new(),
+            outbound_alias_max: connect
+                .properties
+                .topic_alias_maximum
+                .unwrap_or(0)
+                .min(config.outbound_topic_alias_maximum),
+            problem_information: connect.properties.request_problem_information != Some(0),
+        };
+        let connack = Packet::ConnAck(ConnAck {
+            session_present: attached.session_present,
+            reason_code: ReasonCode::Success,
+            properties: connack_properties,
+        });
+        client.encode(&connack, wbuf);
+        tracing::debug!(%peer, client_id = %client.client_id, version = ?version, "client connected");
+        Ok(client)
+    }
+
+    /// 1.5 times the keep-alive, after which a silent client is dropped.
+    pub(crate) fn keep_alive_timeout(&self) -> Option<Duration> {
+        (self.keep_alive_secs > 0).then(|| Duration::from_millis(u64::from(self.keep_alive_secs) * 1500))
+    }
+
+    pub(crate) fn encode(&self, packet: &Packet, wbuf: &mut BytesMut) {
+        if let Err(error) = packet.encode(self.version, wbuf) {
+            tracing::error!(client_id = %self.client_id, %error, "failed to encode {:?}", packet.packet_type());
+        }
+    }
+
+    /// Reason string properties for an error answer, unless the client
+    /// asked for none.
+    pub(crate) fn problem_properties(&self, explanation: Option<String>) -> Properties {
+        Properties {
+            reason_string: explanation.filter(|_| self.problem_information).map(ByteStr::from),
+            ..Properties::default()
+        }
+    }
+
+    /// Applies one packet from the client.
+    pub(crate) fn handle(&mut self, broker: &Arc<Broker>, packet: Packet, wbuf: &mut BytesMut) -> Result<(), Close> {
+        match packet {
+            Packet::Publish(publish) => self.on_publish(broker, publish, wbuf),
+            Packet::PubAck(ack) => {
+                self.on_puback(ack);
+                Ok(())
+            }
+            Packet::PubRec(rec) => {
+                self.on_pubrec(rec, wbuf);
+                Ok(())
+            }
+            Packet::PubRel(rel) => {
+                self.on_pubrel(rel, wbuf);
+                Ok(())
+            }
+            Packet::PubComp(comp) => {
+                self.session.lock().take_inflight(comp.packet_id);
+                Ok(())
+            }
+            Packet::Subscribe(subscribe) => {
+                self.on_subscribe(broker, subscribe, wbuf);
+                Ok(())
+            }
+            Packet::Unsubscribe(unsubscribe) => {
+                self.on_unsubscribe(broker, unsubscribe, wbuf);
+                Ok(())
+            }
+            Packet::PingReq => {
+                self.encode(&Packet::PingResp, wbuf);
+                Ok(())
+            }
+            Packet::Disconnect(disconnect) => {
+                if let Some(expiry) = disconnect.properties.session_expiry_interval {
+                    let mut state = self.session.lock();
+                    // §3.14.2.2.2: a session created with expiry 0 cannot be given one now.
+                    if state.expiry_secs == 0 && expiry != 0 {
+                        return Err(Close::protocol(ReasonCode::ProtocolError, "session expiry set on DISCONNECT after 0 on CONNECT"));
+                    }
+                    state.expiry_secs = expiry.min(broker.config.max_session_expiry_secs);
+                }
+                Err(Close::Disconnected {
+                    publish_will: disconnect.reason_code == ReasonCode::DisconnectWithWillMessage,
+                })
+            }
+            Packet::Connect(_) => Err(Close::protocol(ReasonCode::ProtocolError, "second CONNECT on a connection")),
+            Packet::Auth(_) => Err(Close::protocol(ReasonCode::BadAuthenticationMethod, "extended authentication is not supported")),
+            other => Err(Close::protocol(
+                ReasonCode::ProtocolError,
+                format!("{:?} is only sent by servers", other.packet_type()),
+            )),
+        }
+    }
+
+    fn on_publish(&mut self, broker: &Arc<Broker>, mut publish: Publish, wbuf: &mut BytesMut) -> Result<(), Close> {
+        broker.stats.publishes_received.inc();
+        if let Some(alias) = publish.properties.topic_alias {
+            if alias == 0 || alias > broker.config.topic_alias_maximum {
+                return Err(Close::protocol(ReasonCode::TopicAliasInvalid, format!("topic alias {alias} out of range")));
+            }
+            if publish.topic.is_empty() {
+                match self.inbound_aliases.get(&alias) {
+                    Some(topic) => publish.topic = topic.clone(),
+                    None => return Err(Close::protocol(ReasonCode::ProtocolError, format!("unknown topic alias {alias}"))),
+                }
+            } else {
+                self.inbound_aliases.insert(alias, publish.topic.clone());
+            }
+        }
+        if publish.retain && !broker.config.retain_available {
+            return Err(Close::protocol(ReasonCode::RetainNotSupported, "retained messages are disabled"));
+        }
+        let packet_id = publish.packet_id;
+        match publish.qos {
+            QoS::AtMostOnce => {
+                broker.publish(Message::from_publish(publish, self.session.id));
+            }
+            QoS::AtLeastOnce => {
+                let delivered = broker.publish(Message::from_publish(publish, self.session.id));
+                self.encode(&Packet::PubAck(PubAck::new(packet_id, publish_reason(delivered))), wbuf);
+            }
+            QoS::ExactlyOnce => {
+                let first_time = {
+                    let mut state = self.session.lock();
+                    if state.inbound_qos2.contains(&packet_id) {
+                        false
+                    } else if state.inbound_qos2.len() >= usize::from(broker.config.receive_maximum) {
+                        return Err(Close::protocol(
+                            ReasonCode::ReceiveMaximumExceeded,
+                            format!("more than {} QoS 2 publishes awaiting release", broker.config.receive_maximum),
+                        ));
+                    } else {
+                        state.inbound_qos2.insert(packet_id);
+                        true
+                    }
+                };
+                // A retransmission of a QoS 2 PUBLISH we already took must
+                // not be routed again: that is what makes it exactly once.
+                let reason = if first_time {
+                    publish_reason(broker.publish(Message::from_publish(publish, self.session.id)))
+                } else {
+                    ReasonCode::Success
+                };
+                self.encode(&Packet::PubRec(PubAck::new(packet_id, reason)), wbuf);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_puback(&mut self, ack: PubAck) {
+        let mut state = self.session.lock();
+        match state.take_inflight(ack.packet_id) {
+            Some(Inflight::Publish { .. }) | None => {}
+            Some(release @ Inflight::Release { .. }) => {
+                // A PUBACK for an id in the PUBREL phase is a client bug; keep
+                // the exchange so PUBCOMP can still finish it.
+                state.inflight.push_front(release);
+            }
+        }
+    }
+
+    fn on_pubrec(&mut self, rec: PubAck, wbuf: &mut BytesMut) {
+        let reason = {
+            let mut state = self.session.lock();
+            let position = state.inflight.iter().position(|entry| entry.packet_id() == rec.packet_id);
+            match position {
+                Some(index) if rec.reason_code.is_error() => {
+                    state.inflight.remove(index);
+                    return;
+                }
+                Some(index) => {
+                    state.inflight[index] = Inflight::Release { packet_id: rec.packet_id };
+                    ReasonCode::Success
+                }
+                None => ReasonCode::PacketIdentifierNotFound,
+            }
+        };
+        self.encode(&Packet::PubRel(PubAck::new(rec.packet_id, reason)), wbuf);
+    }
+
+    fn on_pubrel(&mut self, rel: PubAck, wbuf: &mut BytesMut) {
+        let known = self.session.lock().inbound_qos2.remove(&rel.packet_id);
+        let reason = if known { ReasonCode::Success } else { ReasonCode::PacketIdentifierNotFound };
+        self.encode(&Packet::PubComp(PubAck::new(rel.packet_id, reason)), wbuf);
+    }
+
+    fn on_subscribe(&mut self, broker: &Arc<Broker>, subscribe: Subscribe, wbuf: &mut BytesMut) {
+        let identifier = subscribe.properties.subscription_identifiers.first().copied();
+        let reason_codes = subscribe
+            .filters
+            .iter()
+            .map(|(filter, options)| broker.subscribe(&self.session, filter, *options, identifier))
+            .collect();
+        let suback = Packet::SubAck(SubAck { packet_id: subscribe.packet_id, properties: Properties::default(), reason_codes });
+        self.encode(&suback, wbuf);
+    }
+
+    fn on_unsubscribe(&mut self, broker: &Arc<Broker>, unsubscribe: Unsubscribe, wbuf: &mut BytesMut) {
+        let reason_codes = unsubscribe
+            .filters
+            .iter()
+            .map(|filter| {
+                if broker.unsubscribe(&self.session, filter) {
+                    ReasonCode::Success
+                } else {
+                    ReasonCode::NoSubscriptionExisted
+                }
+            })
+            .collect();
+        let unsuback = Packet::UnsubAck(UnsubAck {
+            packet_id: unsubscribe.packet_id,
+            properties: Properties::default(),
+            reason_codes,
+        });
+        self.encode(&unsuback, wbuf);
+    }
+
+    /// Retransmits what the previous connection of this session left
+    /// unacknowledged: PUBLISH with DUP set, or PUBREL (§4.4).
+    pub(crate) fn resend_inflight(&mut self, broker: &Broker, wbuf: &mut BytesMut) -> Result<(), Close> {
+        let now = Instant::now();
+        let state = self.session.lock();
+        if state.ended || state.generation != self.generation {
+            return Err(Close::TakenOver);
+        }
+        for entry in &state.inflight {
+            match entry {
+                Inflight::Publish { packet_id, delivery } => {
+                    let shape = PublishShape {
+                        version: self.version,
+                        qos: delivery.qos,
+                        retain: delivery.retain,
+                        dup: true,
+                        packet_id: *packet_id,
+                        subscription_ids: &delivery.subscription_ids,
+                        topic_alias: None,
+                    };
+                    encode_publish(&delivery.message, &shape, now, wbuf);
+                    broker.stats.publishes_sent.inc();
+                }
+                Inflight::Release { packet_id } => {
+                    let packet = Packet::PubRel(PubAck::new(*packet_id, ReasonCode::Success));
+                    if let Err(error) = packet.encode(self.version, wbuf) {
+                        tracing::error!(%error, "failed to encode PUBREL");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves queued deliveries into the write buffer while the client's
+    /// in-flight window and our write buffer have room.
+    pub(crate) fn drain(&mut self, broker: &Broker, wbuf: &mut BytesMut) -> Result<(), Close> {
+        let now = Instant::now();
+        let write_cap = broker.config.write_buffer_bytes;
+        let mut state = self.session.lock();
+        if state.ended || state.generation != self.generation {
+            return Err(Close::TakenOver);
+        }
+        while wbuf.len() < write_cap {
+            let Some(front) = state.queue.front() else { break };
+            // A QoS 0 message behind a blocked QoS 1 message waits too, so
+            // the client sees messages in the order they were published.
+            if front.qos != QoS::AtMostOnce && state.inflight.len() >= self.send_window {
+                break;
+            }
+            let Some(delivery) = state.queue.pop_front() else { break };
+            if delivery.message.is_expired(now) {
+                broker.stats.dropped_expired.inc();
+                continue;
+            }
+            let packet_id = if delivery.qos == QoS::AtMostOnce { 0 } else { state.next_packet_id() };
+            let alias = self.outbound_alias(&delivery.message.topic);
+            let shape = PublishShape {
+                version: self.version,
+                qos: delivery.qos,
+                retain: delivery.retain,
+                dup: false,
+                packet_id,
+                subscription_ids: &delivery.subscription_ids,
+                topic_alias: alias,
+            };
+            let start = wbuf.len();
+            let written = encode_publish(&delivery.message, &shape, now, wbuf);
+            if written == 0 || written > self.max_outgoing_packet_bytes {
+                // §3.1.2.11.4: a packet over the client's maximum is
+                // discarded as if it had been delivered.
+                wbuf.truncate(start);
+                broker.stats.dropped_too_large.inc();
+                continue;
+            }
+            if let Some((alias, true)) = alias {
+                self.outbound_aliases.insert(delivery.message.topic.clone(), alias);
+            }
+            broker.stats.publishes_sent.inc();
+            broker.stats.messages_sent.inc();
+            if delivery.qos != QoS::AtMostOnce {
+                state.inflight.push_back(Inflight::Publish { packet_id, delivery });
+            }
+        }
+        Ok(())
+    }
+
+    /// The alias to use for `topic`: an existing one, a new one while the
+    /// client's maximum allows (sent with the topic once), or none.
+    fn outbound_alias(&self, topic: &ByteStr) -> Option<(u16, bool)> {
+        if self.outbound_alias_max == 0 {
+            return None;
+        }
+        if let Some(alias) = self.outbound_aliases.get(topic) {
+            return Some((*alias, false));
+        }
+        let next = u16::try_from(self.outbound_aliases.len() + 1).ok()?;
+        (next <= self.outbound_alias_max).then_some((next, true))
+    }
+
+    /// Hands the session back to the broker after the connection closed.
+    pub(crate) fn finish(self, broker: &Arc<Broker>, close: Close) {
+        let will = self.will.filter(|_| close.publishes_will());
+        if let Close::TakenOver = close {
+            // The new connection resumed the session (so a delayed will is
+            // cancelled, §3.1.3.2.2) or replaced it (so the session ended
+            // and the will is due now).
+            if let Some(will) = will {
+                let ended = self.session.lock().ended;
+                if will.delay_secs == 0 || ended {
+                    broker.publish(will.message);
+                }
+            }
+            return;
+        }
+        broker.detach(&self.session, self.generation, will);
+    }
+}
+
+/// PUBACK/PUBREC reason for a publish delivered to `delivered` sessions.
+fn publish_reason(delivered: usize) -> ReasonCode {
+    if delivered == 0 {
+        ReasonCode::NoMatchingSubscribers
+    } else {
+        ReasonCode::Success
+    }
+}

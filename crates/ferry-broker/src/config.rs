@@ -1,0 +1,111 @@
+//! The broker's tunables. Every limit has a default that is safe on a small
+//! edge device and is documented in docs/configuration.md.
+
+use serde::Deserialize;
+
+/// What happens when a session's queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueOverflow {
+    /// Drop the oldest queued message to make room: a subscriber that
+    /// reconnects sees the newest data, which is what telemetry wants.
+    #[default]
+    DropOldest,
+    /// Drop the incoming message and keep what is queued.
+    DropNew,
+}
+
+/// The `[broker]` section of the configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// A client asking for a longer keep-alive (or none, 0) is held to this;
+    /// v5 clients are told in CONNACK's Server Keep Alive.
+    pub max_keep_alive_secs: u16,
+    /// The largest packet the broker accepts, announced to v5 clients.
+    pub max_packet_size_bytes: u32,
+    /// How many unacknowledged QoS 1/2 publishes a client may send us at once.
+    pub receive_maximum: u16,
+    /// Upper bound of the outbound in-flight window, whatever the client's
+    /// receive maximum says: bounds the per-client retransmission state.
+    pub max_inflight_messages: u16,
+    /// Messages a session may hold beyond its in-flight window, online or
+    /// offline. Bounds memory per session.
+    pub max_queued_messages: usize,
+    pub queue_overflow: QueueOverflow,
+    /// Topic aliases a client may use toward us (0 disables them).
+    pub topic_alias_maximum: u16,
+    /// Aliases the broker uses toward a client that allows them; the
+    /// smaller of this and the client's maximum applies.
+    pub outbound_topic_alias_maximum: u16,
+    /// Session expiry intervals above this are reduced to it.
+    pub max_session_expiry_secs: u32,
+    pub retain_available: bool,
+    /// Topic filters nobody may subscribe to (refused with 0x80 in SUBACK).
+    pub deny_subscribe: Vec<String>,
+    /// Period of the `$SYS/broker/...` publications; 0 disables them.
+    pub sys_interval_secs: u64,
+    /// A connection must send CONNECT within this time of being accepted,
+    /// so idle sockets cannot pile up (slowloris).
+    pub connect_timeout_secs: u64,
+    /// Bytes of encoded packets a connection may hold waiting for the socket;
+    /// beyond this the connection stops taking messages from its queue.
+    pub write_buffer_bytes: usize,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            max_keep_alive_secs: u16::MAX,
+            max_packet_size_bytes: 1024 * 1024,
+            receive_maximum: 100,
+            max_inflight_messages: 100,
+            max_queued_messages: 1000,
+            queue_overflow: QueueOverflow::DropOldest,
+            topic_alias_maximum: 64,
+            outbound_topic_alias_maximum: 64,
+            max_session_expiry_secs: u32::MAX,
+            retain_available: true,
+            deny_subscribe: Vec::new(),
+            sys_interval_secs: 10,
+            connect_timeout_secs: 10,
+            write_buffer_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// A value that passed deserialization but makes no sense.
+#[derive(Debug, thiserror::Error)]
+#[error("broker.{key}: {message}")]
+pub struct ConfigError {
+    pub key: &'static str,
+    pub message: String,
+}
+
+impl BrokerConfig {
+    /// Checks ranges that serde cannot express.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |key, message: &str| Err(ConfigError { key, message: message.to_string() });
+        if self.receive_maximum == 0 {
+            return fail("receive_maximum", "must be at least 1");
+        }
+        if self.max_inflight_messages == 0 {
+            return fail("max_inflight_messages", "must be at least 1");
+        }
+        if self.max_packet_size_bytes < 64 {
+            return fail("max_packet_size_bytes", "must be at least 64");
+        }
+        if self.max_packet_size_bytes > 268_435_460 {
+            return fail("max_packet_size_bytes", "must be at most 268435460 (the MQTT limit)");
+        }
+        if self.write_buffer_bytes < 1024 {
+            return fail("write_buffer_bytes", "must be at least 1024");
+        }
+        for filter in &self.deny_subscribe {
+            if !ferry_mqtt::topic::is_valid_topic_filter(filter) {
+                return fail("deny_subscribe", &format!("{filter:?} is not a valid topic filter"));
+            }
+        }
+        Ok(())
+    }
+}

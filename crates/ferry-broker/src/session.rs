@@ -1,0 +1,221 @@
+//! A session: the state MQTT keeps for a client id across connections —
+//! its subscriptions, the messages queued for it, and the QoS 1/2 exchanges
+//! in flight in both directions.
+//!
+//! Publishers on other threads enqueue into a session while its own
+//! connection task drains it, so the state sits behind a per-session mutex:
+//! a publish touches only the locks of the sessions it delivers to, never a
+//! global one.
+
+use crate::config::QueueOverflow;
+use crate::message::Message;
+use crate::stats::Stats;
+use ferry_mqtt::{ByteStr, QoS};
+use parking_lot::{Mutex, MutexGuard};
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tokio::task::AbortHandle;
+
+/// One message on its way to one session.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub message: Arc<Message>,
+    /// min(publish QoS, granted QoS), over all matching subscriptions.
+    pub qos: QoS,
+    /// The RETAIN flag to send: set for retained messages sent on subscribe,
+    /// and for live ones only under Retain As Published.
+    pub retain: bool,
+    pub subscription_ids: Vec<u32>,
+    /// Set when the delivery came through a shared subscription, so that it
+    /// can be handed to another member if this one leaves before acking.
+    pub shared_filter: Option<ByteStr>,
+}
+
+/// An outbound QoS 1/2 exchange awaiting the client's answer.
+#[derive(Debug)]
+pub(crate) enum Inflight {
+    /// PUBLISH sent; waiting for PUBACK (QoS 1) or PUBREC (QoS 2).
+    Publish { packet_id: u16, delivery: Delivery },
+    /// PUBREL sent; waiting for PUBCOMP.
+    Release { packet_id: u16 },
+}
+
+impl Inflight {
+    pub(crate) fn packet_id(&self) -> u16 {
+        match self {
+            Inflight::Publish { packet_id, .. } | Inflight::Release { packet_id } => *packet_id,
+        }
+    }
+}
+
+pub struct Session {
+    /// Unique for the life of the process; the key of this session's
+    /// subscriptions in the topic tree. Never reused, so a stale tree entry
+    /// can never deliver to a newer session of the same client id.
+    pub id: u64,
+    pub client_id: Arc<str>,
+    online: AtomicBool,
+    /// Wakes the connection task: new messages, or it has been taken over.
+    pub(crate) wake: Notify,
+    state: Mutex<SessionState>,
+}
+
+pub(crate) struct SessionState {
+    /// Bumped each time a connection attaches, so timers and connections
+    /// started for an earlier attachment can tell they are stale.
+    pub generation: u64,
+    /// Once ended (expired, or replaced by a clean start) the session takes
+    /// no more messages; a new one is made for the client id.
+    pub ended: bool,
+    pub expiry_secs: u32,
+    /// The session's filters, to take its entries out of the topic tree
+    /// when it ends.
+    pub subscriptions: HashSet<ByteStr>,
+    pub queue: VecDeque<Delivery>,
+    pub inflight: VecDeque<Inflight>,
+    next_packet_id: u16,
+    /// QoS 2 packet ids received and answered with PUBREC, not yet released.
+    pub inbound_qos2: HashSet<u16>,
+    /// The will of the last connection, waiting for its delay to pass or
+    /// the session to end, whichever comes first.
+    pub pending_will: Option<Message>,
+    /// The will-delay and session-expiry timers of the last disconnect.
+    pub timers: Vec<AbortHandle>,
+}
+
+/// What became of an enqueue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Enqueued {
+    Queued,
+    /// Queued, after dropping the oldest message to make room.
+    QueuedDroppedOldest,
+    Dropped,
+}
+
+impl Session {
+    pub(crate) fn new(id: u64, client_id: Arc<str>, expiry_secs: u32) -> Session {
+        Session {
+            id,
+            client_id,
+            online: AtomicBool::new(false),
+            wake: Notify::new(),
+            state: Mutex::new(SessionState {
+                generation: 0,
+                ended: false,
+                expiry_secs,
+                subscriptions: HashSet::new(),
+                queue: VecDeque::new(),
+                inflight: VecDeque::new(),
+                next_packet_id: 0,
+                inbound_qos2: HashSet::new(),
+                pending_will: None,
+                timers: Vec::new(),
+            }),
+        }
+    }
+
+    pub fn is_online(&self) -> bool {
+        self.online.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_online(&self, online: bool) {
+        self.online.store(online, Ordering::Release);
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SessionState> {
+        self.state.lock()
+    }
+
+    /// Queues a delivery, applying the session's bound. QoS 0 messages are
+    /// not queued for an offline session: at-most-once means no storage.
+    pub(crate) fn enqueue(
+        &self,
+        delivery: Delivery,
+        max_queued: usize,
+        overflow: QueueOverflow,
+        stats: &Stats,
+    ) -> Enqueued {
+        let online = self.is_online();
+        let mut state = self.state.lock();
+        if state.ended || (!online && delivery.qos == QoS::AtMostOnce) {
+            return Enqueued::Dropped;
+        }
+        let mut outcome = Enqueued::Queued;
+        if state.queue.len() >= max_queued {
+            match overflow {
+                QueueOverflow::DropNew => {
+                    stats.dropped_queue_full.inc();
+                    return Enqueued::Dropped;
+                }
+                QueueOverflow::DropOldest => {
+                    state.queue.pop_front();
+                    stats.dropped_queue_full.inc();
+                    outcome = Enqueued::QueuedDroppedOldest;
+                }
+            }
+        }
+        let was_empty = state.queue.is_empty();
+        state.queue.push_back(delivery);
+        drop(state);
+        // The connection drains until the queue is empty or its window is
+        // full; in the second case an acknowledgement restarts the drain,
+        // so only the empty→nonempty transition needs a wake-up.
+        if was_empty && online {
+            self.wake.notify_one();
+        }
+        outcome
+    }
+}
+
+impl SessionState {
+    /// The next packet id not used by an exchange in flight. The window is
+    /// at most 65535 entries, so a free id always exists.
+    pub(crate) fn next_packet_id(&mut self) -> u16 {
+        loop {
+            self.next_packet_id = self.next_packet_id.wrapping_add(1);
+            if self.next_packet_id == 0 {
+                self.next_packet_id = 1;
+            }
+            let candidate = self.next_packet_id;
+            if !self.inflight.iter().any(|entry| entry.packet_id() == candidate) {
+                return candidate;
+            }
+        }
+    }
+
+    /// Removes the in-flight entry for `packet_id`, if there is one.
+    pub(crate) fn take_inflight(&mut self, packet_id: u16) -> Option<Inflight> {
+        let index = self.inflight.iter().position(|entry| entry.packet_id() == packet_id)?;
+        self.inflight.remove(index)
+    }
+
+    /// Removes the deliveries that came through a shared subscription from
+    /// the queue and the in-flight window, to hand them to another member.
+    pub(crate) fn take_shared_deliveries(&mut self) -> Vec<Delivery> {
+        let mut orphans = Vec::new();
+        self.queue.retain(|delivery| {
+            if delivery.shared_filter.is_some() {
+                orphans.push(delivery.clone());
+                false
+            } else {
+                true
+            }
+        });
+        self.inflight.retain(|entry| match entry {
+            Inflight::Publish { delivery, .. } if delivery.shared_filter.is_some() => {
+                orphans.push(delivery.clone());
+                false
+            }
+            _ => true,
+        });
+        orphans
+    }
+
+    pub(crate) fn cancel_timers(&mut self) {
+        for timer in self.timers.drain(..) {
+            timer.abort();
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Counters the broker reports in `$SYS` (and later in Prometheus).
+//!
+//! Relaxed atomics: each counter is independent and only ever read for
+//! reporting, so no ordering between them is needed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn sub(&self, n: u64) {
+        self.0.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub clients_connected: Counter,
+    pub connections_total: Counter,
+    pub messages_received: Counter,
+    pub messages_sent: Counter,
+    pub bytes_received: Counter,
+    pub bytes_sent: Counter,
+    pub publishes_received: Counter,
+    pub publishes_sent: Counter,
+    /// Messages dropped because a session queue was full.
+    pub dropped_queue_full: Counter,
+    /// Messages not sent because they exceeded the client's maximum packet size.
+    pub dropped_too_large: Counter,
+    /// Messages whose expiry interval ran out before delivery.
+    pub dropped_expired: Counter,
+    /// Connections closed because of a malformed or illegal packet.
+    pub protocol_errors: Counter,
+}

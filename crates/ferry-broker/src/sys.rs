@@ -1,0 +1,52 @@
+//! `$SYS/broker/...`: the broker's own figures as retained messages, in the
+//! topic names Mosquitto uses, so existing dashboards keep working.
+
+use crate::broker::Broker;
+use crate::message::Message;
+use ferry_mqtt::{ByteStr, Properties, QoS};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Publishes the `$SYS` topics every `sys_interval_secs` until shutdown.
+/// Also sweeps expired retained messages, which needs a clock of its own.
+pub async fn run(broker: Arc<Broker>) {
+    let interval_secs = broker.config.sys_interval_secs;
+    if interval_secs == 0 {
+        return;
+    }
+    let mut shutdown = broker.shutdown_signal();
+    let mut ticker = tokio::time::interval(Duration::from_secs(interval_secs));
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = ticker.tick() => {}
+        }
+        broker.sweep_expired_retained();
+        publish_all(&broker);
+    }
+}
+
+fn publish_all(broker: &Broker) {
+    let stats = &broker.stats;
+    let figures: [(&str, String); 12] = [
+        ("version", format!("ferry {}", env!("CARGO_PKG_VERSION"))),
+        ("uptime", format!("{} seconds", broker.started_at.elapsed().as_secs())),
+        ("clients/connected", stats.clients_connected.get().to_string()),
+        ("clients/total", broker.session_count().to_string()),
+        ("messages/received", stats.messages_received.get().to_string()),
+        ("messages/sent", stats.messages_sent.get().to_string()),
+        ("publish/messages/received", stats.publishes_received.get().to_string()),
+        ("publish/messages/sent", stats.publishes_sent.get().to_string()),
+        ("publish/messages/dropped", (stats.dropped_queue_full.get() + stats.dropped_too_large.get()).to_string()),
+        ("bytes/received", stats.bytes_received.get().to_string()),
+        ("bytes/sent", stats.bytes_sent.get().to_string()),
+        ("subscriptions/count", broker.subscription_count().to_string()),
+    ];
+    for (name, value) in figures {
+        let topic = ByteStr::from(format!("$SYS/broker/{name}"));
+        broker.publish(Message::new(topic, value.into(), QoS::AtMostOnce, true, Properties::default(), 0));
+    }
+    let retained = broker.retained_count().to_string();
+    let topic = ByteStr::from_static("$SYS/broker/retained messages/count");
+    broker.publish(Message::new(topic, retained.into(), QoS::AtMostOnce, true, Properties::default(), 0));
+}

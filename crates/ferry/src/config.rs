@@ -1,0 +1,161 @@
+//! The configuration file: one TOML document, every key optional, every
+//! default safe (listeners on localhost only, like Mosquitto 2).
+//! docs/configuration.md lists each key; keep the two in step.
+
+use ferry_broker::BrokerConfig;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub log: LogConfig,
+    pub listeners: ListenersConfig,
+    pub broker: BrokerConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("./ferry-data"),
+            log: LogConfig::default(),
+            listeners: ListenersConfig::default(),
+            broker: BrokerConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// A `tracing` filter: a level (`info`) or directives (`info,ferry_broker=debug`).
+    pub level: String,
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { level: "info".into(), format: LogFormat::Text }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Listener addresses; an empty string disables a listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListenersConfig {
+    pub mqtt: String,
+    pub ws: String,
+    pub http: String,
+}
+
+impl Default for ListenersConfig {
+    fn default() -> Self {
+        ListenersConfig {
+            mqtt: "127.0.0.1:1883".into(),
+            ws: "127.0.0.1:8083".into(),
+            http: "127.0.0.1:8080".into(),
+        }
+    }
+}
+
+/// A configuration file that cannot be used, located as precisely as the
+/// problem allows: file, line and key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    #[error("{path}: cannot read: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}:{line}: key `{key}`: {message}")]
+    Invalid { path: PathBuf, line: usize, key: String, message: String },
+    #[error("{path}: key `{key}`: {message}")]
+    Semantic { path: PathBuf, key: String, message: String },
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigFileError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigFileError::Read { path: path.to_owned(), source })?;
+        Config::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigFileError> {
+        let deserializer = toml::Deserializer::new(text);
+        let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|error| {
+            let key = error.path().to_string();
+            let inner = error.into_inner();
+            let line = inner.span().map_or(0, |span| line_of(text, span.start));
+            ConfigFileError::Invalid { path: path.to_owned(), line, key, message: inner.message().to_string() }
+        })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigFileError> {
+        self.broker.validate().map_err(|error| ConfigFileError::Semantic {
+            path: path.to_owned(),
+            key: format!("broker.{}", error.key),
+            message: error.message,
+        })?;
+        for (key, value) in [("listeners.mqtt", &self.listeners.mqtt), ("listeners.ws", &self.listeners.ws), ("listeners.http", &self.listeners.http)] {
+            if !value.is_empty() && value.parse::<std::net::SocketAddr>().is_err() {
+                return Err(ConfigFileError::Semantic {
+                    path: path.to_owned(),
+                    key: key.into(),
+                    message: format!("{value:?} is not an address like 127.0.0.1:1883"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// 1-based line number of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&byte| byte == b'\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigFileError> {
+        Config::parse(text, Path::new("ferry.toml"))
+    }
+
+    #[test]
+    fn empty_file_gives_safe_defaults() {
+        let config = parse("").unwrap();
+        assert_eq!(config.listeners.mqtt, "127.0.0.1:1883");
+        assert_eq!(config.broker.max_queued_messages, 1000);
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let error = parse("data_dir = \"x\"\n[broker]\nmax_keep_alive_secs = 60\nbogus = 1\n").unwrap_err();
+        let text = error.to_string();
+        assert!(text.starts_with("ferry.toml:4: key `broker"), "{text}");
+        assert!(text.contains("bogus"), "{text}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_key() {
+        let error = parse("[broker]\n\nreceive_maximum = \"many\"\n").unwrap_err();
+        let text = error.to_string();
+        assert!(text.starts_with("ferry.toml:3: key `broker.receive_maximum`"), "{text}");
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused() {
+        let error = parse("[broker]\nreceive_maximum = 0\n").unwrap_err();
+        assert_eq!(error.to_string(), "ferry.toml: key `broker.receive_maximum`: must be at least 1");
+        let error = parse("[listeners]\nmqtt = \"nowhere\"\n").unwrap_err();
+        assert!(error.to_string().contains("listeners.mqtt"), "{error}");
+    }
+}

@@ -1,0 +1,80 @@
+//! `ferry serve`: bind the listeners, run until SIGINT/SIGTERM, then shut
+//! down gracefully.
+
+use crate::config::Config;
+use anyhow::Context;
+use ferry_broker::{listener, sys, Broker};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// How long shutdown waits for clients to receive their DISCONNECT.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+pub fn run(config: Config) -> anyhow::Result<()> {
+    // One worker thread per core: every core serves connections.
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
+    let broker = Broker::new(config.broker.clone());
+    let mut tasks = Vec::new();
+
+    if let Some(listener) = bind(&config.listeners.mqtt, "mqtt").await? {
+        tracing::info!("listening on mqtt://{}", listener.local_addr()?);
+        tasks.push(tokio::spawn(listener::serve_tcp(listener, broker.clone())));
+    }
+    if let Some(listener) = bind(&config.listeners.ws, "ws").await? {
+        tracing::info!("listening on ws://{}{}", listener.local_addr()?, ferry_broker::MQTT_PATH);
+        tasks.push(tokio::spawn(listener::serve_ws(listener, broker.clone())));
+    }
+    if let Some(listener) = bind(&config.listeners.http, "http").await? {
+        tracing::info!("listening on http://{}", listener.local_addr()?);
+        let app = crate::http::router(broker.clone());
+        let mut shutdown = broker.shutdown_signal();
+        tasks.push(tokio::spawn(async move {
+            let stopped = async move {
+                let _ = shutdown.changed().await;
+            };
+            if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stopped).await {
+                tracing::error!(%error, "HTTP server failed");
+            }
+        }));
+    }
+    tasks.push(tokio::spawn(sys::run(broker.clone())));
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "ferry started");
+
+    wait_for_signal().await?;
+    tracing::info!("shutting down");
+    broker.begin_shutdown();
+    for task in tasks {
+        let _ = task.await;
+    }
+    let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+    while broker.stats.clients_connected.get() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn bind(address: &str, name: &str) -> anyhow::Result<Option<TcpListener>> {
+    if address.is_empty() {
+        return Ok(None);
+    }
+    let listener = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen for {name} on {address}"))?;
+    Ok(Some(listener))
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result?,
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}
