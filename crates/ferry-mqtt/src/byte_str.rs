@@ -35,10 +35,13 @@ impl ByteStr {
         Ok(ByteStr(bytes))
     }
 
+    /// Wraps a string literal without copying. Not validated: the caller
+    /// vouches that it has no U+0000 and at most 65535 bytes.
     pub const fn from_static(text: &'static str) -> ByteStr {
         ByteStr(Bytes::from_static(text.as_bytes()))
     }
 
+    /// The string, borrowed.
     pub fn as_str(&self) -> &str {
         // SAFETY: every constructor of `ByteStr` either validated `self.0` as
         // UTF-8 (`from_bytes`) or built it from a `&str`/`String` (`From`
@@ -47,10 +50,12 @@ impl ByteStr {
         unsafe { std::str::from_utf8_unchecked(&self.0) }
     }
 
+    /// The UTF-8 bytes, sharing storage with the frame.
     pub fn as_bytes(&self) -> &Bytes {
         &self.0
     }
 
+    /// The UTF-8 bytes, without copying.
     pub fn into_bytes(self) -> Bytes {
         self.0
     }

@@ -51,22 +51,52 @@ pub enum DecodeError {
     DuplicateProperty(u8),
     #[error("invalid value for property {0:#04x}")]
     InvalidPropertyValue(u8),
+    /// A variable byte integer inside the packet (property length,
+    /// subscription identifier) has a fifth byte.
+    #[error("{0} is not a valid variable byte integer")]
+    MalformedVariableInteger(&'static str),
+    /// A rule the spec calls a Protocol Error that no other variant covers:
+    /// retain handling 3, No Local on a shared subscription, authentication
+    /// data without a method, session present on a failed CONNACK.
+    #[error("protocol error: {0}")]
+    ProtocolViolation(&'static str),
 }
 
 impl DecodeError {
     /// The reason code to send in CONNACK or DISCONNECT (5.0) before closing.
     pub fn reason_code(&self) -> ReasonCode {
+        // Exhaustive on purpose: a new variant must decide its reason code.
         match self {
             DecodeError::PacketTooLarge { .. } => ReasonCode::PacketTooLarge,
             DecodeError::UnsupportedProtocolVersion(_) | DecodeError::InvalidProtocolName => {
                 ReasonCode::UnsupportedProtocolVersion
             }
             DecodeError::InvalidTopicName(_) => ReasonCode::TopicNameInvalid,
+            // MQTT 5 §3.8.3 and §3.10.3 call an empty SUBSCRIBE or
+            // UNSUBSCRIBE payload a Protocol Error, not a Malformed Packet.
             DecodeError::UnexpectedPacket { .. }
+            | DecodeError::NoTopicFilters(_)
             | DecodeError::DuplicateProperty(_)
+            | DecodeError::InvalidPropertyValue(_)
+            | DecodeError::ProtocolViolation(_) => ReasonCode::ProtocolError,
+            // §2.2.2.2: an identifier not valid for the packet type makes a
+            // Malformed Packet, like an unknown one.
+            DecodeError::MalformedRemainingLength
+            | DecodeError::ReservedPacketType
+            | DecodeError::InvalidHeaderFlags { .. }
+            | DecodeError::Truncated(_)
+            | DecodeError::TrailingBytes(_)
+            | DecodeError::ReservedBitSet(_)
+            | DecodeError::InvalidQoS
+            | DecodeError::InvalidWillFlags
+            | DecodeError::PasswordWithoutUsername
+            | DecodeError::InvalidString { .. }
+            | DecodeError::ZeroPacketId
+            | DecodeError::InvalidTopicFilter(_)
+            | DecodeError::InvalidReasonCode { .. }
+            | DecodeError::UnknownProperty(_)
             | DecodeError::PropertyNotAllowed { .. }
-            | DecodeError::InvalidPropertyValue(_) => ReasonCode::ProtocolError,
-            _ => ReasonCode::MalformedPacket,
+            | DecodeError::MalformedVariableInteger(_) => ReasonCode::MalformedPacket,
         }
     }
 }

@@ -30,14 +30,18 @@ pub mod packet;
 mod properties;
 mod qos;
 mod reason;
+#[cfg(test)]
+mod test_support;
 pub mod topic;
+mod varint;
 mod version;
+mod wire;
 
 pub use byte_str::{ByteStr, StrError};
 pub use codec::publish_packet_id_offset;
 pub use error::{DecodeError, EncodeError};
 pub use packet::*;
-pub use properties::Properties;
+pub use properties::{id as property_id, Properties};
 pub use qos::QoS;
 pub use reason::ReasonCode;
 pub use version::ProtocolVersion;

@@ -1,3 +1,5 @@
+use crate::{packet::PacketType, DecodeError, EncodeError};
+
 /// MQTT 5 reason codes (§2.4). MQTT 3.1.1 return codes are mapped onto these
 /// by the encoder and decoder, so the broker speaks one vocabulary.
 ///
@@ -53,9 +55,12 @@ pub enum ReasonCode {
 }
 
 impl ReasonCode {
+    /// DISCONNECT 0x00.
     pub const NORMAL_DISCONNECTION: ReasonCode = ReasonCode::Success;
+    /// SUBACK 0x00.
     pub const GRANTED_QOS0: ReasonCode = ReasonCode::Success;
 
+    /// The reason code of a byte; `None` for values the spec leaves undefined.
     pub fn from_u8(value: u8) -> Option<ReasonCode> {
         use ReasonCode::*;
         Some(match value {
@@ -145,5 +150,172 @@ impl ReasonCode {
             5 => NotAuthorized,
             _ => return None,
         })
+    }
+
+    /// Whether MQTT 5 allows this code in a packet of type `packet` (the
+    /// reason code tables of §3). Packets without a reason code allow none.
+    pub fn is_allowed_in(self, packet: PacketType) -> bool {
+        use ReasonCode::*;
+        match packet {
+            PacketType::ConnAck => matches!(
+                self,
+                Success
+                    | UnspecifiedError
+                    | MalformedPacket
+                    | ProtocolError
+                    | ImplementationSpecificError
+                    | UnsupportedProtocolVersion
+                    | ClientIdentifierNotValid
+                    | BadUserNameOrPassword
+                    | NotAuthorized
+                    | ServerUnavailable
+                    | ServerBusy
+                    | Banned
+                    | BadAuthenticationMethod
+                    | TopicNameInvalid
+                    | PacketTooLarge
+                    | QuotaExceeded
+                    | PayloadFormatInvalid
+                    | RetainNotSupported
+                    | QoSNotSupported
+                    | UseAnotherServer
+                    | ServerMoved
+                    | ConnectionRateExceeded
+            ),
+            PacketType::PubAck | PacketType::PubRec => matches!(
+                self,
+                Success
+                    | NoMatchingSubscribers
+                    | UnspecifiedError
+                    | ImplementationSpecificError
+                    | NotAuthorized
+                    | TopicNameInvalid
+                    | PacketIdentifierInUse
+                    | QuotaExceeded
+                    | PayloadFormatInvalid
+            ),
+            PacketType::PubRel | PacketType::PubComp => {
+                matches!(self, Success | PacketIdentifierNotFound)
+            }
+            PacketType::SubAck => matches!(
+                self,
+                Success
+                    | GrantedQoS1
+                    | GrantedQoS2
+                    | UnspecifiedError
+                    | ImplementationSpecificError
+                    | NotAuthorized
+                    | TopicFilterInvalid
+                    | PacketIdentifierInUse
+                    | QuotaExceeded
+                    | SharedSubscriptionsNotSupported
+                    | SubscriptionIdentifiersNotSupported
+                    | WildcardSubscriptionsNotSupported
+            ),
+            PacketType::UnsubAck => matches!(
+                self,
+                Success
+                    | NoSubscriptionExisted
+                    | UnspecifiedError
+                    | ImplementationSpecificError
+                    | NotAuthorized
+                    | TopicFilterInvalid
+                    | PacketIdentifierInUse
+            ),
+            PacketType::Disconnect => matches!(
+                self,
+                Success
+                    | DisconnectWithWillMessage
+                    | UnspecifiedError
+                    | MalformedPacket
+                    | ProtocolError
+                    | ImplementationSpecificError
+                    | NotAuthorized
+                    | ServerBusy
+                    | ServerShuttingDown
+                    | KeepAliveTimeout
+                    | SessionTakenOver
+                    | TopicFilterInvalid
+                    | TopicNameInvalid
+                    | ReceiveMaximumExceeded
+                    | TopicAliasInvalid
+                    | PacketTooLarge
+                    | MessageRateTooHigh
+                    | QuotaExceeded
+                    | AdministrativeAction
+                    | PayloadFormatInvalid
+                    | RetainNotSupported
+                    | QoSNotSupported
+                    | UseAnotherServer
+                    | ServerMoved
+                    | SharedSubscriptionsNotSupported
+                    | ConnectionRateExceeded
+                    | MaximumConnectTime
+                    | SubscriptionIdentifiersNotSupported
+                    | WildcardSubscriptionsNotSupported
+            ),
+            PacketType::Auth => matches!(self, Success | ContinueAuthentication | ReAuthenticate),
+            PacketType::Connect
+            | PacketType::Publish
+            | PacketType::Subscribe
+            | PacketType::Unsubscribe
+            | PacketType::PingReq
+            | PacketType::PingResp => false,
+        }
+    }
+
+    /// Decodes an MQTT 5 reason code byte of `packet`.
+    pub(crate) fn decode_for(packet: PacketType, code: u8) -> Result<ReasonCode, DecodeError> {
+        ReasonCode::from_u8(code)
+            .filter(|reason| reason.is_allowed_in(packet))
+            .ok_or(DecodeError::InvalidReasonCode { packet, code })
+    }
+
+    /// Refuses to encode a code the peer's decoder would reject.
+    pub(crate) fn check_for(self, packet: PacketType) -> Result<(), EncodeError> {
+        if self.is_allowed_in(packet) {
+            Ok(())
+        } else {
+            Err(EncodeError::Invalid("reason code", "not allowed in this packet type"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_u8_inverts_the_discriminant() {
+        for code in 0..=255u8 {
+            if let Some(reason) = ReasonCode::from_u8(code) {
+                assert_eq!(reason as u8, code);
+            }
+        }
+    }
+
+    #[test]
+    fn v3_connack_codes_round_trip() {
+        for code in 0..=5 {
+            assert_eq!(ReasonCode::from_v3_connack(code).unwrap().to_v3_connack(), code);
+        }
+        assert_eq!(ReasonCode::from_v3_connack(6), None);
+    }
+
+    #[test]
+    fn allowed_sets_match_the_spec_tables() {
+        let count = |packet| {
+            (0..=255u8).filter_map(ReasonCode::from_u8).filter(|r| r.is_allowed_in(packet)).count()
+        };
+        assert_eq!(count(PacketType::ConnAck), 22);
+        assert_eq!(count(PacketType::PubAck), 9);
+        assert_eq!(count(PacketType::PubRec), 9);
+        assert_eq!(count(PacketType::PubRel), 2);
+        assert_eq!(count(PacketType::PubComp), 2);
+        assert_eq!(count(PacketType::SubAck), 12);
+        assert_eq!(count(PacketType::UnsubAck), 7);
+        assert_eq!(count(PacketType::Disconnect), 29);
+        assert_eq!(count(PacketType::Auth), 3);
+        assert_eq!(count(PacketType::Publish), 0);
     }
 }

@@ -1,14 +1,112 @@
 //! Topic name and topic filter rules (§4.7). Matching lives in the broker's
 //! topic tree; this module only says what is well-formed.
 
+/// The prefix of a shared subscription filter (MQTT 5 §4.8.2).
+pub const SHARED_PREFIX: &str = "$share/";
+
 /// A topic name that a PUBLISH may carry: nonempty, no `+` or `#`.
 pub fn is_valid_topic_name(topic: &str) -> bool {
-    todo!("codec helper: {topic}")
+    !topic.is_empty() && !topic.contains(['+', '#'])
 }
 
 /// A topic filter: `#` only as the whole last level, `+` only as a whole
 /// level; `$share/{group}/{filter}` needs a nonempty group without wildcards
 /// or `/`, and a valid filter after it.
 pub fn is_valid_topic_filter(filter: &str) -> bool {
-    todo!("codec helper: {filter}")
+    match filter.strip_prefix(SHARED_PREFIX) {
+        Some(shared) => match shared.split_once('/') {
+            Some((group, inner)) => {
+                !group.is_empty() && !group.contains(['+', '#']) && is_valid_plain_filter(inner)
+            }
+            None => false,
+        },
+        None => is_valid_plain_filter(filter),
+    }
+}
+
+/// Whether `filter` is a shared subscription (`$share/{group}/{filter}`),
+/// which MQTT 5 gives different rules (e.g. no No Local).
+pub fn is_shared_filter(filter: &str) -> bool {
+    filter.starts_with(SHARED_PREFIX)
+}
+
+fn is_valid_plain_filter(filter: &str) -> bool {
+    if filter.is_empty() {
+        return false;
+    }
+    let mut levels = filter.split('/').peekable();
+    while let Some(level) = levels.next() {
+        let is_last = levels.peek().is_none();
+        let valid = match level {
+            "+" => true,
+            "#" => is_last,
+            _ => !level.contains(['+', '#']),
+        };
+        if !valid {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names() {
+        for valid in ["a", "/", "a/b", "/a/", "$SYS/x", " ", "ü/€", "a//b"] {
+            assert!(is_valid_topic_name(valid), "{valid:?}");
+        }
+        for invalid in ["", "+", "#", "a/+", "a/#", "a+b", "sport/tennis#"] {
+            assert!(!is_valid_topic_name(invalid), "{invalid:?}");
+        }
+    }
+
+    #[test]
+    fn topic_filters_from_the_spec() {
+        // §4.7.1 examples.
+        for valid in [
+            "sport/tennis/player1/#",
+            "sport/#",
+            "#",
+            "+",
+            "+/tennis/#",
+            "sport/+/player1",
+            "/+",
+            "+/+",
+            "a//b",
+            "/",
+            "$SYS/#",
+            "$share",
+            "$sharefoo/+",
+        ] {
+            assert!(is_valid_topic_filter(valid), "{valid:?}");
+        }
+        for invalid in
+            ["", "sport/tennis#", "sport/tennis/#/ranking", "sport+", "#/a", "a/b#", "++", "a/+b"]
+        {
+            assert!(!is_valid_topic_filter(invalid), "{invalid:?}");
+        }
+    }
+
+    #[test]
+    fn shared_subscriptions() {
+        for valid in ["$share/g/a", "$share/g/#", "$share/g/+/x", "$share/g//", "$share/ü/a/b"] {
+            assert!(is_valid_topic_filter(valid), "{valid:?}");
+            assert!(is_shared_filter(valid));
+        }
+        for invalid in [
+            "$share/",
+            "$share/g",
+            "$share/g/",
+            "$share//a",
+            "$share/+/a",
+            "$share/#/a",
+            "$share/g+/a",
+            "$share/g/a#",
+        ] {
+            assert!(!is_valid_topic_filter(invalid), "{invalid:?}");
+        }
+    }
 }

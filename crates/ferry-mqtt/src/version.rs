@@ -13,10 +13,12 @@ pub enum ProtocolVersion {
 }
 
 impl ProtocolVersion {
+    /// Whether packets carry properties and reason codes.
     pub fn is_v5(self) -> bool {
         self == ProtocolVersion::V5
     }
 
+    /// The version of a CONNECT protocol level byte.
     pub fn from_level(level: u8) -> Option<ProtocolVersion> {
         match level {
             3 => Some(ProtocolVersion::V31),

@@ -6,6 +6,7 @@ mod connack;
 mod connect;
 mod disconnect;
 mod publish;
+mod reason_tail;
 mod suback;
 mod subscribe;
 mod unsuback;
@@ -21,6 +22,8 @@ pub use suback::SubAck;
 pub use subscribe::{RetainHandling, Subscribe, SubscriptionOptions};
 pub use unsuback::UnsubAck;
 pub use unsubscribe::Unsubscribe;
+
+use crate::{wire::Reader, DecodeError};
 
 /// Any MQTT control packet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +67,7 @@ pub enum PacketType {
 }
 
 impl Packet {
+    /// The control packet type of this packet.
     pub fn packet_type(&self) -> PacketType {
         match self {
             Packet::Connect(_) => PacketType::Connect,
@@ -82,5 +86,13 @@ impl Packet {
             Packet::Disconnect(_) => PacketType::Disconnect,
             Packet::Auth(_) => PacketType::Auth,
         }
+    }
+}
+
+/// Reads a Packet Identifier, which is never 0 where present (§2.2.1).
+fn decode_packet_id(r: &mut Reader) -> Result<u16, DecodeError> {
+    match r.u16("packet identifier")? {
+        0 => Err(DecodeError::ZeroPacketId),
+        id => Ok(id),
     }
 }
