@@ -145,7 +145,7 @@ impl Broker {
         session.wake.notify_one();
         self.redistribute(orphans, session.id);
         if let Some(will) = will {
-            self.publish(will);
+            self.publish(*will);
         }
     }
 
@@ -164,7 +164,7 @@ impl Broker {
         self.redistribute(orphans, session.id);
         if let Some(will) = will {
             if will.delay_secs == 0 {
-                self.publish(will.message);
+                self.publish(*will.message);
             } else {
                 let mut state = session.lock();
                 state.pending_will = Some(will.message);
@@ -353,16 +353,14 @@ impl Broker {
             let Some(filter) = orphan.shared_filter.clone() else { continue };
             let mut chosen = None;
             tree.for_each_match(&orphan.message.topic, |found| {
-                if let Match::Shared(group) = found {
-                    if chosen.is_none() {
-                        chosen = group
-                            .pick(|_, member| {
-                                member.filter == filter
-                                    && member.session.id != leaving_session
-                                    && member.session.is_online()
-                            })
-                            .map(|(_, member)| member.session.clone());
-                    }
+                let Match::Shared(group) = found else { return };
+                // Only the group the delivery came through; picking in the
+                // others would move their round-robin cursors for nothing.
+                let same_group = group.members().next().is_some_and(|(_, member)| member.filter == filter);
+                if chosen.is_none() && same_group {
+                    chosen = group
+                        .pick(|_, member| member.session.id != leaving_session && member.session.is_online())
+                        .map(|(_, member)| member.session.clone());
                 }
             });
             if let Some(session) = chosen {

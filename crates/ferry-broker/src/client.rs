@@ -488,7 +488,7 @@ impl Client {
             if let Some(will) = will {
                 let ended = self.session.lock().ended;
                 if will.delay_secs == 0 || ended {
-                    broker.publish(will.message);
+                    broker.publish(*will.message);
                 }
             }
             return;

@@ -17,11 +17,11 @@ mod connection;
 mod encode_once;
 pub mod listener;
 mod message;
-mod retained;
+pub mod retained;
 mod session;
 mod stats;
 pub mod sys;
-mod topic_tree;
+pub mod topic_tree;
 mod websocket;
 mod will;
 

@@ -80,7 +80,7 @@ pub(crate) struct SessionState {
     pub inbound_qos2: HashSet<u16>,
     /// The will of the last connection, waiting for its delay to pass or
     /// the session to end, whichever comes first.
-    pub pending_will: Option<Message>,
+    pub pending_will: Option<Box<Message>>,
     /// The will-delay and session-expiry timers of the last disconnect.
     pub timers: Vec<AbortHandle>,
 }

@@ -11,7 +11,9 @@ use tokio::task::AbortHandle;
 
 /// A will waiting for its connection to end.
 pub(crate) struct PendingWill {
-    pub message: Message,
+    /// Boxed: a message with its properties is large, and a will sits in
+    /// every connection and session whether or not it is ever published.
+    pub message: Box<Message>,
     pub delay_secs: u32,
 }
 
@@ -21,7 +23,7 @@ impl PendingWill {
         let mut properties = will.properties;
         properties.will_delay_interval = None;
         PendingWill {
-            message: Message::new(will.topic, will.payload, will.qos, will.retain, properties, origin_session),
+            message: Box::new(Message::new(will.topic, will.payload, will.qos, will.retain, properties, origin_session)),
             delay_secs,
         }
     }
@@ -35,7 +37,7 @@ pub(crate) fn schedule(broker: Arc<Broker>, session: Arc<Session>, delay: Durati
         tokio::time::sleep(delay).await;
         let will = session.lock().pending_will.take();
         if let Some(message) = will {
-            broker.publish(message);
+            broker.publish(*message);
         }
     })
     .abort_handle()
