@@ -16,7 +16,7 @@ use crate::will::PendingWill;
 use ferry_mqtt::{ByteStr, ReasonCode, RetainHandling, SubscriptionOptions};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -40,6 +40,9 @@ pub struct Broker {
     retained: RwLock<RetainedStore<Arc<Message>>>,
     sessions: Mutex<HashMap<Arc<str>, Arc<Session>>>,
     next_session_id: AtomicU64,
+    /// Read on every drain, so a plain flag rather than the watch's lock.
+    shutting_down: AtomicBool,
+    /// Wakes the listeners' accept loops at shutdown.
     shutdown: watch::Sender<bool>,
 }
 
@@ -60,13 +63,25 @@ impl Broker {
             retained: RwLock::new(RetainedStore::new()),
             sessions: Mutex::new(HashMap::new()),
             next_session_id: AtomicU64::new(1),
+            shutting_down: AtomicBool::new(false),
             shutdown: watch::channel(false).0,
         })
     }
 
-    /// Tells every connection to send DISCONNECT 0x8B and close.
+    /// Tells every connection to send DISCONNECT 0x8B and close, and the
+    /// listeners to stop accepting.
     pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
         self.shutdown.send_replace(true);
+        // Connections learn it through their session's wake-up rather than
+        // a watch receiver each: that keeps an idle connection smaller.
+        for session in self.sessions.lock().values() {
+            session.wake.notify_one();
+        }
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
     }
 
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {

@@ -75,6 +75,7 @@ impl Client {
             }
             rbuf.reserve(256);
             match reader.read_buf(rbuf).await {
+                Ok(0) if !rbuf.is_empty() => return Err(Close::Truncated(rbuf.len())),
                 Ok(0) => return Err(Close::PeerClosed),
                 Ok(read) => broker.stats.bytes_received.add(read as u64),
                 Err(_) => return Err(Close::Io),
@@ -417,6 +418,9 @@ impl Client {
     pub(crate) fn drain(&mut self, broker: &Broker, wbuf: &mut BytesMut) -> Result<(), Close> {
         let now = Instant::now();
         let write_cap = broker.config.write_buffer_bytes;
+        if broker.is_shutting_down() {
+            return Err(Close::ServerShuttingDown);
+        }
         let mut state = self.session.lock();
         if state.ended || state.generation != self.generation {
             return Err(Close::TakenOver);

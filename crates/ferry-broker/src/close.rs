@@ -9,6 +9,9 @@ use std::net::SocketAddr;
 pub(crate) enum Close {
     /// The peer closed the socket without DISCONNECT.
     PeerClosed,
+    /// The peer closed the socket in the middle of a packet, after sending
+    /// this many bytes of it.
+    Truncated(usize),
     /// The socket failed.
     Io,
     /// The client sent DISCONNECT; 0x04 asks for the will anyway.
@@ -31,7 +34,7 @@ impl Close {
     /// The DISCONNECT reason to send to a v5 client, if one is sent.
     pub(crate) fn reason_code(&self) -> Option<ReasonCode> {
         match self {
-            Close::PeerClosed | Close::Io | Close::Disconnected { .. } => None,
+            Close::PeerClosed | Close::Truncated(_) | Close::Io | Close::Disconnected { .. } => None,
             Close::Malformed(error) => Some(error.reason_code()),
             Close::Protocol { reason, .. } => Some(*reason),
             Close::KeepAliveTimeout => Some(ReasonCode::KeepAliveTimeout),
@@ -67,6 +70,9 @@ impl Close {
         match self {
             Close::Malformed(error) => {
                 tracing::warn!(%peer, client_id, reason = ?error.reason_code(), "closing connection: malformed packet: {error}");
+            }
+            Close::Truncated(bytes) => {
+                tracing::warn!(%peer, client_id, "closing connection: truncated packet: connection closed after {bytes} bytes of an incomplete packet");
             }
             Close::Protocol { reason, message } => {
                 tracing::warn!(%peer, client_id, ?reason, "closing connection: protocol error: {message}");

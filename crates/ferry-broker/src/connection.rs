@@ -55,6 +55,8 @@ where
         }
     };
     flush(&mut writer, &mut wbuf).await;
+    // Most connections then sit idle: hold no write buffer while they do.
+    wbuf = BytesMut::new();
     broker.stats.clients_connected.inc();
     let close = run(&mut client, &broker, &mut reader, &mut writer, &mut rbuf, &mut wbuf).await;
     broker.stats.clients_connected.sub(1);
@@ -87,12 +89,14 @@ where
     W: AsyncWrite + Unpin,
 {
     let write_cap = broker.config.write_buffer_bytes;
-    let mut shutdown = broker.shutdown_signal();
     let mut read_chunk = READ_CHUNK_MIN_BYTES;
     let mut last_read = Instant::now();
     let keep_alive = client.keep_alive_timeout();
     let keep_alive_timer = tokio::time::sleep(keep_alive.unwrap_or(Duration::from_secs(86_400)));
     tokio::pin!(keep_alive_timer);
+    // Transports that buffer inside (WebSocket) need a flush after a write;
+    // for TCP the flush completes at once.
+    let mut unflushed = false;
 
     // Messages that waited for this session while it was offline, and
     // exchanges left in flight by the previous connection, go out first.
@@ -106,10 +110,11 @@ where
         }
         tokio::select! {
             biased;
-            _ = shutdown.changed() => return Close::ServerShuttingDown,
-            result = writer.write(wbuf), if !wbuf.is_empty() => match result {
-                Ok(0) | Err(_) => return Close::Io,
-                Ok(written) => {
+            result = send(writer, wbuf), if !wbuf.is_empty() || unflushed => match result {
+                Err(_) | Ok(Sent::Wrote(0)) => return Close::Io,
+                Ok(Sent::Flushed) => unflushed = false,
+                Ok(Sent::Wrote(written)) => {
+                    unflushed = true;
                     broker.stats.bytes_sent.add(written as u64);
                     let _ = wbuf.split_to(written);
                     if wbuf.is_empty() && wbuf.capacity() > write_cap {
@@ -121,6 +126,7 @@ where
                 }
             },
             result = reader.read_buf(rbuf), if wbuf.len() < write_cap => match result {
+                Ok(0) if !rbuf.is_empty() => return Close::Truncated(rbuf.len()),
                 Ok(0) => return Close::PeerClosed,
                 Err(_) => return Close::Io,
                 Ok(read) => {
@@ -165,6 +171,23 @@ where
                 keep_alive_timer.as_mut().reset(deadline.into());
             },
         }
+    }
+}
+
+enum Sent {
+    Wrote(usize),
+    Flushed,
+}
+
+/// One step of output: write what is buffered, or, once it is all
+/// written, flush. Cancel-safe, as `select!` needs: a dropped write wrote
+/// nothing, and a dropped flush leaves the bytes to the next flush.
+async fn send<W: AsyncWrite + Unpin>(writer: &mut W, wbuf: &[u8]) -> std::io::Result<Sent> {
+    if wbuf.is_empty() {
+        writer.flush().await?;
+        Ok(Sent::Flushed)
+    } else {
+        writer.write(wbuf).await.map(Sent::Wrote)
     }
 }
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs Ferry's whole test suite on a fresh Debian machine:
+#   1. installs what is missing (mosquitto-clients + mosquitto via apt,
+#      a Python venv at .venv with tests/requirements.txt),
+#   2. cargo build --release -p ferry, cargo test --workspace --release,
+#   3. the Python integration tests in tests/ against target/release/ferry.
+# Usage: bash scripts/test.sh [extra pytest arguments]
+# FERRY_TEST_TARGET=mosquitto runs the integration tests against Mosquitto
+# instead (and skips the cargo steps).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+TARGET=${FERRY_TEST_TARGET:-ferry}
+
+log() { printf '\n==> %s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------- apt
+apt_pkgs=()
+if ! command -v mosquitto_pub >/dev/null 2>&1 || ! command -v mosquitto_sub >/dev/null 2>&1; then
+    apt_pkgs+=(mosquitto-clients)
+fi
+if [ ! -x /usr/sbin/mosquitto ]; then
+    apt_pkgs+=(mosquitto)
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+    apt_pkgs+=(python3 python3-venv)
+elif [ ! -x .venv/bin/python ] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    apt_pkgs+=(python3-venv)
+fi
+if [ ${#apt_pkgs[@]} -gt 0 ]; then
+    log "installing ${apt_pkgs[*]}"
+    SUDO=()
+    if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
+    export DEBIAN_FRONTEND=noninteractive
+    if ! "${SUDO[@]}" apt-get install -y --no-install-recommends "${apt_pkgs[@]}"; then
+        # the package lists are probably missing or stale
+        "${SUDO[@]}" apt-get update
+        "${SUDO[@]}" apt-get install -y --no-install-recommends "${apt_pkgs[@]}"
+    fi
+fi
+
+# --------------------------------------------------------- python venv
+if [ ! -x .venv/bin/python ]; then
+    log "creating .venv"
+    python3 -m venv .venv
+fi
+if ! .venv/bin/python - <<'PY' >/dev/null 2>&1
+import importlib.metadata as md, pathlib, re
+for line in pathlib.Path("tests/requirements.txt").read_text().splitlines():
+    line = line.split("#")[0].strip()
+    if line:
+        name, version = re.split(r"==", line)
+        assert md.version(name) == version, name
+PY
+then
+    log "installing Python test dependencies into .venv"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+fi
+
+# ---------------------------------------------------------------- cargo
+if [ "$TARGET" = "ferry" ]; then
+    if ! command -v cargo >/dev/null 2>&1; then
+        echo "error: cargo not found; install a Rust toolchain (rustup, Rust >= 1.80)" >&2
+        exit 1
+    fi
+    log "cargo build --release -p ferry"
+    cargo build --release -p ferry
+    log "cargo test --workspace --release"
+    cargo test --workspace --release
+    export FERRY_BIN="$ROOT/target/release/ferry"
+fi
+
+# ------------------------------------------------------- integration tests
+log "pytest tests (target: $TARGET)"
+.venv/bin/python -m pytest tests -q --timeout=60 "$@"

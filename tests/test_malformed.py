@@ -1,0 +1,272 @@
+"""Malformed and protocol-violating input on raw sockets.
+
+Every test asserts that
+  * the offending connection is closed by the broker (recv returns b""),
+  * the MQTT 5 DISCONNECT reason code, where one applies,
+  * the broker logged at least one new stderr line about the problem
+    (Ferry only: Mosquitto's log lines are not Ferry's contract),
+  * a client connected before the offence still publishes and receives.
+"""
+
+import socket
+import time
+
+import pytest
+
+import rawmqtt as R
+from helpers import VERSIONS
+
+# words one of which a log line "mentioning the problem" is expected to contain
+PROBLEM = (r"malformed|invalid|protocol|violat|unexpected|reject|refus|error|bad|illegal|"
+           r"unsupported|unknown|too (large|big|long)|exceed|utf|wildcard|reserved|truncat|eof|"
+           r"incomplete|decode|pars|size|large|limit")
+
+
+@pytest.fixture
+def witness(broker):
+    """A subscriber and a publisher, connected before the offence."""
+    sub = broker.client(5, "witness-sub")
+    sub.subscribe("witness/#", qos=1)
+    pub = broker.client(4, "witness-pub")
+    return pub, sub
+
+
+class Offence:
+    def __init__(self, broker, witness):
+        self.broker = broker
+        self.witness = witness
+        self.mark = len(broker.log_lines())
+
+    def check(self, log_pattern: str = PROBLEM):
+        pub, sub = self.witness
+        payload = f"still alive {time.monotonic()}".encode()
+        pub.publish("witness/t", payload, qos=1)
+        m = sub.get()
+        assert (m.topic, m.payload) == ("witness/t", payload)
+        fresh = self.broker.client(5, f"witness-new-{time.monotonic_ns()}")
+        fresh.subscribe("witness/new", qos=0)
+        if self.broker.is_ferry:
+            self.broker.wait_log(log_pattern, since=self.mark, timeout=3)
+
+
+@pytest.fixture
+def offence(broker, witness):
+    return Offence(broker, witness)
+
+
+def disconnect_reasons(packets):
+    return [p.reason for p in packets if p.type == R.DISCONNECT]
+
+
+def assert_optional_reason(packets, allowed):
+    """The broker SHOULD (not must) send a DISCONNECT first; if it does,
+    the reason must be one of `allowed`."""
+    reasons = disconnect_reasons(packets)
+    assert len(reasons) <= 1 and set(reasons) <= set(allowed), packets
+    assert not [p for p in packets if p.type not in (R.DISCONNECT,)], packets
+
+
+# ------------------------------------------------------- before CONNECT
+@pytest.mark.parametrize("garbage", [
+    pytest.param(b"GET /mqtt HTTP/1.1\r\nHost: localhost\r\n\r\n", id="http_request"),
+    pytest.param(b"\x00\x00\x00\x00\xde\xad\xbe\xef", id="zero_type"),
+    pytest.param(b"\xff\x02\xff\xff", id="auth_type_bad_flags"),
+])
+def test_garbage_before_connect(broker, offence, garbage):
+    r = broker.raw(5)
+    r.send(garbage + R.encode_connect("after-garbage", 5))
+    before = r.read_until_closed()
+    assert not [p for p in before if p.type == R.CONNACK and p.reason == 0], before
+    offence.check()
+
+
+@pytest.mark.parametrize("first", [
+    pytest.param(R.encode_pingreq(), id="pingreq"),
+    pytest.param(R.encode_publish("a/b", b"x", version=4), id="publish"),
+    pytest.param(R.encode_subscribe(1, [("a/#", 0)], version=4), id="subscribe"),
+    pytest.param(R.encode_disconnect(version=4), id="disconnect"),
+])
+def test_first_packet_not_connect(broker, offence, first):
+    r = broker.raw(4)
+    r.send(first)
+    assert r.read_until_closed() == []
+    offence.check()
+
+
+@pytest.mark.parametrize("level", [6, 0, 255])
+def test_unsupported_protocol_level(broker, offence, level):
+    r = broker.raw(4)
+    r.send(R.encode_connect("level", 4, protocol_level=level))
+    before = r.read_until_closed()
+    assert len(before) == 1 and before[0].type == R.CONNACK, before
+    assert before[0].body == b"\x00\x01", "expected a v3-style CONNACK, return code 0x01"
+    offence.check()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_connect_reserved_flag(broker, offence, version):
+    r = broker.raw(version)
+    r.send(R.encode_connect("reserved-flag", version, extra_flags=0x01))
+    before = r.read_until_closed()
+    assert not [p for p in before if p.type == R.CONNACK and p.reason == 0], before
+    offence.check()
+
+
+# ------------------------------------------------- on a live connection
+@pytest.mark.parametrize("version", VERSIONS)
+def test_second_connect(broker, offence, version):
+    r = broker.raw(version)
+    r.connect("twice")
+    r.send(R.encode_connect("twice", version))
+    assert_optional_reason(r.read_until_closed(), [R.RC_PROTOCOL_ERROR])
+    offence.check()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_truncated_packet_then_close(broker, offence, version):
+    obs = broker.client(version, "trunc-obs")
+    obs.subscribe("trunc/will", qos=1)
+    r = broker.raw(version)
+    r.connect("trunc", will={"topic": "trunc/will", "payload": b"truncated", "qos": 1})
+    full = R.encode_publish("trunc/t", b"x" * 100, qos=1, pid=5, version=version)
+    r.send(full[:12])
+    r.sock.shutdown(socket.SHUT_WR)  # EOF in the middle of a packet
+    assert r.read_until_closed() == []
+    assert obs.get().payload == b"truncated", "an EOF mid-packet is an abnormal disconnect"
+    offence.check()
+
+
+@pytest.mark.parametrize("connected", [True, False], ids=["after_connect", "before_connect"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_remaining_length_five_bytes(broker, offence, version, connected):
+    r = broker.raw(version)
+    if connected:
+        r.connect("varint5")
+    r.send(b"\x30\xff\xff\xff\xff\x01" + b"\x00" * 16)
+    before = r.read_until_closed()
+    if connected:
+        assert_optional_reason(before, [R.RC_MALFORMED])
+    else:
+        assert before == []
+    offence.check()
+
+
+@pytest.mark.parametrize("topic", ["w/#", "w/+/x", "#", "+"])
+@pytest.mark.parametrize("version", [
+    pytest.param(4, id="v311"),
+    pytest.param(5, id="v5", marks=pytest.mark.mosquitto_differs(
+        "sends DISCONNECT 0x82 (Protocol Error) instead of 0x90 (Topic Name invalid)")),
+])
+def test_publish_wildcard_topic(broker, offence, version, topic):
+    sub = broker.client(version, "wild-sub")
+    sub.subscribe("w/#", qos=1)
+    r = broker.raw(version)
+    r.connect("wild")
+    r.send(R.encode_publish(topic, b"x", qos=1, pid=1, version=version))
+    before = r.read_until_closed()
+    if version == 5:
+        assert disconnect_reasons(before) == [R.RC_TOPIC_NAME_INVALID], before
+    assert not [p for p in before if p.type == R.PUBACK], "a wildcard PUBLISH was acknowledged"
+    offence.check()
+    assert sub.messages.empty(), "a wildcard PUBLISH was routed"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("how", ["whole_packet", "header_only"])
+def test_packet_larger_than_max_packet_size(broker_factory, version, how):
+    b = broker_factory({"broker": {"max_packet_size_bytes": 1024}})
+    off = Offence(b, (b.client(4, "big-wpub"), b.client(5, "big-wsub")))
+    off.witness[1].subscribe("witness/#", qos=1)
+    r = b.raw(version)
+    ack = r.connect("big")
+    if version == 5:
+        assert ack.props.get("MaximumPacketSize") == 1024
+    if how == "whole_packet":
+        r.send(R.encode_publish("big/t", b"x" * 2000, qos=0, version=version))
+    else:
+        # announce 100 MB and send nothing more: must be refused from the
+        # fixed header alone, without waiting for (or buffering) the body
+        r.send(b"\x30" + R.varint(100_000_000) + b"\x00\x05big/t")
+    t0 = time.monotonic()
+    before = r.read_until_closed(timeout=3)
+    assert time.monotonic() - t0 < 2
+    if version == 5:
+        assert disconnect_reasons(before) == [R.RC_PACKET_TOO_LARGE], before
+    else:
+        assert before == []
+    off.check()
+
+
+INVALID_UTF8 = [
+    pytest.param(b"bad/\xff", id="0xff"),
+    pytest.param(b"bad/\xc3", id="truncated_sequence"),
+    pytest.param(b"bad/\xed\xa0\x80", id="surrogate"),
+    pytest.param(b"bad/\xc0\xaf", id="overlong"),
+    pytest.param(b"bad/\x00x", id="nul"),
+]
+
+
+@pytest.mark.parametrize("topic", INVALID_UTF8)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_invalid_utf8_topic(broker, offence, version, topic):
+    r = broker.raw(version)
+    r.connect("utf8")
+    r.send(R.encode_publish(topic, b"x", qos=1, pid=1, version=version))
+    before = r.read_until_closed()
+    if version == 5:
+        assert disconnect_reasons(before) == [R.RC_MALFORMED], before
+    else:
+        assert before == []
+    offence.check()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_invalid_utf8_subscription_filter(broker, offence, version):
+    r = broker.raw(version)
+    r.connect("utf8-sub")
+    r.send(R.encode_subscribe(1, [(b"bad/\xff/#", 0)], version=version))
+    before = r.read_until_closed()
+    if version == 5:
+        assert disconnect_reasons(before) == [R.RC_MALFORMED], before
+    else:
+        assert before == []
+    offence.check()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("bad", ["fixed_header_flags", "options_reserved_bits", "qos3"])
+def test_subscribe_reserved_bits(broker, offence, version, bad):
+    r = broker.raw(version)
+    r.connect("sub-reserved")
+    if bad == "fixed_header_flags":
+        pkt = R.encode_subscribe(1, [("ok/t", 1)], version=version, flags=0x00)
+    elif bad == "options_reserved_bits":
+        pkt = R.encode_subscribe(1, [("ok/t", 0xC1)], version=version)
+    else:
+        pkt = R.encode_subscribe(1, [("ok/t", 0x03)], version=version)
+    r.send(pkt)
+    before = r.read_until_closed()
+    assert not [p for p in before if p.type == R.SUBACK], before
+    assert_optional_reason(before, [R.RC_MALFORMED, R.RC_PROTOCOL_ERROR])
+    offence.check()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_publish_qos3(broker, offence, version):
+    r = broker.raw(version)
+    r.connect("qos3")
+    r.send(R.packet(R.PUBLISH, 0x06, R.utf8("q3/t") + b"\x00\x01" +
+                    (b"\x00" if version == 5 else b"") + b"x"))
+    assert_optional_reason(r.read_until_closed(), [R.RC_MALFORMED])
+    offence.check()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_subscribe_without_filters(broker, offence, version):
+    r = broker.raw(version)
+    r.connect("sub-empty")
+    r.send(R.encode_subscribe(1, [], version=version))
+    before = r.read_until_closed()
+    assert not [p for p in before if p.type == R.SUBACK], before
+    assert_optional_reason(before, [R.RC_MALFORMED, R.RC_PROTOCOL_ERROR])
+    offence.check()

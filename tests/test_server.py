@@ -1,0 +1,199 @@
+"""The ferry binary as a server: $SYS topics, WebSocket and HTTP listeners,
+configuration, logging and signals."""
+
+import json
+import re
+import signal
+import urllib.error
+import urllib.request
+
+import pytest
+
+from helpers import VERSIONS, expect_nothing
+
+SYS_TOPICS = [
+    "$SYS/broker/version",
+    "$SYS/broker/uptime",
+    "$SYS/broker/clients/connected",
+    "$SYS/broker/messages/received",
+    "$SYS/broker/messages/sent",
+    "$SYS/broker/bytes/received",
+    "$SYS/broker/bytes/sent",
+]
+LEADING_INT = re.compile(rb"^\s*(\d+)")
+
+
+def _int(payload: bytes) -> int:
+    m = LEADING_INT.match(payload)
+    assert m, f"expected a number, got {payload!r}"
+    return int(m.group(1))
+
+
+# -------------------------------------------------------------------- $SYS
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sys_topics(broker_factory, version):
+    b = broker_factory({"broker": {"sys_interval_secs": 1}})
+    c = b.client(version, "sys-watch")
+    c.subscribe("$SYS/broker/#", qos=0)
+    latest = {}
+    live_count = None
+    for _ in range(500):
+        m = c.get(timeout=4)
+        latest[m.topic] = m
+        if m.topic == "$SYS/broker/clients/connected" and not m.retain:
+            live_count = m  # published after we connected (not a stale retained value)
+        if live_count and not set(SYS_TOPICS) - set(latest):
+            break
+    assert not set(SYS_TOPICS) - set(latest), f"missing {set(SYS_TOPICS) - set(latest)}"
+
+    assert latest["$SYS/broker/version"].payload.strip(), "empty version"
+    assert _int(live_count.payload) >= 1
+    for t in SYS_TOPICS[1:]:
+        _int(latest[t].payload)
+
+
+def test_sys_topics_are_retained_and_periodic(broker_factory):
+    b = broker_factory({"broker": {"sys_interval_secs": 1}})
+    first = b.client(5, "sys-first")
+    first.subscribe("$SYS/broker/uptime", qos=0)
+    m1 = first.get(timeout=3)
+    # periodic: a fresh value within about one interval
+    m2 = first.get(timeout=3)
+    assert _int(m2.payload) >= _int(m1.payload)
+    # retained: a late subscriber gets the last value at once
+    late = b.client(5, "sys-late")
+    late.subscribe("$SYS/broker/uptime", qos=0)
+    m = late.get(timeout=0.9)
+    if not m.retain:  # a periodic publish raced with the SUBSCRIBE
+        m = late.get(timeout=0.9)
+    assert m.retain is True
+
+
+def test_sys_clients_connected_counts(broker_factory):
+    b = broker_factory({"broker": {"sys_interval_secs": 1}})
+    watch = b.client(5, "sys-count")
+    extra = [b.client(4, f"sys-extra{i}") for i in range(3)]
+    watch.subscribe("$SYS/broker/clients/connected", qos=0)
+    # wait for a value that counts all four connections
+    for _ in range(5):
+        if _int(watch.get(timeout=3).payload) == 4:
+            break
+    else:
+        raise AssertionError("clients/connected never reached 4")
+    for c in extra:
+        c.disconnect()
+    for _ in range(5):
+        if _int(watch.get(timeout=3).payload) == 1:
+            break
+    else:
+        raise AssertionError("clients/connected never dropped back to 1")
+
+
+def test_sys_interval_zero_disables(broker_factory):
+    b = broker_factory({"broker": {"sys_interval_secs": 0}})
+    c = b.client(5, "sys-off")
+    c.subscribe("$SYS/#", qos=0)
+    expect_nothing(c, 1.5)
+
+
+# --------------------------------------------------------------- WebSocket
+@pytest.mark.ferry_only
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqtt_over_websocket(broker, version):
+    ws = broker.client(version, "ws-client", transport="websockets")
+    tcp = broker.client(version, "tcp-client")
+    ws.subscribe("ws/#", qos=1)
+    tcp.subscribe("tcp/#", qos=1)
+    # websocket -> tcp and tcp -> websocket, with a payload larger than a
+    # single small frame
+    big = bytes(range(256)) * 300
+    ws.publish("tcp/x", big, qos=1)
+    m = tcp.get()
+    assert (m.topic, m.payload) == ("tcp/x", big)
+    tcp.publish("ws/y", b"hello ws", qos=2)
+    m = ws.get()
+    assert (m.topic, m.payload, m.qos) == ("ws/y", b"hello ws", 1)
+
+
+@pytest.mark.ferry_only
+def test_websocket_wrong_path_rejected(broker):
+    c = broker.client(5, "ws-wrong", transport="websockets", connect=False)
+    c.c.ws_set_options(path="/not-mqtt")
+    with pytest.raises(Exception):
+        c.connect(timeout=3)
+
+
+# -------------------------------------------------------------------- HTTP
+@pytest.mark.ferry_only
+def test_http_health(broker):
+    url = f"http://{broker.host}:{broker.http_port}/health"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        assert resp.status == 200
+        assert resp.headers.get("Content-Type", "").startswith("application/json")
+        assert json.loads(resp.read()) == {"status": "ok"}
+
+
+@pytest.mark.ferry_only
+def test_http_unknown_path_404(broker):
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"http://{broker.host}:{broker.http_port}/nope", timeout=5)
+    assert e.value.code == 404
+
+
+# ----------------------------------------------------- config, logs, signals
+@pytest.mark.ferry_only
+def test_listener_lines_and_disabled_listeners(broker_factory):
+    b = broker_factory(ws=False, http=False)
+    log = "\n".join(b.log_lines())
+    assert re.search(r"listening on mqtt://127\.0\.0\.1:\d+", log)
+    assert "listening on ws://" not in log
+    assert "listening on http://" not in log
+    c = b.client(5, "only-mqtt")
+    c.subscribe("x", qos=0)
+
+
+@pytest.mark.ferry_only
+def test_config_file_values_apply(broker_factory):
+    b = broker_factory({
+        "log": {"level": "debug", "format": "text"},
+        "broker": {"receive_maximum": 7, "topic_alias_maximum": 3,
+                   "max_packet_size_bytes": 4096, "max_keep_alive_secs": 30},
+    })
+    c = b.client(5, "cfg", keepalive=100)
+    p = c.connack.props
+    assert (p.get("ReceiveMaximum"), p.get("TopicAliasMaximum"), p.get("MaximumPacketSize"),
+            p.get("ServerKeepAlive")) == (7, 3, 4096, 30)
+
+
+@pytest.mark.ferry_only
+def test_json_log_format(broker_factory):
+    b = broker_factory({"log": {"format": "json", "level": "info"}})
+    b.client(5, "json-log-client").publish("j/t", b"x", qos=1)
+    lines = [l for l in b.log_lines() if l.strip()]
+    assert lines
+    for line in lines:
+        assert isinstance(json.loads(line), dict), f"not a JSON object: {line!r}"
+
+
+@pytest.mark.ferry_only
+def test_invalid_config_fails_fast(tmp_path):
+    import subprocess
+    from conftest import ferry_binary
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[broker]\nqueue_overflow = "explode"\n')
+    p = subprocess.run([str(ferry_binary()), "serve", "--config", str(cfg), "--mqtt",
+                        "127.0.0.1:0", "--ws", "", "--http", "", "--data-dir",
+                        str(tmp_path / "d")], capture_output=True, timeout=10)
+    assert p.returncode != 0
+    assert p.stderr.strip(), "no error message for an invalid config"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_graceful_shutdown_with_clients(broker, sig):
+    c = broker.client(5, "shutdown-victim")
+    c.subscribe("s/#", qos=1)
+    r = broker.raw(4)
+    r.connect("shutdown-raw")
+    assert broker.stop(sig, close_clients=False) == 0
+    r.read_until_closed(timeout=2)
+    c.wait_disconnected(timeout=2)
