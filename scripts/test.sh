@@ -16,6 +16,18 @@ TARGET=${FERRY_TEST_TARGET:-ferry}
 log() { printf '\n==> %s\n' "$*" >&2; }
 
 # ---------------------------------------------------------------- apt
+apt_install() {
+    log "apt-get install $*"
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi
+    export DEBIAN_FRONTEND=noninteractive
+    if ! "${sudo[@]}" apt-get install -y --no-install-recommends "$@"; then
+        # most likely missing or stale package lists
+        "${sudo[@]}" apt-get update
+        "${sudo[@]}" apt-get install -y --no-install-recommends "$@"
+    fi
+}
+
 apt_pkgs=()
 if ! command -v mosquitto_pub >/dev/null 2>&1 || ! command -v mosquitto_sub >/dev/null 2>&1; then
     apt_pkgs+=(mosquitto-clients)
@@ -25,32 +37,31 @@ if [ ! -x /usr/sbin/mosquitto ]; then
 fi
 if ! command -v python3 >/dev/null 2>&1; then
     apt_pkgs+=(python3 python3-venv)
-elif [ ! -x .venv/bin/python ] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-    apt_pkgs+=(python3-venv)
 fi
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
-    log "installing ${apt_pkgs[*]}"
-    SUDO=()
-    if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
-    export DEBIAN_FRONTEND=noninteractive
-    if ! "${SUDO[@]}" apt-get install -y --no-install-recommends "${apt_pkgs[@]}"; then
-        # the package lists are probably missing or stale
-        "${SUDO[@]}" apt-get update
-        "${SUDO[@]}" apt-get install -y --no-install-recommends "${apt_pkgs[@]}"
-    fi
+    apt_install "${apt_pkgs[@]}"
 fi
 
 # --------------------------------------------------------- python venv
-if [ ! -x .venv/bin/python ]; then
-    log "creating .venv"
-    python3 -m venv .venv
+if [ -e .venv ] && ! .venv/bin/python -c '' >/dev/null 2>&1; then
+    log "removing a broken .venv"
+    rm -rf .venv
 fi
-if ! .venv/bin/python - <<'PY' >/dev/null 2>&1
-import importlib.metadata as md, pathlib, re
+if [ ! -e .venv ]; then
+    log "creating .venv"
+    if ! python3 -m venv .venv; then
+        # Debian's python3 needs python3-venv (ensurepip) for this
+        rm -rf .venv
+        apt_install python3-venv
+        python3 -m venv .venv
+    fi
+fi
+if ! .venv/bin/python - >/dev/null 2>&1 <<'PY'
+import importlib.metadata as md, pathlib
 for line in pathlib.Path("tests/requirements.txt").read_text().splitlines():
     line = line.split("#")[0].strip()
     if line:
-        name, version = re.split(r"==", line)
+        name, version = line.split("==")
         assert md.version(name) == version, name
 PY
 then
@@ -68,7 +79,7 @@ if [ "$TARGET" = "ferry" ]; then
     cargo build --release -p ferry
     log "cargo test --workspace --release"
     cargo test --workspace --release
-    export FERRY_BIN="$ROOT/target/release/ferry"
+    export FERRY_BIN="${FERRY_BIN:-$ROOT/target/release/ferry}"
 fi
 
 # ------------------------------------------------------- integration tests

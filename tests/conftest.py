@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -228,8 +227,10 @@ class Broker:
                             found[name] = m
             return len(found) == len(self._wait_for) or self.proc.poll() is not None
 
+        deadline = time.monotonic() + STARTUP_TIMEOUT
         with self._cond:
-            ok = self._cond.wait_for(ready, STARTUP_TIMEOUT)
+            while not (ok := ready()) and time.monotonic() < deadline:
+                self._cond.wait(0.1)  # woken by every new log line
         if len(found) != len(self._wait_for):
             log = "\n".join(self.log_lines()[-50:])
             self.proc.kill()
@@ -329,6 +330,7 @@ class Broker:
 
 
 def _ferry_cmd(workdir: Path, config: dict | None, ws: bool, http: bool, extra: list[str]):
+    (workdir / "data").mkdir()
     cmd = [str(ferry_binary()), "serve",
            "--mqtt", "127.0.0.1:0",
            "--ws", "127.0.0.1:0" if ws else "",
@@ -360,15 +362,17 @@ def _mosquitto_cmd(workdir: Path, config: dict | None):
 @pytest.fixture
 def broker_factory(tmp_path_factory):
     """broker_factory(config: dict | None = None, ws=True, http=True,
-    extra_args=()) -> started Broker. config is the TOML document as a dict,
+    extra_args=(), kind=None) -> started Broker. config is the TOML document as a dict,
     e.g. {"broker": {"max_queued_messages": 5}}. All brokers are stopped at
     teardown and must exit with status 0."""
     brokers: list[Broker] = []
 
     def make(config: dict | None = None, ws: bool = True, http: bool = True,
-             extra_args=()) -> Broker:
+             extra_args=(), kind: str | None = None) -> Broker:
+        """kind="mosquitto" starts Mosquitto whatever the target (the
+        reference broker of the differential tests)."""
         workdir = tmp_path_factory.mktemp("broker")
-        if MOSQUITTO:
+        if MOSQUITTO or kind == "mosquitto":
             cmd, wait, port = _mosquitto_cmd(workdir, config)
             b = Broker("mosquitto", cmd, workdir, wait)
             b.port = port
@@ -404,6 +408,7 @@ def broker(broker_factory) -> Broker:
 
 
 @pytest.fixture
-def target() -> str:
-    return TARGET
+def reference(broker_factory) -> Broker:
+    """Mosquitto with the default configuration, for differential tests."""
+    return broker_factory(kind="mosquitto")
 

@@ -17,9 +17,9 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-import rawmqtt
-
 import pytest
+
+import rawmqtt
 
 TIMEOUT = 5.0  # default for anything that should happen "now"
 
@@ -84,19 +84,6 @@ def expect_nothing(q: "queue.Queue | MqttClient", seconds: float = 0.5):
     except queue.Empty:
         return
     raise AssertionError(f"expected nothing, received {item!r}")
-
-
-def wait_until(pred, timeout: float = TIMEOUT, interval: float = 0.02, what: str = "condition"):
-    """Polls pred() until truthy (for state that has no event to wait on,
-    e.g. a subprocess log)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 class MqttClient:
@@ -278,14 +265,6 @@ class MqttClient:
             self.c.socket() and self.c.socket().close()
         except Exception:
             pass
-
-
-def round_trip(pub: MqttClient, sub: MqttClient, topic: str, payload: bytes, qos: int = 1) -> Msg:
-    """pub publishes, sub (already subscribed to topic) must receive it."""
-    pub.publish(topic, payload, qos)
-    m = sub.get()
-    assert (m.topic, m.payload) == (topic, payload)
-    return m
 
 
 def raw_collect_publishes(raw: rawmqtt.RawClient, n: int, timeout: float = TIMEOUT,

@@ -203,3 +203,18 @@ def test_keep_alive_pings_keep_connection(broker, version):
         time.sleep(0.5)
         r.ping()
     r.subscribe(("ka/alive", 0))
+
+
+@pytest.mark.ferry_only  # mosquitto has no max_session_expiry equivalent
+def test_v5_session_expiry_capped_by_config(broker_factory):
+    """max_session_expiry_secs caps what a client asks for; the broker tells
+    the client the value it uses (CONNACK Session Expiry Interval)."""
+    b = broker_factory({"broker": {"max_session_expiry_secs": 1}})
+    s = b.client(5, "cap-exp", clean=False, connect=False)
+    ack = s.connect({"SessionExpiryInterval": 3600})
+    assert ack.props.get("SessionExpiryInterval") == 1
+    s.subscribe("cap/t", qos=1)
+    s.disconnect()
+    time.sleep(2.2)  # the feature is the passing of time
+    s = b.client(5, "cap-exp", clean=False, connect=False)
+    assert s.connect({"SessionExpiryInterval": 3600}).session_present is False

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
+use tokio_util::task::TaskTracker;
 
 /// A subscription's entry in the topic tree. Holds the session itself so a
 /// publish needs no lookup by client id.
@@ -44,6 +45,8 @@ pub struct Broker {
     shutting_down: AtomicBool,
     /// Wakes the listeners' accept loops at shutdown.
     shutdown: watch::Sender<bool>,
+    /// Every connection task, so shutdown can wait for them to finish.
+    pub(crate) connections: TaskTracker,
 }
 
 /// The result of attaching a connection to a session.
@@ -65,6 +68,7 @@ impl Broker {
             next_session_id: AtomicU64::new(1),
             shutting_down: AtomicBool::new(false),
             shutdown: watch::channel(false).0,
+            connections: TaskTracker::new(),
         })
     }
 
@@ -78,6 +82,12 @@ impl Broker {
         for session in self.sessions.lock().values() {
             session.wake.notify_one();
         }
+    }
+
+    /// Waits until every connection has said goodbye, or `grace` passed.
+    pub async fn wait_for_connections(&self, grace: Duration) {
+        self.connections.close();
+        let _ = tokio::time::timeout(grace, self.connections.wait()).await;
     }
 
     pub fn is_shutting_down(&self) -> bool {

@@ -1,52 +1,59 @@
 //! One client connection: reads and decodes packets, applies them to the
 //! broker, and writes what the session has for the client.
 //!
-//! One task per connection owns both directions of the socket, so all of a
-//! client's state is touched by one thread at a time and needs no lock of
-//! its own. The task reads, writes and wakes for new messages in a single
-//! `select!`; it stops reading while its write buffer is full, which pushes
-//! back on a client that publishes faster than it consumes.
+//! One task per connection owns the socket, so all of a client's state is
+//! touched by one thread at a time and needs no lock of its own. The task
+//! waits in one place (`next_event`) for whichever comes first: the socket
+//! took our output, input arrived, the session has messages, or the
+//! keep-alive ran out. It stops reading while its write buffer is full,
+//! which pushes back on a client that publishes faster than it consumes.
 
 use crate::broker::Broker;
 use crate::client::Client;
 use crate::close::Close;
+use crate::transport::Transport;
 use bytes::BytesMut;
 use ferry_mqtt::{Disconnect, Packet};
+use std::future::{poll_fn, Future};
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::io::poll_read_buf;
 
-/// Smallest read buffer: an idle connection holds no more than this, which
-/// keeps memory per idle client small; it grows while reads fill it.
+/// First read size after an idle period; doubles while reads fill the
+/// buffer, up to the maximum.
 const READ_CHUNK_MIN_BYTES: usize = 256;
 const READ_CHUNK_MAX_BYTES: usize = 64 * 1024;
-/// How long a closing connection may spend flushing its last packets.
+/// How long a closing connection may spend flushing its last packets, and
+/// then draining what the client still sends.
 const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+/// Keep-alive 0 means none; the timer then sleeps this long and rearms.
+const NO_KEEP_ALIVE_PERIOD: Duration = Duration::from_secs(86_400);
 
 /// Serves one accepted connection until it closes. Never panics on input:
 /// every malformed packet ends in `Close` for this connection only.
-pub async fn serve<S>(stream: S, peer: SocketAddr, broker: Arc<Broker>)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
-{
+pub async fn serve<S: Transport>(mut stream: S, peer: SocketAddr, broker: Arc<Broker>) {
     broker.stats.connections_total.inc();
-    let (mut reader, mut writer) = tokio::io::split(stream);
     let mut rbuf = BytesMut::new();
     let mut wbuf = BytesMut::new();
 
     let connect_timeout = Duration::from_secs(broker.config.connect_timeout_secs);
-    let accepted = tokio::time::timeout(
+    // The first and last phases are boxed: they are short, and unboxed their
+    // timers and buffers would size the task of every idle connection.
+    let accepted = Box::pin(tokio::time::timeout(
         connect_timeout,
-        Client::accept(&broker, peer, &mut reader, &mut rbuf, &mut wbuf),
-    )
+        Client::accept(&broker, peer, &mut stream, &mut rbuf, &mut wbuf),
+    ))
     .await;
     let mut client = match accepted {
         Ok(Ok(client)) => client,
         Ok(Err(close)) => {
             close.log(peer, None);
-            flush(&mut writer, &mut wbuf).await;
-            linger(&mut reader, &mut writer, &mut rbuf).await;
+            Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, true)).await;
             return;
         }
         Err(_) => {
@@ -54,154 +61,182 @@ where
             return;
         }
     };
-    flush(&mut writer, &mut wbuf).await;
-    // Most connections then sit idle: hold no write buffer while they do.
+    flush(&mut stream, &mut wbuf).await;
+    // Most connections then sit idle: hold no buffers while they do.
     wbuf = BytesMut::new();
+    if rbuf.is_empty() {
+        rbuf = BytesMut::new();
+    }
     broker.stats.clients_connected.inc();
-    let close = run(&mut client, &broker, &mut reader, &mut writer, &mut rbuf, &mut wbuf).await;
+    let close = run(&mut client, &broker, &mut stream, &mut rbuf, &mut wbuf).await;
     broker.stats.clients_connected.sub(1);
 
     if let Some(reason) = close.reason_code() {
         if client.version.is_v5() {
-            let disconnect = Packet::Disconnect(Disconnect { reason_code: reason, properties: client.problem_properties(close.explanation()) });
-            client.encode(&disconnect, &mut wbuf);
+            let properties = client.problem_properties(close.explanation());
+            client.encode(&Packet::Disconnect(Disconnect { reason_code: reason, properties }), &mut wbuf);
         }
     }
     close.log(peer, Some(&client.client_id));
     let server_closed = close.reason_code().is_some();
-    let _ = tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, flush(&mut writer, &mut wbuf)).await;
     client.finish(&broker, close);
+    Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, server_closed)).await;
+}
+
+/// Sends what is left in `wbuf` and, when the server is the one closing,
+/// lingers so the client can read why.
+async fn say_goodbye<S: Transport>(stream: &mut S, wbuf: &mut BytesMut, rbuf: &mut BytesMut, server_closed: bool) {
+    let _ = tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, flush(stream, wbuf)).await;
     if server_closed {
-        linger(&mut reader, &mut writer, &mut rbuf).await;
+        linger(stream, rbuf).await;
     }
 }
 
-async fn run<R, W>(
+/// What woke the connection.
+enum Event {
+    Wrote(io::Result<usize>),
+    Flushed(io::Result<()>),
+    Read(io::Result<usize>),
+    Woken,
+    KeepAliveTimer,
+}
+
+async fn run<S: Transport>(
     client: &mut Client,
     broker: &Arc<Broker>,
-    reader: &mut R,
-    writer: &mut W,
+    stream: &mut S,
     rbuf: &mut BytesMut,
     wbuf: &mut BytesMut,
-) -> Close
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
+) -> Close {
     let write_cap = broker.config.write_buffer_bytes;
     let mut read_chunk = READ_CHUNK_MIN_BYTES;
     let mut last_read = Instant::now();
     let keep_alive = client.keep_alive_timeout();
-    let keep_alive_timer = tokio::time::sleep(keep_alive.unwrap_or(Duration::from_secs(86_400)));
+    let keep_alive_timer = tokio::time::sleep(keep_alive.unwrap_or(NO_KEEP_ALIVE_PERIOD));
     tokio::pin!(keep_alive_timer);
-    // Transports that buffer inside (WebSocket) need a flush after a write;
-    // for TCP the flush completes at once.
+    let session = client.session.clone();
+    let woken = session.wake.notified();
+    tokio::pin!(woken);
+    // Set after a write on transports that buffer writes (WebSocket).
     let mut unflushed = false;
 
-    // Messages that waited for this session while it was offline, and
-    // exchanges left in flight by the previous connection, go out first.
+    // Exchanges left in flight by the previous connection, then messages
+    // that waited while the session was offline, go out first.
     if let Err(close) = client.resend_inflight(broker, wbuf).and_then(|()| client.drain(broker, wbuf)) {
         return close;
     }
 
     loop {
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK_MIN_BYTES {
-            rbuf.reserve(read_chunk);
-        }
-        tokio::select! {
-            biased;
-            result = send(writer, wbuf), if !wbuf.is_empty() || unflushed => match result {
-                Err(_) | Ok(Sent::Wrote(0)) => return Close::Io,
-                Ok(Sent::Flushed) => unflushed = false,
-                Ok(Sent::Wrote(written)) => {
-                    unflushed = true;
-                    broker.stats.bytes_sent.add(written as u64);
-                    let _ = wbuf.split_to(written);
-                    if wbuf.is_empty() && wbuf.capacity() > write_cap {
-                        *wbuf = BytesMut::new();
-                    }
-                    if let Err(close) = client.drain(broker, wbuf) {
-                        return close;
-                    }
+        let event = poll_fn(|cx| {
+            poll_event(stream, cx, rbuf, wbuf, write_cap, read_chunk, unflushed, woken.as_mut(), keep_alive_timer.as_mut())
+        })
+        .await;
+        match event {
+            Event::Wrote(Ok(0) | Err(_)) | Event::Flushed(Err(_)) | Event::Read(Err(_)) => return Close::Io,
+            Event::Wrote(Ok(written)) => {
+                unflushed = S::BUFFERS_WRITES;
+                broker.stats.bytes_sent.add(written as u64);
+                let _ = wbuf.split_to(written);
+                if wbuf.is_empty() && wbuf.capacity() > write_cap {
+                    *wbuf = BytesMut::new();
                 }
-            },
-            result = reader.read_buf(rbuf), if wbuf.len() < write_cap => match result {
-                Ok(0) if !rbuf.is_empty() => return Close::Truncated(rbuf.len()),
-                Ok(0) => return Close::PeerClosed,
-                Err(_) => return Close::Io,
-                Ok(read) => {
-                    last_read = Instant::now();
-                    broker.stats.bytes_received.add(read as u64);
-                    read_chunk = if rbuf.len() == rbuf.capacity() {
-                        (read_chunk * 2).min(READ_CHUNK_MAX_BYTES)
-                    } else {
-                        READ_CHUNK_MIN_BYTES
-                    };
-                    loop {
-                        match Packet::decode(rbuf, client.version, broker.config.max_packet_size_bytes) {
-                            Ok(Some(packet)) => {
-                                broker.stats.messages_received.inc();
-                                if let Err(close) = client.handle(broker, packet, wbuf) {
-                                    return close;
-                                }
+            }
+            Event::Flushed(Ok(())) => unflushed = false,
+            Event::Read(Ok(0)) if !rbuf.is_empty() => return Close::Truncated(rbuf.len()),
+            Event::Read(Ok(0)) => return Close::PeerClosed,
+            Event::Read(Ok(read)) => {
+                last_read = Instant::now();
+                broker.stats.bytes_received.add(read as u64);
+                read_chunk =
+                    if rbuf.len() == rbuf.capacity() { (read_chunk * 2).min(READ_CHUNK_MAX_BYTES) } else { READ_CHUNK_MIN_BYTES };
+                loop {
+                    match Packet::decode(rbuf, client.version, broker.config.max_packet_size_bytes) {
+                        Ok(Some(packet)) => {
+                            broker.stats.messages_received.inc();
+                            if let Err(close) = client.handle(broker, packet, wbuf) {
+                                return close;
                             }
-                            Ok(None) => break,
-                            Err(error) => return Close::Malformed(error),
                         }
-                    }
-                    if rbuf.is_empty() && rbuf.capacity() > READ_CHUNK_MAX_BYTES {
-                        *rbuf = BytesMut::new();
-                    }
-                    if let Err(close) = client.drain(broker, wbuf) {
-                        return close;
+                        Ok(None) => break,
+                        Err(error) => return Close::Malformed(error),
                     }
                 }
-            },
-            () = client.session.wake.notified() => {
-                if let Err(close) = client.drain(broker, wbuf) {
-                    return close;
+                // Decoded packets hold slices of the buffer, so it could not
+                // be reused anyway; dropping it leaves an idle connection
+                // with no read buffer at all.
+                if rbuf.is_empty() {
+                    *rbuf = BytesMut::new();
                 }
+            }
+            Event::Woken => woken.set(session.wake.notified()),
+            Event::KeepAliveTimer => match keep_alive {
+                Some(timeout) if Instant::now() >= last_read + timeout => return Close::KeepAliveTimeout,
+                Some(timeout) => keep_alive_timer.as_mut().reset((last_read + timeout).into()),
+                None => keep_alive_timer.as_mut().reset((Instant::now() + NO_KEEP_ALIVE_PERIOD).into()),
             },
-            () = &mut keep_alive_timer, if keep_alive.is_some() => {
-                let Some(timeout) = keep_alive else { continue };
-                let deadline = last_read + timeout;
-                if Instant::now() >= deadline {
-                    return Close::KeepAliveTimeout;
-                }
-                keep_alive_timer.as_mut().reset(deadline.into());
-            },
+        }
+        if let Err(close) = client.drain(broker, wbuf) {
+            return close;
         }
     }
 }
 
-enum Sent {
-    Wrote(usize),
-    Flushed,
-}
-
-/// One step of output: write what is buffered, or, once it is all
-/// written, flush. Cancel-safe, as `select!` needs: a dropped write wrote
-/// nothing, and a dropped flush leaves the bytes to the next flush.
-async fn send<W: AsyncWrite + Unpin>(writer: &mut W, wbuf: &[u8]) -> std::io::Result<Sent> {
-    if wbuf.is_empty() {
-        writer.flush().await?;
-        Ok(Sent::Flushed)
-    } else {
-        writer.write(wbuf).await.map(Sent::Wrote)
+/// Polls every source of work once, output first so that a busy client
+/// cannot starve its own acknowledgements.
+#[allow(clippy::too_many_arguments)] // the loop's state, borrowed for one poll
+fn poll_event<S: Transport>(
+    stream: &mut S,
+    cx: &mut Context<'_>,
+    rbuf: &mut BytesMut,
+    wbuf: &BytesMut,
+    write_cap: usize,
+    read_chunk: usize,
+    unflushed: bool,
+    woken: Pin<&mut tokio::sync::futures::Notified<'_>>,
+    keep_alive_timer: Pin<&mut tokio::time::Sleep>,
+) -> Poll<Event> {
+    if !wbuf.is_empty() {
+        if let Poll::Ready(result) = Pin::new(&mut *stream).poll_write(cx, wbuf) {
+            return Poll::Ready(Event::Wrote(result));
+        }
+    } else if unflushed {
+        if let Poll::Ready(result) = Pin::new(&mut *stream).poll_flush(cx) {
+            return Poll::Ready(Event::Flushed(result));
+        }
     }
+    if wbuf.len() < write_cap {
+        // An idle connection has no read buffer: wait for readiness first
+        // and allocate only when there is something to read.
+        let ready = rbuf.capacity() > rbuf.len() || stream.poll_read_ready(cx).is_ready();
+        if ready {
+            if rbuf.capacity() - rbuf.len() < READ_CHUNK_MIN_BYTES {
+                rbuf.reserve(read_chunk);
+            }
+            if let Poll::Ready(result) = poll_read_buf(Pin::new(&mut *stream), cx, rbuf) {
+                return Poll::Ready(Event::Read(result));
+            }
+        }
+    }
+    if woken.poll(cx).is_ready() {
+        return Poll::Ready(Event::Woken);
+    }
+    if keep_alive_timer.poll(cx).is_ready() {
+        return Poll::Ready(Event::KeepAliveTimer);
+    }
+    Poll::Pending
 }
 
 /// Closes our side and discards what the client still sends until it
 /// closes too (or a short timeout). Closing a socket with unread input makes
 /// the kernel send RST, and a client still writing would then fail with
 /// "broken pipe" before reading the DISCONNECT that explains why.
-async fn linger<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(reader: &mut R, writer: &mut W, rbuf: &mut BytesMut) {
-    let _ = writer.shutdown().await;
+async fn linger<S: Transport>(stream: &mut S, rbuf: &mut BytesMut) {
+    let _ = stream.shutdown().await;
     let drain = async {
         loop {
             rbuf.clear();
             rbuf.reserve(READ_CHUNK_MIN_BYTES);
-            match reader.read_buf(rbuf).await {
+            match stream.read_buf(rbuf).await {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
@@ -211,13 +246,13 @@ async fn linger<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(reader: &mut R, wri
 }
 
 /// Writes everything in `wbuf`, ignoring errors: used when the connection
-/// is ending anyway.
-async fn flush<W: AsyncWrite + Unpin>(writer: &mut W, wbuf: &mut BytesMut) {
+/// is ending anyway, or before it has really begun.
+async fn flush<S: Transport>(stream: &mut S, wbuf: &mut BytesMut) {
     if !wbuf.is_empty() {
-        let _ = writer.write_all(wbuf).await;
+        let _ = stream.write_all(wbuf).await;
         wbuf.clear();
     }
-    let _ = writer.flush().await;
+    let _ = stream.flush().await;
 }
 
 #[cfg(test)]
@@ -234,6 +269,7 @@ mod tests {
         let stream = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
         let broker = Broker::new(Default::default());
         let future = serve(stream, "127.0.0.1:1".parse().unwrap(), broker);
+
         assert!(std::mem::size_of_val(&future) <= 1280, "serve future is {} bytes", std::mem::size_of_val(&future));
         assert!(std::mem::size_of::<Client>() <= 192, "Client is {} bytes", std::mem::size_of::<Client>());
         let session = std::mem::size_of::<crate::session::Session>();

@@ -20,6 +20,7 @@ mod message;
 pub mod retained;
 mod session;
 mod stats;
+mod transport;
 pub mod sys;
 pub mod topic_tree;
 mod websocket;

@@ -24,7 +24,7 @@ pub async fn serve_tcp(listener: TcpListener, broker: Arc<Broker>) {
                 // MQTT packets are small and latency matters more than
                 // segment count; coalescing happens in our write buffer.
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(connection::serve(stream, peer, broker.clone()));
+                broker.connections.spawn(connection::serve(stream, peer, broker.clone()));
             }
             Err(error) => {
                 tracing::warn!(%error, "accept failed");
@@ -45,8 +45,9 @@ pub async fn serve_ws(listener: TcpListener, broker: Arc<Broker>) {
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let broker = broker.clone();
-                tokio::spawn(async move {
+                let task_broker = broker.clone();
+                broker.connections.spawn(async move {
+                    let broker = task_broker;
                     let timeout = Duration::from_secs(broker.config.connect_timeout_secs);
                     match tokio::time::timeout(timeout, tokio_tungstenite::accept_hdr_async(stream, check_handshake)).await {
                         Ok(Ok(ws)) => connection::serve(WsByteStream::new(ws), peer, broker).await,

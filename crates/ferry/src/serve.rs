@@ -6,6 +6,7 @@ use anyhow::Context;
 use ferry_broker::{listener, sys, Broker};
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
 
 /// How long shutdown waits for clients to receive their DISCONNECT.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -28,6 +29,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 async fn serve(config: Config) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
+    // Handlers first: a signal that arrives while listeners are still being
+    // set up must stop Ferry gracefully, not kill it.
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
     let broker = Broker::new(config.broker.clone());
     let mut tasks = Vec::new();
 
@@ -55,16 +60,16 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     tasks.push(tokio::spawn(sys::run(broker.clone())));
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "ferry started");
 
-    wait_for_signal().await?;
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
     tracing::info!("shutting down");
     broker.begin_shutdown();
     for task in tasks {
         let _ = task.await;
     }
-    let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
-    while broker.stats.clients_connected.get() > 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    broker.wait_for_connections(SHUTDOWN_GRACE).await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -77,13 +82,4 @@ async fn bind(address: &str, name: &str) -> anyhow::Result<Option<TcpListener>> 
         .await
         .with_context(|| format!("cannot listen for {name} on {address}"))?;
     Ok(Some(listener))
-}
-
-async fn wait_for_signal() -> anyhow::Result<()> {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        result = tokio::signal::ctrl_c() => result?,
-        _ = terminate.recv() => {}
-    }
-    Ok(())
 }

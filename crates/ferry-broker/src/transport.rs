@@ -1,0 +1,31 @@
+//! What a connection runs over: any byte stream, plus the one thing TCP can
+//! do that a generic stream cannot — say "readable" without being handed a
+//! buffer — which is what lets an idle connection hold no read buffer.
+
+use crate::websocket::WsByteStream;
+use std::io;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+pub trait Transport: AsyncRead + AsyncWrite + Unpin + Send {
+    /// Whether written bytes can wait inside the transport until flushed
+    /// (a WebSocket sink does; a TCP socket does not).
+    const BUFFERS_WRITES: bool = true;
+
+    /// Ready when a read would make progress. Transports that cannot tell
+    /// answer Ready at once and are read with a buffer in place.
+    fn poll_read_ready(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Transport for TcpStream {
+    const BUFFERS_WRITES: bool = false;
+
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        TcpStream::poll_read_ready(self, cx)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Transport for WsByteStream<S> {}
