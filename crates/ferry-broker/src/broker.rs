@@ -90,6 +90,19 @@ impl Broker {
         let _ = tokio::time::timeout(grace, self.connections.wait()).await;
     }
 
+    /// Milliseconds since the broker started: the clock of keep-alive.
+    pub(crate) fn now_ms(&self) -> u64 {
+        u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn for_each_online_session(&self, mut visit: impl FnMut(&Session)) {
+        for session in self.sessions.lock().values() {
+            if session.is_online() {
+                visit(session);
+            }
+        }
+    }
+
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::Acquire)
     }

@@ -26,7 +26,6 @@ pub(crate) struct Client {
     pub client_id: Arc<str>,
     pub session: Arc<Session>,
     generation: u64,
-    keep_alive_secs: u16,
     will: Option<PendingWill>,
     /// Outbound in-flight window: min(client's receive maximum, our cap).
     send_window: usize,
@@ -140,6 +139,8 @@ impl Client {
         }
 
         let attached = broker.attach(&client_id, connect.clean_start, expiry_secs);
+        let keep_alive = (keep_alive_secs > 0).then(|| Duration::from_millis(u64::from(keep_alive_secs) * 1500));
+        attached.session.liveness.arm(broker.now_ms(), keep_alive);
         let will = connect.will.map(|will| PendingWill::from_connect(will, attached.session.id));
 
         if v5 {
@@ -155,7 +156,6 @@ impl Client {
             client_id,
             generation: attached.generation,
             session: attached.session,
-            keep_alive_secs,
             will,
             send_window: usize::from(connect.properties.receive_maximum.unwrap_or(u16::MAX))
                 .min(usize::from(config.max_inflight_messages)),
@@ -180,11 +180,6 @@ impl Client {
         client.encode(&connack, wbuf);
         tracing::debug!(%peer, client_id = %client.client_id, version = ?version, "client connected");
         Ok(client)
-    }
-
-    /// 1.5 times the keep-alive, after which a silent client is dropped.
-    pub(crate) fn keep_alive_timeout(&self) -> Option<Duration> {
-        (self.keep_alive_secs > 0).then(|| Duration::from_millis(u64::from(self.keep_alive_secs) * 1500))
     }
 
     pub(crate) fn encode(&self, packet: &Packet, wbuf: &mut BytesMut) {
@@ -420,6 +415,9 @@ impl Client {
         let write_cap = broker.config.write_buffer_bytes;
         if broker.is_shutting_down() {
             return Err(Close::ServerShuttingDown);
+        }
+        if self.session.liveness.is_expired() {
+            return Err(Close::KeepAliveTimeout);
         }
         let mut state = self.session.lock();
         if state.ended || state.generation != self.generation {

@@ -3,9 +3,9 @@
 //!
 //! One task per connection owns the socket, so all of a client's state is
 //! touched by one thread at a time and needs no lock of its own. The task
-//! waits in one place (`next_event`) for whichever comes first: the socket
-//! took our output, input arrived, the session has messages, or the
-//! keep-alive ran out. It stops reading while its write buffer is full,
+//! waits in one place (`poll_event`) for whichever comes first: the socket
+//! took our output, input arrived, or the session woke it (new messages,
+//! takeover, keep-alive expiry, shutdown). It stops reading while its write buffer is full,
 //! which pushes back on a client that publishes faster than it consumes.
 
 use crate::broker::Broker;
@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::io::poll_read_buf;
 
@@ -31,8 +31,6 @@ const READ_CHUNK_MAX_BYTES: usize = 64 * 1024;
 /// How long a closing connection may spend flushing its last packets, and
 /// then draining what the client still sends.
 const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
-/// Keep-alive 0 means none; the timer then sleeps this long and rearms.
-const NO_KEEP_ALIVE_PERIOD: Duration = Duration::from_secs(86_400);
 
 /// Serves one accepted connection until it closes. Never panics on input:
 /// every malformed packet ends in `Close` for this connection only.
@@ -97,8 +95,9 @@ enum Event {
     Wrote(io::Result<usize>),
     Flushed(io::Result<()>),
     Read(io::Result<usize>),
+    /// New messages, a takeover, an expired keep-alive, or shutdown:
+    /// `Client::drain` finds out which.
     Woken,
-    KeepAliveTimer,
 }
 
 async fn run<S: Transport>(
@@ -110,10 +109,6 @@ async fn run<S: Transport>(
 ) -> Close {
     let write_cap = broker.config.write_buffer_bytes;
     let mut read_chunk = READ_CHUNK_MIN_BYTES;
-    let mut last_read = Instant::now();
-    let keep_alive = client.keep_alive_timeout();
-    let keep_alive_timer = tokio::time::sleep(keep_alive.unwrap_or(NO_KEEP_ALIVE_PERIOD));
-    tokio::pin!(keep_alive_timer);
     let session = client.session.clone();
     let woken = session.wake.notified();
     tokio::pin!(woken);
@@ -128,7 +123,7 @@ async fn run<S: Transport>(
 
     loop {
         let event = poll_fn(|cx| {
-            poll_event(stream, cx, rbuf, wbuf, write_cap, read_chunk, unflushed, woken.as_mut(), keep_alive_timer.as_mut())
+            poll_event(stream, cx, rbuf, wbuf, write_cap, read_chunk, unflushed, woken.as_mut())
         })
         .await;
         match event {
@@ -145,7 +140,7 @@ async fn run<S: Transport>(
             Event::Read(Ok(0)) if !rbuf.is_empty() => return Close::Truncated(rbuf.len()),
             Event::Read(Ok(0)) => return Close::PeerClosed,
             Event::Read(Ok(read)) => {
-                last_read = Instant::now();
+                session.liveness.touch(broker.now_ms());
                 broker.stats.bytes_received.add(read as u64);
                 read_chunk =
                     if rbuf.len() == rbuf.capacity() { (read_chunk * 2).min(READ_CHUNK_MAX_BYTES) } else { READ_CHUNK_MIN_BYTES };
@@ -169,11 +164,6 @@ async fn run<S: Transport>(
                 }
             }
             Event::Woken => woken.set(session.wake.notified()),
-            Event::KeepAliveTimer => match keep_alive {
-                Some(timeout) if Instant::now() >= last_read + timeout => return Close::KeepAliveTimeout,
-                Some(timeout) => keep_alive_timer.as_mut().reset((last_read + timeout).into()),
-                None => keep_alive_timer.as_mut().reset((Instant::now() + NO_KEEP_ALIVE_PERIOD).into()),
-            },
         }
         if let Err(close) = client.drain(broker, wbuf) {
             return close;
@@ -193,7 +183,6 @@ fn poll_event<S: Transport>(
     read_chunk: usize,
     unflushed: bool,
     woken: Pin<&mut tokio::sync::futures::Notified<'_>>,
-    keep_alive_timer: Pin<&mut tokio::time::Sleep>,
 ) -> Poll<Event> {
     if !wbuf.is_empty() {
         if let Poll::Ready(result) = Pin::new(&mut *stream).poll_write(cx, wbuf) {
@@ -219,9 +208,6 @@ fn poll_event<S: Transport>(
     }
     if woken.poll(cx).is_ready() {
         return Poll::Ready(Event::Woken);
-    }
-    if keep_alive_timer.poll(cx).is_ready() {
-        return Poll::Ready(Event::KeepAliveTimer);
     }
     Poll::Pending
 }
@@ -270,7 +256,7 @@ mod tests {
         let broker = Broker::new(Default::default());
         let future = serve(stream, "127.0.0.1:1".parse().unwrap(), broker);
 
-        assert!(std::mem::size_of_val(&future) <= 1280, "serve future is {} bytes", std::mem::size_of_val(&future));
+        assert!(std::mem::size_of_val(&future) <= 960, "serve future is {} bytes", std::mem::size_of_val(&future));
         assert!(std::mem::size_of::<Client>() <= 192, "Client is {} bytes", std::mem::size_of::<Client>());
         let session = std::mem::size_of::<crate::session::Session>();
         assert!(session <= 320, "Session is {session} bytes");

@@ -15,6 +15,7 @@ mod close;
 mod config;
 mod connection;
 mod encode_once;
+pub mod keep_alive;
 pub mod listener;
 mod message;
 pub mod retained;

@@ -8,6 +8,7 @@
 //! global one.
 
 use crate::config::QueueOverflow;
+use crate::keep_alive::Liveness;
 use crate::message::Message;
 use crate::stats::Stats;
 use ferry_mqtt::{ByteStr, QoS};
@@ -59,6 +60,7 @@ pub struct Session {
     online: AtomicBool,
     /// Wakes the connection task: new messages, or it has been taken over.
     pub(crate) wake: Notify,
+    pub(crate) liveness: Liveness,
     state: Mutex<SessionState>,
 }
 
@@ -101,6 +103,7 @@ impl Session {
             client_id,
             online: AtomicBool::new(false),
             wake: Notify::new(),
+            liveness: Liveness::default(),
             state: Mutex::new(SessionState {
                 generation: 0,
                 ended: false,

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use anyhow::Context;
-use ferry_broker::{listener, sys, Broker};
+use ferry_broker::{keep_alive, listener, sys, Broker};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
@@ -58,6 +58,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         }));
     }
     tasks.push(tokio::spawn(sys::run(broker.clone())));
+    tasks.push(tokio::spawn(keep_alive::run(broker.clone())));
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "ferry started");
 
     tokio::select! {
