@@ -23,6 +23,8 @@ mod session;
 mod stats;
 mod transport;
 pub mod sys;
+#[cfg(test)]
+mod topic_test_support;
 pub mod topic_tree;
 mod websocket;
 mod will;

@@ -682,28 +682,11 @@ fn shrink_vec<T>(vec: &mut Vec<T>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topic_test_support::{
+        filter_strategy, naive_matches, run_on_small_stack, topic_strategy,
+    };
     use proptest::prelude::*;
     use std::collections::BTreeMap;
-
-    /// Plain reference matcher, written straight from §4.7.
-    pub(crate) fn naive_matches(filter: &str, topic: &str) -> bool {
-        let f: Vec<&str> = filter.split('/').collect();
-        let t: Vec<&str> = topic.split('/').collect();
-        if topic.starts_with('$') && (f[0] == "+" || f[0] == "#") {
-            return false;
-        }
-        for (i, level) in f.iter().enumerate() {
-            if *level == "#" {
-                return true;
-            }
-            match t.get(i) {
-                None => return false,
-                Some(t) if *level != "+" && level != t => return false,
-                Some(_) => {}
-            }
-        }
-        f.len() == t.len()
-    }
 
     /// (filter, topic, matches): the spec's examples and the edge cases.
     #[rustfmt::skip]
@@ -1148,7 +1131,7 @@ mod tests {
     #[test]
     fn deep_filters_and_topics_need_no_deep_stack() {
         const LEVELS: usize = 30_000;
-        let run = || {
+        run_on_small_stack(|| {
             let plus = vec!["+"; LEVELS].join("/");
             let literal = vec!["a"; LEVELS].join("/");
             let mut tree = Tree::new();
@@ -1168,38 +1151,7 @@ mod tests {
             tree.insert(&plus, "k", 1);
             assert_eq!(tree.remove(&plus, &"k"), Some(1));
             assert_eq!(tree.node_count(), 0);
-        };
-        std::thread::Builder::new()
-            .stack_size(256 * 1024)
-            .spawn(run)
-            .unwrap()
-            .join()
-            .unwrap();
-    }
-
-    const LEVELS: &[&str] = &["a", "b", "$x", ""];
-
-    fn topic_strategy() -> impl Strategy<Value = String> {
-        prop::collection::vec(prop::sample::select(LEVELS), 1..5)
-            .prop_map(|levels| levels.join("/"))
-            .prop_filter("topics are nonempty", |t| !t.is_empty())
-    }
-
-    fn filter_strategy() -> impl Strategy<Value = String> {
-        let level = prop::sample::select(&["a", "b", "$x", "", "+"][..]);
-        (prop::collection::vec(level, 0..4), any::<bool>(), 0..3u8)
-            .prop_map(|(mut levels, hash, share)| {
-                if hash || levels.is_empty() {
-                    levels.push("#");
-                }
-                let filter = levels.join("/");
-                match share {
-                    0 => filter,
-                    1 => format!("$share/g/{filter}"),
-                    _ => format!("$share/h/{filter}"),
-                }
-            })
-            .prop_filter("filters are nonempty", |f| !f.is_empty())
+        });
     }
 
     #[derive(Debug, Clone)]
@@ -1210,8 +1162,8 @@ mod tests {
 
     fn op_strategy() -> impl Strategy<Value = Op> {
         prop_oneof![
-            3 => (filter_strategy(), 0..4u8).prop_map(|(f, k)| Op::Insert(f, k)),
-            1 => (filter_strategy(), 0..4u8).prop_map(|(f, k)| Op::Remove(f, k)),
+            3 => (filter_strategy(true), 0..4u8).prop_map(|(f, k)| Op::Insert(f, k)),
+            1 => (filter_strategy(true), 0..4u8).prop_map(|(f, k)| Op::Remove(f, k)),
         ]
     }
 
