@@ -9,7 +9,8 @@
 use crate::config::BrokerConfig;
 use crate::message::Message;
 use crate::retained::RetainedStore;
-use crate::session::{Delivery, Enqueued, Session};
+use crate::backpressure;
+use crate::session::{Delivery, Enqueued, Publisher, Session};
 use crate::stats::Stats;
 use crate::topic_tree::{Match, TopicTree};
 use crate::will::PendingWill;
@@ -47,6 +48,14 @@ pub struct Broker {
     shutdown: watch::Sender<bool>,
     /// Every connection task, so shutdown can wait for them to finish.
     pub(crate) connections: TaskTracker,
+}
+
+/// What a client's publish did.
+pub(crate) struct Published {
+    /// Sessions the message was delivered to.
+    pub delivered: usize,
+    /// An online subscriber whose queue reached its high watermark.
+    pub congested: Option<Arc<Session>>,
 }
 
 /// The result of attaching a connection to a session.
@@ -166,6 +175,7 @@ impl Broker {
             }
             state.ended = true;
             state.cancel_timers();
+            state.release_waiters();
             let will = state.pending_will.take();
             let subscriptions = std::mem::take(&mut state.subscriptions);
             let orphans = state.take_shared_deliveries();
@@ -196,6 +206,7 @@ impl Broker {
                 return;
             }
             session.set_online(false);
+            state.release_waiters();
             let orphans = state.take_shared_deliveries();
             (state.expiry_secs, orphans)
         };
@@ -286,7 +297,7 @@ impl Broker {
                 shared_filter: None,
                 message,
             };
-            self.enqueue(session, delivery);
+            self.enqueue(session, delivery, None);
         }
     }
 
@@ -299,8 +310,24 @@ impl Broker {
 
     /// Stores or clears the retained message of the topic (if RETAIN is set)
     /// and delivers the message to every matching subscription. Returns the
-    /// number of sessions it was delivered to.
+    /// number of sessions it was delivered to. For messages the broker makes
+    /// itself (wills, `$SYS`), which have no connection to slow down.
     pub fn publish(&self, message: Message) -> usize {
+        self.publish_with(message, None).delivered
+    }
+
+    /// Publishes for a client's session; `congested` names a subscriber
+    /// whose queue reached its high watermark, which the publisher should
+    /// wait for (see `backpressure`).
+    pub(crate) fn publish_from(&self, message: Message, publisher: &Arc<Session>) -> Published {
+        let publisher = Publisher {
+            session: publisher,
+            high_watermark: backpressure::high_watermark(self.config.max_queued_messages),
+        };
+        self.publish_with(message, Some(&publisher))
+    }
+
+    fn publish_with(&self, message: Message, publisher: Option<&Publisher<'_>>) -> Published {
         let message = Arc::new(message);
         if message.retain {
             let mut retained = self.retained.write();
@@ -310,10 +337,10 @@ impl Broker {
                 retained.insert(&message.topic, message.clone());
             }
         }
-        self.route(&message)
+        self.route(&message, publisher)
     }
 
-    fn route(&self, message: &Arc<Message>) -> usize {
+    fn route(&self, message: &Arc<Message>, publisher: Option<&Publisher<'_>>) -> Published {
         let tree = self.subscriptions.read();
         let mut targets: Vec<(&Subscription, bool)> = Vec::new();
         tree.for_each_match(&message.topic, |found| match found {
@@ -335,7 +362,7 @@ impl Broker {
             targets.sort_unstable_by_key(|(subscription, shared)| (subscription.session.id, *shared));
         }
         let mut index = 0;
-        let mut sessions = 0;
+        let mut published = Published { delivered: 0, congested: None };
         while index < targets.len() {
             let (first, shared) = targets[index];
             let mut delivery = self.delivery_for(message, first, shared);
@@ -352,10 +379,15 @@ impl Broker {
                 delivery.subscription_ids.extend(next.identifier);
                 index += 1;
             }
-            self.enqueue(&first.session, delivery);
-            sessions += 1;
+            // Register the publisher with the first congested subscriber
+            // only: waiting for one is enough to slow it down.
+            let waiter = if published.congested.is_none() { publisher } else { None };
+            if self.enqueue(&first.session, delivery, waiter) == Enqueued::Congested {
+                published.congested = Some(first.session.clone());
+            }
+            published.delivered += 1;
         }
-        sessions
+        published
     }
 
     fn delivery_for(&self, message: &Arc<Message>, subscription: &Subscription, shared: bool) -> Delivery {
@@ -368,16 +400,18 @@ impl Broker {
         }
     }
 
-    fn enqueue(&self, session: &Session, delivery: Delivery) {
+    fn enqueue(&self, session: &Session, delivery: Delivery, publisher: Option<&Publisher<'_>>) -> Enqueued {
         let outcome = session.enqueue(
             delivery,
             self.config.max_queued_messages,
             self.config.queue_overflow,
             &self.stats,
+            publisher,
         );
         if outcome == Enqueued::Dropped {
             tracing::trace!(client_id = %session.client_id, "message dropped for session");
         }
+        outcome
     }
 
     /// Hands deliveries of a shared subscription that a leaving member never
@@ -402,7 +436,7 @@ impl Broker {
                 }
             });
             if let Some(session) = chosen {
-                self.enqueue(&session, Delivery { retain: false, ..orphan });
+                self.enqueue(&session, Delivery { retain: false, ..orphan }, None);
             }
         }
     }

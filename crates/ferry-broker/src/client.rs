@@ -2,6 +2,7 @@
 //! packet it sends. I/O stays in `connection.rs`; this file turns packets
 //! into broker operations and responses appended to the write buffer.
 
+use crate::backpressure::{self, Blocked};
 use crate::broker::Broker;
 use crate::close::Close;
 use crate::encode_once::{encode_publish, PublishShape};
@@ -38,6 +39,8 @@ pub(crate) struct Client {
     outbound_alias_max: u16,
     /// False when a v5 client asked for no reason strings (Request Problem Information 0).
     problem_information: bool,
+    /// Set while input is paused because a subscriber is congested.
+    blocked: Option<Blocked>,
 }
 
 /// Source of assigned client identifiers: unique within the process, and
@@ -171,6 +174,7 @@ impl Client {
                 .unwrap_or(0)
                 .min(config.outbound_topic_alias_maximum),
             problem_information: connect.properties.request_problem_information != Some(0),
+            blocked: None,
         };
         let connack = Packet::ConnAck(ConnAck {
             session_present: attached.session_present,
@@ -272,10 +276,10 @@ impl Client {
         let packet_id = publish.packet_id;
         match publish.qos {
             QoS::AtMostOnce => {
-                broker.publish(Message::from_publish(publish, self.session.id));
+                self.publish(broker, publish);
             }
             QoS::AtLeastOnce => {
-                let delivered = broker.publish(Message::from_publish(publish, self.session.id));
+                let delivered = self.publish(broker, publish);
                 self.encode(&Packet::PubAck(PubAck::new(packet_id, publish_reason(delivered))), wbuf);
             }
             QoS::ExactlyOnce => {
@@ -296,7 +300,7 @@ impl Client {
                 // A retransmission of a QoS 2 PUBLISH we already took must
                 // not be routed again: that is what makes it exactly once.
                 let reason = if first_time {
-                    publish_reason(broker.publish(Message::from_publish(publish, self.session.id)))
+                    publish_reason(self.publish(broker, publish))
                 } else {
                     ReasonCode::Success
                 };
@@ -304,6 +308,49 @@ impl Client {
             }
         }
         Ok(())
+    }
+
+    /// Routes a client's message; pauses this client's input if a
+    /// subscriber's queue is congested.
+    fn publish(&mut self, broker: &Broker, publish: Publish) -> usize {
+        let published = broker.publish_from(Message::from_publish(publish, self.session.id), &self.session);
+        if let Some(target) = published.congested {
+            let since_ms = broker.now_ms().max(1);
+            self.session.liveness.set_blocked_since(since_ms);
+            self.blocked = Some(Blocked { target, since_ms });
+        }
+        published.delivered
+    }
+
+    /// True while the client's input is paused for back-pressure.
+    pub(crate) fn is_blocked(&self) -> bool {
+        self.blocked.is_some()
+    }
+
+    /// Resumes input once the congested subscriber drained, went away, or
+    /// kept us waiting too long (it is then marked stalled).
+    pub(crate) fn check_blocked(&mut self, broker: &Broker) {
+        let Some(blocked) = &self.blocked else { return };
+        let low = backpressure::low_watermark(broker.config.max_queued_messages);
+        let waited_too_long =
+            broker.now_ms().saturating_sub(blocked.since_ms) >= backpressure::MAX_WAIT.as_millis() as u64;
+        {
+            let mut state = blocked.target.lock();
+            let drained = state.queue.len() <= low || state.ended || !blocked.target.is_online();
+            if !drained && !waited_too_long {
+                return;
+            }
+            if !drained {
+                state.stalled = true;
+                tracing::info!(
+                    client_id = %blocked.target.client_id,
+                    "subscriber not draining its queue for {:?}; publishers stop waiting for it",
+                    backpressure::MAX_WAIT
+                );
+            }
+        }
+        self.blocked = None;
+        self.session.liveness.set_blocked_since(0);
     }
 
     fn on_puback(&mut self, ack: PubAck) {
@@ -463,6 +510,10 @@ impl Client {
             if delivery.qos != QoS::AtMostOnce {
                 state.inflight.push_back(Inflight::Publish { packet_id, delivery });
             }
+        }
+        if state.queue.len() <= backpressure::low_watermark(broker.config.max_queued_messages) {
+            state.stalled = false;
+            state.release_waiters();
         }
         Ok(())
     }

@@ -123,7 +123,8 @@ async fn run<S: Transport>(
 
     loop {
         let event = poll_fn(|cx| {
-            poll_event(stream, cx, rbuf, wbuf, write_cap, read_chunk, unflushed, woken.as_mut())
+            let may_read = wbuf.len() < write_cap && !client.is_blocked();
+            poll_event(stream, cx, rbuf, wbuf, may_read, read_chunk, unflushed, woken.as_mut())
         })
         .await;
         match event {
@@ -144,31 +145,40 @@ async fn run<S: Transport>(
                 broker.stats.bytes_received.add(read as u64);
                 read_chunk =
                     if rbuf.len() == rbuf.capacity() { (read_chunk * 2).min(READ_CHUNK_MAX_BYTES) } else { READ_CHUNK_MIN_BYTES };
-                loop {
-                    match Packet::decode(rbuf, client.version, broker.config.max_packet_size_bytes) {
-                        Ok(Some(packet)) => {
-                            broker.stats.messages_received.inc();
-                            if let Err(close) = client.handle(broker, packet, wbuf) {
-                                return close;
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(error) => return Close::Malformed(error),
-                    }
-                }
-                // Decoded packets hold slices of the buffer, so it could not
-                // be reused anyway; dropping it leaves an idle connection
-                // with no read buffer at all.
-                if rbuf.is_empty() {
-                    *rbuf = BytesMut::new();
-                }
             }
             Event::Woken => woken.set(session.wake.notified()),
         }
+        client.check_blocked(broker);
+        if let Err(close) = process_input(client, broker, rbuf, wbuf) {
+            return close;
+        }
+        // After the input: acknowledgements in it may have opened the
+        // in-flight window.
         if let Err(close) = client.drain(broker, wbuf) {
             return close;
         }
     }
+}
+
+/// Decodes and applies the complete packets in `rbuf`, until it holds only
+/// part of a packet or back-pressure pauses the client.
+fn process_input(client: &mut Client, broker: &Arc<Broker>, rbuf: &mut BytesMut, wbuf: &mut BytesMut) -> Result<(), Close> {
+    while !client.is_blocked() {
+        match Packet::decode(rbuf, client.version, broker.config.max_packet_size_bytes) {
+            Ok(Some(packet)) => {
+                broker.stats.messages_received.inc();
+                client.handle(broker, packet, wbuf)?;
+            }
+            Ok(None) => break,
+            Err(error) => return Err(Close::Malformed(error)),
+        }
+    }
+    // Decoded packets hold slices of the buffer, so it could not be reused
+    // anyway; dropping it leaves an idle connection with no read buffer.
+    if rbuf.is_empty() {
+        *rbuf = BytesMut::new();
+    }
+    Ok(())
 }
 
 /// Polls every source of work once, output first so that a busy client
@@ -179,7 +189,7 @@ fn poll_event<S: Transport>(
     cx: &mut Context<'_>,
     rbuf: &mut BytesMut,
     wbuf: &BytesMut,
-    write_cap: usize,
+    may_read: bool,
     read_chunk: usize,
     unflushed: bool,
     woken: Pin<&mut tokio::sync::futures::Notified<'_>>,
@@ -193,7 +203,7 @@ fn poll_event<S: Transport>(
             return Poll::Ready(Event::Flushed(result));
         }
     }
-    if wbuf.len() < write_cap {
+    if may_read {
         // An idle connection has no read buffer: wait for readiness first
         // and allocate only when there is something to read.
         let ready = rbuf.capacity() > rbuf.len() || stream.poll_read_ready(cx).is_ready();
@@ -259,6 +269,6 @@ mod tests {
         assert!(std::mem::size_of_val(&future) <= 960, "serve future is {} bytes", std::mem::size_of_val(&future));
         assert!(std::mem::size_of::<Client>() <= 192, "Client is {} bytes", std::mem::size_of::<Client>());
         let session = std::mem::size_of::<crate::session::Session>();
-        assert!(session <= 320, "Session is {session} bytes");
+        assert!(session <= 352, "Session is {session} bytes");
     }
 }

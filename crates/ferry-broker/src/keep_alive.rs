@@ -5,8 +5,10 @@
 //! tokio timer costs each connection 112 bytes held for its whole life,
 //! which at 100k idle connections is 11 MB for a check that needs to run
 //! only a few times a second. Connections record when they last read, the
-//! sweeper compares, and wakes the connections it has expired.
+//! sweeper compares, and wakes the connections it has expired. It also
+//! wakes publishers that waited too long for a congested subscriber.
 
+use crate::backpressure;
 use crate::broker::Broker;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,6 +27,9 @@ pub(crate) struct Liveness {
     /// 1.5 × keep-alive; 0 when the connection has no keep-alive.
     timeout_ms: AtomicU64,
     expired: AtomicBool,
+    /// When the connection paused its input for back-pressure; 0 when it
+    /// has not. The sweeper wakes it when `backpressure::MAX_WAIT` is up.
+    blocked_since_ms: AtomicU64,
 }
 
 impl Liveness {
@@ -38,6 +43,17 @@ impl Liveness {
 
     pub(crate) fn touch(&self, now_ms: u64) {
         self.last_read_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_blocked_since(&self, since_ms: u64) {
+        self.blocked_since_ms.store(since_ms, Ordering::Relaxed);
+    }
+
+    /// True if the connection has waited for a congested subscriber longer
+    /// than back-pressure allows.
+    fn waited_too_long(&self, now_ms: u64) -> bool {
+        let since_ms = self.blocked_since_ms.load(Ordering::Relaxed);
+        since_ms != 0 && now_ms.saturating_sub(since_ms) >= backpressure::MAX_WAIT.as_millis() as u64
     }
 
     pub(crate) fn is_expired(&self) -> bool {
@@ -70,7 +86,7 @@ pub async fn run(broker: Arc<Broker>) {
         }
         let now_ms = broker.now_ms();
         broker.for_each_online_session(|session| {
-            if session.liveness.expire_if_silent(now_ms) {
+            if session.liveness.expire_if_silent(now_ms) || session.liveness.waited_too_long(now_ms) {
                 session.wake.notify_one();
             }
         });

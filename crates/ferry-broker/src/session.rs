@@ -85,15 +85,28 @@ pub(crate) struct SessionState {
     pub pending_will: Option<Box<Message>>,
     /// The will-delay and session-expiry timers of the last disconnect.
     pub timers: Vec<AbortHandle>,
+    /// Publishers paused until this queue drains (see `backpressure`).
+    pub waiters: Vec<Arc<Session>>,
+    /// A publisher gave up waiting for this session: nobody waits for it
+    /// again until its queue drains.
+    pub stalled: bool,
 }
 
 /// What became of an enqueue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Enqueued {
     Queued,
-    /// Queued, after dropping the oldest message to make room.
-    QueuedDroppedOldest,
+    /// Queued, and the queue reached its high watermark: the publisher was
+    /// registered as a waiter and should pause.
+    Congested,
     Dropped,
+}
+
+/// Who is publishing, for back-pressure: the publisher's session, and
+/// whether it may still be registered as a waiter (once per publish).
+pub(crate) struct Publisher<'a> {
+    pub session: &'a Arc<Session>,
+    pub high_watermark: usize,
 }
 
 impl Session {
@@ -115,6 +128,8 @@ impl Session {
                 inbound_qos2: HashSet::new(),
                 pending_will: None,
                 timers: Vec::new(),
+                waiters: Vec::new(),
+                stalled: false,
             }),
         }
     }
@@ -139,13 +154,13 @@ impl Session {
         max_queued: usize,
         overflow: QueueOverflow,
         stats: &Stats,
+        publisher: Option<&Publisher<'_>>,
     ) -> Enqueued {
         let online = self.is_online();
         let mut state = self.state.lock();
         if state.ended || (!online && delivery.qos == QoS::AtMostOnce) {
             return Enqueued::Dropped;
         }
-        let mut outcome = Enqueued::Queued;
         if state.queue.len() >= max_queued {
             match overflow {
                 QueueOverflow::DropNew => {
@@ -155,12 +170,22 @@ impl Session {
                 QueueOverflow::DropOldest => {
                     state.queue.pop_front();
                     stats.dropped_queue_full.inc();
-                    outcome = Enqueued::QueuedDroppedOldest;
                 }
             }
         }
         let was_empty = state.queue.is_empty();
         state.queue.push_back(delivery);
+        let mut outcome = Enqueued::Queued;
+        // Only an online session drains, and a publisher never waits for
+        // its own queue: its own task is the one that drains it.
+        if let Some(publisher) = publisher {
+            if online && !state.stalled && state.queue.len() >= publisher.high_watermark && publisher.session.id != self.id {
+                if !state.waiters.iter().any(|waiter| waiter.id == publisher.session.id) {
+                    state.waiters.push(publisher.session.clone());
+                }
+                outcome = Enqueued::Congested;
+            }
+        }
         drop(state);
         // The connection drains until the queue is empty or its window is
         // full; in the second case an acknowledgement restarts the drain,
@@ -214,6 +239,14 @@ impl SessionState {
             _ => true,
         });
         orphans
+    }
+
+    /// Wakes the publishers waiting for this queue: it drained, or it will
+    /// not drain (the session went offline or ended).
+    pub(crate) fn release_waiters(&mut self) {
+        for waiter in self.waiters.drain(..) {
+            waiter.wake.notify_one();
+        }
     }
 
     pub(crate) fn cancel_timers(&mut self) {
