@@ -218,3 +218,11 @@ def test_v5_session_expiry_capped_by_config(broker_factory):
     time.sleep(2.2)  # the feature is the passing of time
     s = b.client(5, "cap-exp", clean=False, connect=False)
     assert s.connect({"SessionExpiryInterval": 3600}).session_present is False
+
+
+@pytest.mark.parametrize("client_id, accepted", [("", False), ("a" * 23, True), ("a" * 24, False)])
+def test_mqtt31_client_id_is_1_to_23_characters(broker, client_id, accepted):
+    r = broker.raw(4)
+    r.send(R.encode_connect(client_id, version=4, protocol_name=b"MQIsdp", protocol_level=3))
+    ack = r.expect(R.CONNACK)
+    assert ack.reason == (0x00 if accepted else 0x02)

@@ -240,6 +240,9 @@ def test_deny_subscribe(broker_factory, version):
     ack = r.expect(R.SUBACK)
     assert ack.pid == pid
     assert ack.reasons == [0x80, 0x01, 0x80]
+    if version == 5:
+        reason = ack.props.get("ReasonString", "")
+        assert "test/nosubscribe" in reason and "secret/#" in reason, ack.props
 
     pub = b.client(version, "deny-pub")
     pub.publish("test/nosubscribe", b"no", qos=1)

@@ -96,17 +96,27 @@ impl Client {
         let v5 = version.is_v5();
         let mut connack_properties = Properties::default();
 
-        let client_id: Arc<str> = if connect.client_id.is_empty() {
-            if !v5 && !connect.clean_start {
-                // 3.1.1 §3.1.3-8: an empty id needs Clean Session 1.
-                let refusal = Packet::ConnAck(ConnAck {
-                    session_present: false,
-                    reason_code: ReasonCode::ClientIdentifierNotValid,
-                    properties: Properties::default(),
-                });
-                let _ = refusal.encode(version, wbuf);
-                return Err(Close::protocol(ReasonCode::ClientIdentifierNotValid, "empty client id with clean session 0"));
+        let id_refusal = match version {
+            // 3.1 §3.1: the client identifier is 1 to 23 characters.
+            ProtocolVersion::V31 if connect.client_id.is_empty() || connect.client_id.len() > 23 => {
+                Some("MQTT 3.1 client ids have 1 to 23 characters")
             }
+            // 3.1.1 §3.1.3-8: an empty id needs Clean Session 1.
+            ProtocolVersion::V311 if connect.client_id.is_empty() && !connect.clean_start => {
+                Some("empty client id with clean session 0")
+            }
+            _ => None,
+        };
+        if let Some(explanation) = id_refusal {
+            let refusal = Packet::ConnAck(ConnAck {
+                session_present: false,
+                reason_code: ReasonCode::ClientIdentifierNotValid,
+                properties: Properties::default(),
+            });
+            let _ = refusal.encode(version, wbuf);
+            return Err(Close::protocol(ReasonCode::ClientIdentifierNotValid, explanation));
+        }
+        let client_id: Arc<str> = if connect.client_id.is_empty() {
             let assigned = format!("ferry-{:016x}", NEXT_ASSIGNED_ID.fetch_add(1, Ordering::Relaxed));
             if v5 {
                 connack_properties.assigned_client_identifier = Some(ByteStr::from(assigned.as_str()));
@@ -392,12 +402,21 @@ impl Client {
 
     fn on_subscribe(&mut self, broker: &Arc<Broker>, subscribe: Subscribe, wbuf: &mut BytesMut) {
         let identifier = subscribe.properties.subscription_identifiers.first().copied();
-        let reason_codes = subscribe
+        let reason_codes: Vec<ReasonCode> = subscribe
             .filters
             .iter()
             .map(|(filter, options)| broker.subscribe(&self.session, filter, *options, identifier))
             .collect();
-        let suback = Packet::SubAck(SubAck { packet_id: subscribe.packet_id, properties: Properties::default(), reason_codes });
+        let refused: Vec<&str> = subscribe
+            .filters
+            .iter()
+            .zip(&reason_codes)
+            .filter(|(_, reason)| reason.is_error())
+            .map(|((filter, _), _)| filter.as_str())
+            .collect();
+        let explanation = (!refused.is_empty()).then(|| format!("subscribing to {} is not allowed", refused.join(", ")));
+        let properties = if self.version.is_v5() { self.problem_properties(explanation) } else { Properties::default() };
+        let suback = Packet::SubAck(SubAck { packet_id: subscribe.packet_id, properties, reason_codes });
         self.encode(&suback, wbuf);
     }
 
