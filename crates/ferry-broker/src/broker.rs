@@ -153,9 +153,10 @@ impl Broker {
             }
             drop(state);
             sessions.remove(client_id);
-            drop(sessions);
+            // Still holding `sessions`, so no other CONNECT for this client
+            // id can slip in between ending the old session and inserting
+            // the new one.
             self.end_session(&existing);
-            sessions = self.sessions.lock();
         }
         let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
         let session = Arc::new(Session::new(id, client_id.clone(), expiry_secs));

@@ -24,7 +24,6 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 /// A client after a successful CONNECT.
 pub(crate) struct Client {
     pub version: ProtocolVersion,
-    pub client_id: Arc<str>,
     pub session: Arc<Session>,
     generation: u64,
     will: Option<PendingWill>,
@@ -166,7 +165,6 @@ impl Client {
         }
         let client = Client {
             version,
-            client_id,
             generation: attached.generation,
             session: attached.session,
             will,
@@ -192,13 +190,13 @@ impl Client {
             properties: connack_properties,
         });
         client.encode(&connack, wbuf);
-        tracing::debug!(%peer, client_id = %client.client_id, version = ?version, "client connected");
+        tracing::debug!(%peer, client_id = %client.session.client_id, version = ?version, "client connected");
         Ok(client)
     }
 
     pub(crate) fn encode(&self, packet: &Packet, wbuf: &mut BytesMut) {
         if let Err(error) = packet.encode(self.version, wbuf) {
-            tracing::error!(client_id = %self.client_id, %error, "failed to encode {:?}", packet.packet_type());
+            tracing::error!(client_id = %self.session.client_id, %error, "failed to encode {:?}", packet.packet_type());
         }
     }
 
@@ -442,7 +440,7 @@ impl Client {
 
     /// Retransmits what the previous connection of this session left
     /// unacknowledged: PUBLISH with DUP set, or PUBREL (§4.4).
-    pub(crate) fn resend_inflight(&mut self, broker: &Broker, wbuf: &mut BytesMut) -> Result<(), Close> {
+    pub(crate) fn resend_inflight(&self, broker: &Broker, wbuf: &mut BytesMut) -> Result<(), Close> {
         let now = Instant::now();
         let state = self.session.lock();
         if state.ended || state.generation != self.generation {
@@ -464,10 +462,7 @@ impl Client {
                     broker.stats.publishes_sent.inc();
                 }
                 Inflight::Release { packet_id } => {
-                    let packet = Packet::PubRel(PubAck::new(*packet_id, ReasonCode::Success));
-                    if let Err(error) = packet.encode(self.version, wbuf) {
-                        tracing::error!(%error, "failed to encode PUBREL");
-                    }
+                    self.encode(&Packet::PubRel(PubAck::new(*packet_id, ReasonCode::Success)), wbuf);
                 }
             }
         }

@@ -75,7 +75,7 @@ pub async fn serve<S: Transport>(mut stream: S, peer: SocketAddr, broker: Arc<Br
             client.encode(&Packet::Disconnect(Disconnect { reason_code: reason, properties }), &mut wbuf);
         }
     }
-    close.log(peer, Some(&client.client_id));
+    close.log(peer, Some(&client.session.client_id));
     let server_closed = close.reason_code().is_some();
     client.finish(&broker, close);
     Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, server_closed)).await;
