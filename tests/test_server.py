@@ -134,10 +134,17 @@ def test_http_health(broker):
 
 
 @pytest.mark.ferry_only
-def test_http_unknown_path_404(broker):
+@pytest.mark.parametrize("path, method, status, error", [
+    ("/nope", "GET", 404, "not_found"),
+    ("/health", "POST", 405, "method_not_allowed"),
+])
+def test_http_errors_are_json(broker, path, method, status, error):
+    request = urllib.request.Request(f"http://{broker.host}:{broker.http_port}{path}", method=method, data=b"" if method == "POST" else None)
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(f"http://{broker.host}:{broker.http_port}/nope", timeout=5)
-    assert e.value.code == 404
+        urllib.request.urlopen(request, timeout=5)
+    assert e.value.code == status
+    body = json.loads(e.value.read())
+    assert body["status"] == status and body["error"] == error and path in body["message"], body
 
 
 # ----------------------------------------------------- config, logs, signals
