@@ -346,6 +346,10 @@ impl Client {
             let mut state = blocked.target.lock();
             let drained = state.queue.len() <= low || state.ended || !blocked.target.is_online();
             if !drained && !waited_too_long {
+                // Woken for another reason, or released and then beaten to
+                // the queue by other publishers: wait again, registered, or
+                // no drain would ever wake us.
+                state.add_waiter(&self.session);
                 return;
             }
             if !drained {

@@ -180,9 +180,7 @@ impl Session {
         // its own queue: its own task is the one that drains it.
         if let Some(publisher) = publisher {
             if online && !state.stalled && state.queue.len() >= publisher.high_watermark && publisher.session.id != self.id {
-                if !state.waiters.iter().any(|waiter| waiter.id == publisher.session.id) {
-                    state.waiters.push(publisher.session.clone());
-                }
+                state.add_waiter(publisher.session);
                 outcome = Enqueued::Congested;
             }
         }
@@ -239,6 +237,12 @@ impl SessionState {
             _ => true,
         });
         orphans
+    }
+
+    pub(crate) fn add_waiter(&mut self, publisher: &Arc<Session>) {
+        if !self.waiters.iter().any(|waiter| waiter.id == publisher.id) {
+            self.waiters.push(publisher.clone());
+        }
     }
 
     /// Wakes the publishers waiting for this queue: it drained, or it will
