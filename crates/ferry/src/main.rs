@@ -35,6 +35,11 @@ enum Command {
     CheckConfig {
         file: PathBuf,
     },
+    /// Load an MQTT broker (Ferry or any other) and report rates, loss,
+    /// latency percentiles and, given its pid, the broker's CPU and memory.
+    ///
+    ///     ferry bench pubsub --broker mqtt://127.0.0.1:1883 --publishers 100 --messages 1000000 --qos 1
+    Bench(ferry_bench::BenchCommand),
 }
 
 /// Flags override the configuration file; each has a `FERRY_...` variable.
@@ -68,6 +73,7 @@ fn main() -> anyhow::Result<()> {
             println!("{}: ok", file.display());
             Ok(())
         }
+        Command::Bench(command) => bench(command),
         Command::Serve(args) => {
             let mut config = match &args.config {
                 Some(path) => Config::load(path)?,
@@ -92,4 +98,17 @@ fn main() -> anyhow::Result<()> {
             serve::run(config)
         }
     }
+}
+
+/// Runs a benchmark on all cores, prints its table, and writes its JSON.
+fn bench(command: ferry_bench::BenchCommand) -> anyhow::Result<()> {
+    let json = command.json_path().map(PathBuf::from);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let report = runtime.block_on(ferry_bench::run(command))?;
+    print!("{report}");
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }

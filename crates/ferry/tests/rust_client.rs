@@ -1,48 +1,11 @@
 //! The real `ferry` binary driven by a Rust MQTT client (rumqttc), over
 //! MQTT 3.1.1 and 5.0.
 
+mod support;
+
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Packet, QoS};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-/// A `ferry serve` on an ephemeral port, stopped with SIGTERM on drop.
-struct Ferry {
-    child: Child,
-    port: u16,
-}
-
-impl Ferry {
-    fn start() -> Ferry {
-        let data_dir = std::env::temp_dir().join(format!("ferry-rust-client-{}", std::process::id()));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-            .args(["serve", "--mqtt", "127.0.0.1:0", "--ws", "", "--http", ""])
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("ferry starts");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let mut lines = BufReader::new(stderr).lines();
-        let port = loop {
-            let line = lines.next().expect("ferry logs its listener").expect("stderr is text");
-            if let Some(address) = line.split("listening on mqtt://").nth(1) {
-                break address.trim().rsplit(':').next().unwrap().parse().unwrap();
-            }
-        };
-        // Keep draining stderr so the broker never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Ferry { child, port }
-    }
-}
-
-impl Drop for Ferry {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let status = self.child.wait().expect("ferry exits");
-        assert!(status.success(), "ferry exited with {status}");
-    }
-}
+use support::Ferry;
 
 async fn next_publish(events: &mut EventLoop) -> rumqttc::Publish {
     loop {
@@ -57,7 +20,7 @@ async fn next_publish(events: &mut EventLoop) -> rumqttc::Publish {
 
 #[tokio::test]
 async fn mqtt311_qos1_and_retained_round_trip() {
-    let ferry = Ferry::start();
+    let ferry = Ferry::start("rust-client");
     let mut options = MqttOptions::new("rust-sub", "127.0.0.1", ferry.port);
     options.set_keep_alive(Duration::from_secs(30));
     let (subscriber, mut sub_events) = AsyncClient::new(options, 16);
@@ -92,7 +55,7 @@ async fn mqtt5_user_properties_and_correlation_data_are_forwarded() {
     use rumqttc::v5::mqttbytes::QoS as QoS5;
     use rumqttc::v5::{AsyncClient as AsyncClient5, Event as Event5, MqttOptions as MqttOptions5};
 
-    let ferry = Ferry::start();
+    let ferry = Ferry::start("rust-client");
     let (subscriber, mut sub_events) = AsyncClient5::new(MqttOptions5::new("rust5-sub", "127.0.0.1", ferry.port), 16);
     let (publisher, mut pub_events) = AsyncClient5::new(MqttOptions5::new("rust5-pub", "127.0.0.1", ferry.port), 16);
     tokio::spawn(async move { while pub_events.poll().await.is_ok() {} });

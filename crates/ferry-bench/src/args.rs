@@ -1,0 +1,152 @@
+//! Command-line options of `ferry bench`, as clap types the `ferry` binary
+//! embeds, and serializable so a report carries the parameters it ran with.
+
+use crate::BenchError;
+use clap::{Args, Subcommand, ValueEnum};
+use ferry_mqtt::{ProtocolVersion, QoS};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// `ferry bench <scenario> [options]`.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct BenchCommand {
+    #[command(subcommand)]
+    pub scenario: Scenario,
+}
+
+/// The load shapes `ferry bench` can generate.
+#[derive(Debug, Clone, Subcommand, Serialize)]
+#[serde(tag = "scenario", rename_all = "lowercase")]
+pub enum Scenario {
+    /// C publishers → one subscriber on a wildcard, closed loop (the shape
+    /// of the Mosquitto performance article).
+    ///
+    /// Example: ferry bench pubsub --publishers 100 --messages 1000000 --qos 1 --broker-pid $(pidof ferry)
+    Pubsub(PubsubArgs),
+    /// N publisher/subscriber pairs, each pair on its own topic, at a fixed
+    /// total rate (open loop; Open MQTT Benchmark `p2p`).
+    ///
+    /// Example: ferry bench p2p --pairs 1000 --rate 20000 --duration 30 --qos 1
+    P2p(P2pArgs),
+}
+
+/// MQTT protocol version of the load clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+pub enum MqttVersion {
+    #[value(name = "3.1.1")]
+    #[serde(rename = "3.1.1")]
+    V311,
+    #[value(name = "5")]
+    #[serde(rename = "5")]
+    V5,
+}
+
+impl From<MqttVersion> for ProtocolVersion {
+    fn from(version: MqttVersion) -> ProtocolVersion {
+        match version {
+            MqttVersion::V311 => ProtocolVersion::V311,
+            MqttVersion::V5 => ProtocolVersion::V5,
+        }
+    }
+}
+
+/// Options every scenario takes.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct CommonArgs {
+    /// Broker to load, as mqtt://host:port.
+    #[arg(long, default_value = "mqtt://127.0.0.1:1883")]
+    pub broker: String,
+    /// MQTT version of every load connection.
+    #[arg(long, value_enum, default_value = "5")]
+    pub mqtt_version: MqttVersion,
+    /// QoS of the publishes (0, 1 or 2).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub qos: u8,
+    /// QoS of the subscriptions; defaults to --qos.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub sub_qos: Option<u8>,
+    /// Payload bytes; at least 16 (publisher id, sequence number, timestamp).
+    #[arg(long, default_value_t = 16)]
+    pub payload_size: usize,
+    /// Most unacknowledged QoS 1/2 messages per publisher.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
+    pub inflight: u16,
+    /// Seconds a subscriber waits for missing messages after the last
+    /// arrival once publishing is over; what is still missing is lost.
+    #[arg(long, default_value_t = 3.0)]
+    pub drain_timeout: f64,
+    /// Pid of the broker: its CPU time and RSS are sampled from /proc at
+    /// the start and the end of the run.
+    #[arg(long)]
+    pub broker_pid: Option<u32>,
+    /// Write every figure and the parameters to this file as JSON.
+    #[arg(long)]
+    #[serde(skip)]
+    pub json: Option<PathBuf>,
+}
+
+impl CommonArgs {
+    /// The publish QoS.
+    pub fn qos(&self) -> QoS {
+        QoS::from_u8(self.qos).unwrap_or(QoS::AtMostOnce)
+    }
+
+    /// The subscription QoS.
+    pub fn sub_qos(&self) -> QoS {
+        self.sub_qos.and_then(QoS::from_u8).unwrap_or(self.qos())
+    }
+
+    /// Checks what clap cannot.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        if self.payload_size < crate::payload::HEADER_LEN {
+            return Err(BenchError::Options(format!(
+                "--payload-size {} is below the {}-byte benchmark header",
+                self.payload_size,
+                crate::payload::HEADER_LEN
+            )));
+        }
+        if !(self.drain_timeout.is_finite() && self.drain_timeout > 0.0) {
+            return Err(BenchError::Options(
+                "--drain-timeout must be a positive number of seconds".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `ferry bench pubsub`.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct PubsubArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonArgs,
+    /// Publisher connections; publisher i publishes on bench/{i}.
+    #[arg(long, short = 'c', default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub publishers: u32,
+    /// Messages in total, split evenly across the publishers.
+    #[arg(long, short = 'm', default_value_t = 100_000)]
+    pub messages: u64,
+    /// Topic filter of the single subscriber.
+    #[arg(long, default_value = "bench/#")]
+    pub filter: String,
+}
+
+/// `ferry bench p2p`.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct P2pArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonArgs,
+    /// Publisher/subscriber pairs; pair i uses bench/p2p/{i}.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub pairs: u32,
+    /// Target publish rate in messages per second, over all pairs.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub rate: f64,
+    /// Seconds to publish for (rate × duration messages in total).
+    #[arg(long, default_value_t = 10.0, conflicts_with = "count")]
+    pub duration: f64,
+    /// Messages in total instead of --duration.
+    #[arg(long)]
+    pub count: Option<u64>,
+}

@@ -1,0 +1,218 @@
+//! A minimal MQTT client connection for load generation: CONNECT/CONNACK,
+//! SUBSCRIBE/SUBACK, and a read buffer and a write buffer over one
+//! `TcpStream` that the publisher and subscriber loops drive.
+//!
+//! It is deliberately not a general client. There is no background task, no
+//! channel and no per-message allocation: the task that owns the connection
+//! appends packets to its write buffer and calls [`Conn::pump`], which
+//! writes whatever has accumulated in one `write` while also reading, so
+//! many PUBLISH packets leave in one system call and the generator stays
+//! much lighter than the broker it measures.
+
+use crate::BenchError;
+use bytes::BytesMut;
+use ferry_mqtt::{
+    ByteStr, ConnAck, Connect, Disconnect, Packet, Properties, ProtocolVersion, QoS, ReasonCode,
+    Subscribe, SubscriptionOptions,
+};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Largest packet accepted from the broker. Benchmark payloads are small;
+/// this only bounds the read buffer against a misbehaving broker.
+pub const MAX_PACKET_SIZE: u32 = 16 << 20;
+
+/// How much is read per system call at most.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// How long CONNACK and SUBACK may take before the run is declared failed.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One MQTT connection owned by one task.
+#[derive(Debug)]
+pub struct Conn {
+    stream: TcpStream,
+    version: ProtocolVersion,
+    client_id: String,
+    read: BytesMut,
+    /// Packets waiting to be written; callers cap how much they queue.
+    pub write: BytesMut,
+}
+
+impl Conn {
+    /// Opens a TCP connection, sends CONNECT with a clean session and no
+    /// keep-alive (a QoS 0 subscriber sends nothing for minutes, and pings
+    /// would only add noise), and waits for a successful CONNACK.
+    pub async fn connect(
+        broker: SocketAddr,
+        client_id: String,
+        version: ProtocolVersion,
+    ) -> Result<(Conn, ConnAck), BenchError> {
+        let stream = TcpStream::connect(broker)
+            .await
+            .map_err(|source| BenchError::Connect { broker: broker.to_string(), source })?;
+        // Acks and small open-loop publishes must not wait for Nagle.
+        stream
+            .set_nodelay(true)
+            .map_err(|source| BenchError::Io { client: client_id.clone(), source })?;
+        let mut conn = Conn {
+            stream,
+            version,
+            client_id,
+            read: BytesMut::with_capacity(READ_CHUNK),
+            write: BytesMut::with_capacity(READ_CHUNK),
+        };
+        let connect = Connect {
+            protocol: version,
+            clean_start: true,
+            keep_alive: 0,
+            properties: Properties::default(),
+            client_id: ByteStr::from(conn.client_id.as_str()),
+            will: None,
+            username: None,
+            password: None,
+        };
+        conn.queue(&Packet::Connect(Box::new(connect)))?;
+        conn.flush().await?;
+        let connack = match conn.recv_within(HANDSHAKE_TIMEOUT, "CONNACK").await? {
+            Packet::ConnAck(connack) => connack,
+            other => return Err(conn.protocol(&other, "expected CONNACK")),
+        };
+        if connack.reason_code.is_error() {
+            return Err(conn.refused("CONNECT", connack.reason_code));
+        }
+        Ok((conn, connack))
+    }
+
+    /// Subscribes to one filter and returns the QoS the broker granted.
+    pub async fn subscribe(&mut self, filter: &str, qos: QoS) -> Result<QoS, BenchError> {
+        let subscribe = Subscribe {
+            packet_id: 1,
+            properties: Properties::default(),
+            filters: vec![(
+                ByteStr::from(filter),
+                SubscriptionOptions { qos, ..Default::default() },
+            )],
+        };
+        self.queue(&Packet::Subscribe(subscribe))?;
+        self.flush().await?;
+        match self.recv_within(HANDSHAKE_TIMEOUT, "SUBACK").await? {
+            Packet::SubAck(suback) => match suback.reason_codes.first() {
+                Some(&code) if !code.is_error() => {
+                    Ok(QoS::from_u8(code as u8).unwrap_or(QoS::AtMostOnce))
+                }
+                Some(&code) => Err(self.refused("SUBSCRIBE", code)),
+                None => Err(self.protocol(&Packet::SubAck(suback), "SUBACK without a reason code")),
+            },
+            other => Err(self.protocol(&other, "expected SUBACK")),
+        }
+    }
+
+    /// The protocol version of this connection.
+    pub fn version(&self) -> ProtocolVersion {
+        self.version
+    }
+
+    /// The client identifier, for error messages.
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// Appends a packet to the write buffer.
+    pub fn queue(&mut self, packet: &Packet) -> Result<(), BenchError> {
+        Ok(packet.encode(self.version, &mut self.write)?)
+    }
+
+    /// Takes the next complete packet out of the read buffer, if any.
+    pub fn next_packet(&mut self) -> Result<Option<Packet>, BenchError> {
+        Packet::decode(&mut self.read, self.version, MAX_PACKET_SIZE)
+            .map_err(|source| BenchError::Decode { client: self.client_id.clone(), source })
+    }
+
+    /// Makes I/O progress: writes from the write buffer (if it holds
+    /// anything) and reads into the read buffer, whichever the socket allows
+    /// first. Returns after one read or one write.
+    pub async fn pump(&mut self) -> Result<(), BenchError> {
+        let Conn { stream, read, write, client_id, .. } = self;
+        read.reserve(READ_CHUNK);
+        let (mut reader, mut writer) = stream.split();
+        // Both futures are cancellation safe: a lost race reads or writes nothing.
+        let result = if write.is_empty() {
+            reader.read_buf(read).await
+        } else {
+            tokio::select! {
+                written = writer.write_buf(write) => written,
+                got = reader.read_buf(read) => got,
+            }
+        };
+        match result {
+            Ok(0) => Err(BenchError::Io {
+                client: client_id.clone(),
+                source: std::io::ErrorKind::UnexpectedEof.into(),
+            }),
+            Ok(_) => Ok(()),
+            Err(source) => Err(BenchError::Io { client: client_id.clone(), source }),
+        }
+    }
+
+    /// Writes the whole write buffer.
+    pub async fn flush(&mut self) -> Result<(), BenchError> {
+        let Conn { stream, write, client_id, .. } = self;
+        stream
+            .write_all_buf(write)
+            .await
+            .map_err(|source| BenchError::Io { client: client_id.clone(), source })
+    }
+
+    /// The next packet, reading as needed.
+    pub async fn recv(&mut self) -> Result<Packet, BenchError> {
+        loop {
+            if let Some(packet) = self.next_packet()? {
+                return Ok(packet);
+            }
+            self.pump().await?;
+        }
+    }
+
+    async fn recv_within(
+        &mut self,
+        limit: Duration,
+        what: &'static str,
+    ) -> Result<Packet, BenchError> {
+        match tokio::time::timeout(limit, self.recv()).await {
+            Ok(packet) => packet,
+            Err(_) => Err(BenchError::Timeout {
+                client: self.client_id.clone(),
+                what,
+                seconds: limit.as_secs(),
+            }),
+        }
+    }
+
+    /// Sends DISCONNECT and closes the socket. Errors are ignored: the
+    /// measurements are complete and the broker may already have gone.
+    pub async fn disconnect(mut self) {
+        if self
+            .queue(&Packet::Disconnect(Disconnect {
+                reason_code: ReasonCode::NORMAL_DISCONNECTION,
+                properties: Properties::default(),
+            }))
+            .is_ok()
+        {
+            let _ = self.flush().await;
+        }
+        let _ = self.stream.shutdown().await;
+    }
+
+    /// A protocol error naming this client.
+    pub fn protocol(&self, packet: &Packet, why: &'static str) -> BenchError {
+        BenchError::Protocol { client: self.client_id.clone(), packet: packet.packet_type(), why }
+    }
+
+    /// A refusal naming this client.
+    pub fn refused(&self, what: &'static str, code: ReasonCode) -> BenchError {
+        BenchError::Refused { client: self.client_id.clone(), what, code }
+    }
+}

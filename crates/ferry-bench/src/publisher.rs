@@ -1,0 +1,271 @@
+//! The publishing side of a load connection: a fixed number of messages at
+//! one QoS, closed loop (as fast as acknowledged) or open loop (on a fixed
+//! schedule), with a bounded in-flight window.
+
+use crate::client::Conn;
+use crate::payload::Header;
+use crate::{clock, BenchError};
+use bytes::{Bytes, BytesMut};
+use ferry_mqtt::{
+    publish_packet_id_offset, ByteStr, Packet, Properties, ProtocolVersion, PubAck, Publish, QoS,
+    ReasonCode,
+};
+
+/// How many bytes of packets may wait in the write buffer. Large enough for
+/// hundreds of small PUBLISH packets per `write`, small enough that a slow
+/// broker pushes back through TCP instead of through our memory.
+pub const WRITE_BUFFER_CAP: usize = 64 * 1024;
+
+/// When messages are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// Each message as soon as the in-flight window and the socket allow;
+    /// its timestamp is the moment it is queued.
+    ClosedLoop,
+    /// Message `k` is due at `first_ns + k * interval_ns` on the process
+    /// clock and carries that due time, even when sent late, so a stall
+    /// shows in the latency of every message it delayed (no coordinated
+    /// omission).
+    OpenLoop { first_ns: u64, interval_ns: u64 },
+}
+
+/// What one publisher is to do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Written into every payload; the subscriber's tracker index.
+    pub id: u32,
+    pub topic: String,
+    pub qos: QoS,
+    /// Payload bytes, at least [`crate::payload::HEADER_LEN`].
+    pub payload_size: usize,
+    pub count: u32,
+    /// Most QoS 1/2 messages awaiting their acknowledgement at once.
+    pub inflight: u16,
+    pub schedule: Schedule,
+}
+
+/// What one publisher did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outcome {
+    /// Messages written to the socket.
+    pub sent: u32,
+    /// When the last message was sent and, for QoS 1/2, acknowledged.
+    pub done_ns: u64,
+}
+
+/// Where a packet identifier stands in the QoS 1/2 exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdState {
+    Free,
+    /// PUBLISH sent; PUBACK (QoS 1) or PUBREC (QoS 2) expected.
+    Published,
+    /// PUBREL sent; PUBCOMP expected.
+    Released,
+}
+
+/// Sends the plan's messages on `conn` and waits for every acknowledgement.
+///
+/// `receive_maximum` is the broker's limit from CONNACK (MQTT 5); the window
+/// is the smaller of it and the plan's.
+pub async fn run(
+    conn: &mut Conn,
+    plan: &Plan,
+    receive_maximum: Option<u16>,
+) -> Result<Outcome, BenchError> {
+    let window = match plan.qos {
+        QoS::AtMostOnce => u32::MAX,
+        _ => u32::from(plan.inflight.min(receive_maximum.unwrap_or(u16::MAX)).max(1)),
+    };
+    let template = Template::new(conn.version(), plan)?;
+    let mut ids = vec![IdState::Free; 1 << 16];
+    let mut next_id: u16 = 0;
+    let mut inflight: u32 = 0;
+    let mut sent: u32 = 0;
+
+    loop {
+        while let Some(packet) = conn.next_packet()? {
+            match (&packet, plan.qos) {
+                (Packet::PubAck(ack), QoS::AtLeastOnce)
+                | (Packet::PubComp(ack), QoS::ExactlyOnce) => {
+                    let expected = if plan.qos == QoS::AtLeastOnce {
+                        IdState::Published
+                    } else {
+                        IdState::Released
+                    };
+                    check_ack(conn, &packet, ack, ids[usize::from(ack.packet_id)] == expected)?;
+                    ids[usize::from(ack.packet_id)] = IdState::Free;
+                    inflight -= 1;
+                }
+                (Packet::PubRec(ack), QoS::ExactlyOnce) => {
+                    check_ack(
+                        conn,
+                        &packet,
+                        ack,
+                        ids[usize::from(ack.packet_id)] == IdState::Published,
+                    )?;
+                    ids[usize::from(ack.packet_id)] = IdState::Released;
+                    conn.queue(&Packet::PubRel(PubAck::new(ack.packet_id, ReasonCode::Success)))?;
+                }
+                (Packet::PingResp, _) => {}
+                _ => {
+                    return Err(conn.protocol(&packet, "a publisher expects only acknowledgements"))
+                }
+            }
+        }
+
+        // In closed loop, wait until a quarter of the window is free before
+        // refilling: a broker that acks one message per segment would
+        // otherwise cost us one write per message.
+        let refill = match plan.schedule {
+            Schedule::ClosedLoop => inflight == 0 || window - inflight >= (window / 4).max(1),
+            Schedule::OpenLoop { .. } => true,
+        };
+        let mut next_due = None;
+        while refill
+            && sent < plan.count
+            && inflight < window
+            && conn.write.len() < WRITE_BUFFER_CAP
+        {
+            let sent_ns = match plan.schedule {
+                Schedule::ClosedLoop => clock::now_ns(),
+                Schedule::OpenLoop { first_ns, interval_ns } => {
+                    let due = first_ns + u64::from(sent) * interval_ns;
+                    if due > clock::now_ns() {
+                        next_due = Some(due);
+                        break;
+                    }
+                    due
+                }
+            };
+            let packet_id = if plan.qos == QoS::AtMostOnce {
+                0
+            } else {
+                // At most `window` < 65536 ids are taken, so a free one is near.
+                loop {
+                    next_id = next_id.wrapping_add(1).max(1);
+                    if ids[usize::from(next_id)] == IdState::Free {
+                        break;
+                    }
+                }
+                ids[usize::from(next_id)] = IdState::Published;
+                inflight += 1;
+                next_id
+            };
+            template.append_to(
+                &mut conn.write,
+                Header { publisher: plan.id, seq: sent, sent_ns },
+                packet_id,
+            );
+            sent += 1;
+        }
+
+        if sent == plan.count && inflight == 0 && conn.write.is_empty() {
+            return Ok(Outcome { sent, done_ns: clock::now_ns() });
+        }
+        match next_due {
+            // Nothing to write and the next message is not due yet: wait for
+            // its time or for an ack, whichever comes first.
+            Some(due) if conn.write.is_empty() => {
+                let at = tokio::time::Instant::from_std(clock::instant_of(due));
+                tokio::select! {
+                    pumped = conn.pump() => pumped?,
+                    () = tokio::time::sleep_until(at) => {}
+                }
+            }
+            _ => conn.pump().await?,
+        }
+    }
+}
+
+fn check_ack(conn: &Conn, packet: &Packet, ack: &PubAck, expected: bool) -> Result<(), BenchError> {
+    if !expected {
+        return Err(conn.protocol(packet, "acknowledges a packet identifier not awaiting it"));
+    }
+    if ack.reason_code.is_error() {
+        return Err(conn.refused("PUBLISH", ack.reason_code));
+    }
+    Ok(())
+}
+
+/// The PUBLISH packet encoded once by the codec; each message copies it and
+/// patches the packet identifier and the payload header in place.
+struct Template {
+    bytes: Bytes,
+    id_offset: Option<usize>,
+    payload_offset: usize,
+}
+
+impl Template {
+    fn new(version: ProtocolVersion, plan: &Plan) -> Result<Template, BenchError> {
+        let publish = Publish {
+            dup: false,
+            qos: plan.qos,
+            retain: false,
+            topic: ByteStr::from(plan.topic.as_str()),
+            packet_id: 0,
+            properties: Properties::default(),
+            payload: Bytes::from(vec![0u8; plan.payload_size]),
+        };
+        let mut encoded = BytesMut::new();
+        Packet::Publish(publish).encode(version, &mut encoded)?;
+        let bytes = encoded.freeze();
+        Ok(Template {
+            id_offset: publish_packet_id_offset(&bytes),
+            payload_offset: bytes.len() - plan.payload_size,
+            bytes,
+        })
+    }
+
+    fn append_to(&self, buf: &mut BytesMut, header: Header, packet_id: u16) {
+        let start = buf.len();
+        buf.extend_from_slice(&self.bytes);
+        let packet = &mut buf[start..];
+        if let Some(offset) = self.id_offset {
+            packet[offset..offset + 2].copy_from_slice(&packet_id.to_be_bytes());
+        }
+        header.write(&mut packet[self.payload_offset..]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The patched template must be exactly what the codec would encode.
+    #[test]
+    fn template_matches_the_codec() {
+        for version in [ProtocolVersion::V311, ProtocolVersion::V5] {
+            for qos in [QoS::AtMostOnce, QoS::AtLeastOnce, QoS::ExactlyOnce] {
+                let plan = Plan {
+                    id: 3,
+                    topic: "bench/3".into(),
+                    qos,
+                    payload_size: 20,
+                    count: 1,
+                    inflight: 1,
+                    schedule: Schedule::ClosedLoop,
+                };
+                let template = Template::new(version, &plan).unwrap();
+                let header = Header { publisher: 3, seq: 9, sent_ns: 12345 };
+                let packet_id = if qos == QoS::AtMostOnce { 0 } else { 0x0102 };
+                let mut wire = bytes::BytesMut::new();
+                template.append_to(&mut wire, header, packet_id);
+
+                let mut payload = vec![0u8; 20];
+                header.write(&mut payload);
+                let expected = Packet::Publish(Publish {
+                    dup: false,
+                    qos,
+                    retain: false,
+                    topic: ByteStr::from("bench/3"),
+                    packet_id,
+                    properties: Properties::default(),
+                    payload: payload.into(),
+                });
+                let mut want = bytes::BytesMut::new();
+                expected.encode(version, &mut want).unwrap();
+                assert_eq!(wire, want, "{version:?} {qos:?}");
+            }
+        }
+    }
+}

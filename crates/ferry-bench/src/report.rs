@@ -1,0 +1,227 @@
+//! The result of a run: figures, their JSON form, and the table printed at
+//! the end.
+
+use crate::histogram::LatencySummary;
+use crate::procstat::Sample;
+use crate::tracker::Counts;
+use serde::Serialize;
+use std::fmt;
+
+/// Everything a run measured, with the parameters it ran with.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// `pubsub`, `p2p`, …
+    pub scenario: &'static str,
+    /// The scenario's options, as given or defaulted.
+    pub parameters: serde_json::Value,
+    pub connections: Connections,
+    /// From the first publish to the last acknowledgement (or last write at QoS 0).
+    pub publish: Throughput,
+    /// From the first publish to the last arrival at a subscriber.
+    pub receive: Throughput,
+    pub delivery: Delivery,
+    /// End-to-end latency of each first arrival, from [`Report::latency_from`].
+    pub latency: LatencySummary,
+    /// `send time` (closed loop) or `intended send time` (open loop,
+    /// corrected for coordinated omission).
+    pub latency_from: &'static str,
+    /// The broker's resource use, when `--broker-pid` was given.
+    pub broker: Option<Usage>,
+    /// The bench process's own resource use.
+    pub bench: Usage,
+}
+
+/// How fast the load connections were opened.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Connections {
+    /// Connections opened (publishers and subscribers).
+    pub count: u64,
+    pub seconds: f64,
+    pub per_second: f64,
+}
+
+/// Messages through one direction over a phase.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Throughput {
+    pub messages: u64,
+    pub seconds: f64,
+    pub messages_per_second: f64,
+    /// Payload megabytes (10^6 bytes) per second.
+    pub payload_mb_per_second: f64,
+}
+
+impl Throughput {
+    /// `messages` of `payload_size` bytes in `seconds`.
+    pub fn new(messages: u64, payload_size: usize, seconds: f64) -> Throughput {
+        let per_second = |n: f64| if seconds > 0.0 { n / seconds } else { 0.0 };
+        Throughput {
+            messages,
+            seconds,
+            messages_per_second: per_second(messages as f64),
+            payload_mb_per_second: per_second(messages as f64 * payload_size as f64) / 1e6,
+        }
+    }
+}
+
+/// Delivery accounting summed over subscribers.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Delivery {
+    #[serde(flatten)]
+    pub counts: Counts,
+    /// Distinct messages received per message expected, in percent.
+    pub delivered_percent: f64,
+}
+
+impl Delivery {
+    /// From the summed counts; `expected` is how many distinct arrivals a
+    /// perfect broker would produce (sent × subscribers per message).
+    pub fn new(counts: Counts, expected: u64) -> Delivery {
+        let delivered_percent =
+            if expected == 0 { 100.0 } else { counts.received as f64 * 100.0 / expected as f64 };
+        Delivery { counts, delivered_percent }
+    }
+}
+
+/// CPU and memory of one process over the run.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Usage {
+    pub cpu_seconds: f64,
+    /// CPU seconds over wall seconds, in percent of one core.
+    pub cpu_percent: f64,
+    /// CPU microseconds per distinct delivered message.
+    pub cpu_us_per_message: f64,
+    pub rss_start_bytes: u64,
+    pub rss_end_bytes: u64,
+}
+
+impl Usage {
+    /// From samples at the start and end of a run of `wall_seconds` that
+    /// delivered `delivered` messages.
+    pub fn between(start: Sample, end: Sample, wall_seconds: f64, delivered: u64) -> Usage {
+        let cpu_seconds = (end.cpu_seconds - start.cpu_seconds).max(0.0);
+        Usage {
+            cpu_seconds,
+            cpu_percent: if wall_seconds > 0.0 { cpu_seconds * 100.0 / wall_seconds } else { 0.0 },
+            cpu_us_per_message: if delivered > 0 {
+                cpu_seconds * 1e6 / delivered as f64
+            } else {
+                0.0
+            },
+            rss_start_bytes: start.rss_bytes,
+            rss_end_bytes: end.rss_bytes,
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.delivery.counts;
+        writeln!(f, "ferry bench {}", self.scenario)?;
+        let c_ = &self.connections;
+        writeln!(
+            f,
+            "  {:<22}{:>14} in {:.3} s  ({:.0} conn/s)",
+            "connections", c_.count, c_.seconds, c_.per_second
+        )?;
+        for (name, t) in [("published", &self.publish), ("received", &self.receive)] {
+            writeln!(
+                f,
+                "  {:<22}{:>14} in {:.3} s  ({:.0} msg/s, {:.2} MB/s)",
+                name, t.messages, t.seconds, t.messages_per_second, t.payload_mb_per_second
+            )?;
+        }
+        writeln!(f, "  {:<22}{:>13.3}%", "delivered", self.delivery.delivered_percent)?;
+        writeln!(
+            f,
+            "  {:<22}{:>14}  duplicates {}  out of order {}  unexpected {}",
+            "lost", c.lost, c.duplicates, c.out_of_order, c.unexpected
+        )?;
+        let l = &self.latency;
+        writeln!(f, "  latency from {} (µs, {} samples)", self.latency_from, l.count)?;
+        writeln!(
+            f,
+            "    {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "min", "p50", "p75", "p90", "p95", "p99", "p99.9", "max"
+        )?;
+        writeln!(
+            f,
+            "    {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+            l.min_us, l.p50_us, l.p75_us, l.p90_us, l.p95_us, l.p99_us, l.p99_9_us, l.max_us
+        )?;
+        let usage = |f: &mut fmt::Formatter<'_>, name: &str, u: &Usage| {
+            writeln!(
+                f,
+                "  {:<22}{:>10.3} s CPU ({:.0}% of a core, {:.2} µs/msg), RSS {:.1} → {:.1} MiB",
+                name,
+                u.cpu_seconds,
+                u.cpu_percent,
+                u.cpu_us_per_message,
+                u.rss_start_bytes as f64 / 1048576.0,
+                u.rss_end_bytes as f64 / 1048576.0
+            )
+        };
+        if let Some(broker) = &self.broker {
+            usage(f, "broker", broker)?;
+        }
+        usage(f, "bench (this process)", &self.bench)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_and_percentages() {
+        let t = Throughput::new(2_000, 500, 0.5);
+        assert_eq!(t.messages_per_second, 4_000.0);
+        assert_eq!(t.payload_mb_per_second, 2.0);
+        assert_eq!(Throughput::new(10, 16, 0.0).messages_per_second, 0.0, "no division by zero");
+
+        let counts = Counts { sent: 200, received: 150, lost: 50, ..Counts::default() };
+        assert_eq!(Delivery::new(counts, 200).delivered_percent, 75.0);
+        assert_eq!(Delivery::new(Counts::default(), 0).delivered_percent, 100.0);
+    }
+
+    #[test]
+    fn usage_between_samples() {
+        let start = Sample { cpu_seconds: 1.0, rss_bytes: 10 };
+        let end = Sample { cpu_seconds: 3.0, rss_bytes: 30 };
+        let u = Usage::between(start, end, 4.0, 1_000_000);
+        assert_eq!(u.cpu_seconds, 2.0);
+        assert_eq!(u.cpu_percent, 50.0);
+        assert_eq!(u.cpu_us_per_message, 2.0);
+        assert_eq!((u.rss_start_bytes, u.rss_end_bytes), (10, 30));
+        assert_eq!(Usage::between(start, end, 0.0, 0).cpu_us_per_message, 0.0);
+    }
+
+    #[test]
+    fn table_and_json_carry_every_figure() {
+        let report = Report {
+            scenario: "pubsub",
+            parameters: serde_json::json!({"publishers": 4}),
+            connections: Connections { count: 5, seconds: 0.01, per_second: 500.0 },
+            publish: Throughput::new(100, 16, 1.0),
+            receive: Throughput::new(100, 16, 1.0),
+            delivery: Delivery::new(Counts { sent: 100, received: 100, ..Counts::default() }, 100),
+            latency: LatencySummary { count: 100, p99_9_us: 42.0, ..LatencySummary::default() },
+            latency_from: "send time",
+            broker: None,
+            bench: Usage::between(
+                Sample { cpu_seconds: 0.0, rss_bytes: 0 },
+                Sample { cpu_seconds: 0.1, rss_bytes: 1 << 20 },
+                1.0,
+                100,
+            ),
+        };
+        let table = report.to_string();
+        assert!(table.contains("p99.9"), "{table}");
+        assert!(table.contains("100.000%"), "{table}");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["latency"]["p99_9_us"], 42.0);
+        assert_eq!(json["delivery"]["lost"], 0);
+        assert_eq!(json["delivery"]["delivered_percent"], 100.0);
+        assert_eq!(json["parameters"]["publishers"], 4);
+        assert!(json["broker"].is_null());
+    }
+}

@@ -1,0 +1,135 @@
+//! The scenarios, and what they share: resolving the broker, opening many
+//! connections at once, sampling CPU and memory around the run.
+
+pub mod p2p;
+pub mod pubsub;
+
+use crate::client::Conn;
+use crate::procstat::{Sample, Target};
+use crate::report::Usage;
+use crate::{clock, BenchError};
+use ferry_mqtt::{ConnAck, ProtocolVersion};
+use std::net::SocketAddr;
+use tokio::task::JoinHandle;
+
+/// The address of `mqtt://host:port`.
+pub async fn resolve(broker: &str) -> Result<SocketAddr, BenchError> {
+    let bad = || BenchError::BrokerUrl(broker.to_owned());
+    let host_port = broker.strip_prefix("mqtt://").ok_or_else(bad)?.trim_end_matches('/');
+    if !host_port.contains(':') {
+        return Err(bad());
+    }
+    tokio::net::lookup_host(host_port)
+        .await
+        .map_err(|source| BenchError::Connect { broker: broker.to_owned(), source })?
+        .next()
+        .ok_or_else(bad)
+}
+
+/// Opens one connection per client id, all at once, and returns them in
+/// order with how long it took for the last CONNACK to arrive.
+pub async fn connect_all(
+    broker: SocketAddr,
+    client_ids: Vec<String>,
+    version: ProtocolVersion,
+) -> Result<(Vec<(Conn, ConnAck)>, f64), BenchError> {
+    let start = clock::now_ns();
+    let handles: Vec<_> =
+        client_ids.into_iter().map(|id| tokio::spawn(Conn::connect(broker, id, version))).collect();
+    let mut conns = Vec::with_capacity(handles.len());
+    for handle in handles {
+        conns.push(join(handle).await??);
+    }
+    Ok((conns, seconds_since(start)))
+}
+
+/// Waits for a task, turning a panic into an error.
+pub async fn join<T>(handle: JoinHandle<T>) -> Result<T, BenchError> {
+    handle.await.map_err(|e| BenchError::Task(e.to_string()))
+}
+
+/// Seconds on the process clock since `start_ns`.
+pub fn seconds_since(start_ns: u64) -> f64 {
+    seconds_between(start_ns, clock::now_ns())
+}
+
+/// Seconds between two process clock readings; 0 if they are reversed.
+pub fn seconds_between(start_ns: u64, end_ns: u64) -> f64 {
+    end_ns.saturating_sub(start_ns) as f64 / 1e9
+}
+
+/// CPU and RSS of the broker (if its pid is known) and of this process,
+/// sampled when the run starts.
+pub struct Sampler {
+    broker: Option<(u32, Sample)>,
+    bench: Sample,
+    start_ns: u64,
+}
+
+impl Sampler {
+    /// Takes the first samples.
+    pub fn start(broker_pid: Option<u32>) -> Result<Sampler, BenchError> {
+        let broker = match broker_pid {
+            Some(pid) => Some((pid, sample(Target::Pid(pid), pid)?)),
+            None => None,
+        };
+        Ok(Sampler {
+            broker,
+            bench: sample(Target::This, std::process::id())?,
+            start_ns: clock::now_ns(),
+        })
+    }
+
+    /// Takes the last samples: (broker, bench) usage over the run.
+    pub fn finish(&self, delivered: u64) -> Result<(Option<Usage>, Usage), BenchError> {
+        let wall = seconds_since(self.start_ns);
+        let broker = match self.broker {
+            Some((pid, start)) => {
+                Some(Usage::between(start, sample(Target::Pid(pid), pid)?, wall, delivered))
+            }
+            None => None,
+        };
+        let bench =
+            Usage::between(self.bench, sample(Target::This, std::process::id())?, wall, delivered);
+        Ok((broker, bench))
+    }
+}
+
+fn sample(target: Target, pid: u32) -> Result<Sample, BenchError> {
+    target.sample().map_err(|source| BenchError::Proc { pid, source })
+}
+
+/// Splits `total` messages over `n` publishers as evenly as possible.
+pub fn split(total: u64, n: u32) -> Result<Vec<u32>, BenchError> {
+    let n64 = u64::from(n.max(1));
+    (0..n64)
+        .map(|i| {
+            let share = total / n64 + u64::from(i < total % n64);
+            u32::try_from(share).map_err(|_| {
+                BenchError::Options(format!("{share} messages per publisher is more than 2^32"))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_is_even_and_exact() {
+        assert_eq!(split(10, 3).unwrap(), vec![4, 3, 3]);
+        assert_eq!(split(2, 4).unwrap(), vec![1, 1, 0, 0]);
+        assert!(split(1 << 40, 1).is_err());
+    }
+
+    #[tokio::test]
+    async fn broker_urls() {
+        assert_eq!(
+            resolve("mqtt://127.0.0.1:1883").await.unwrap(),
+            "127.0.0.1:1883".parse().unwrap()
+        );
+        assert!(matches!(resolve("127.0.0.1:1883").await, Err(BenchError::BrokerUrl(_))));
+        assert!(matches!(resolve("mqtt://localhost").await, Err(BenchError::BrokerUrl(_))));
+    }
+}

@@ -1,0 +1,102 @@
+//! `pubsub`: C publishers, closed loop, into one wildcard subscriber — the
+//! shape of the Mosquitto performance article (100 publishers, 1,000,000
+//! messages, one subscriber on `#`).
+
+use super::{connect_all, join, seconds_between, split, Sampler};
+use crate::args::PubsubArgs;
+use crate::client::Conn;
+use crate::publisher::{self, Plan, Schedule};
+use crate::report::{Connections, Delivery, Report, Throughput};
+use crate::tracker::Tracker;
+use crate::{clock, subscriber, BenchError};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Runs the scenario and reports.
+pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
+    let common = &args.common;
+    common.validate()?;
+    let broker = super::resolve(&common.broker).await?;
+    let version = common.mqtt_version.into();
+    let counts = split(args.messages, args.publishers)?;
+    let tag = std::process::id();
+    let sampler = Sampler::start(common.broker_pid)?;
+
+    let connect_start = clock::now_ns();
+    let (mut sub, _) = Conn::connect(broker, format!("ferry-bench-{tag}-sub"), version).await?;
+    sub.subscribe(&args.filter, common.sub_qos()).await?;
+    let ids = (0..args.publishers).map(|i| format!("ferry-bench-{tag}-pub-{i}")).collect();
+    let (publishers, _) = connect_all(broker, ids, version).await?;
+    let connect_seconds = super::seconds_since(connect_start);
+
+    let (expected_tx, expected_rx) = oneshot::channel();
+    let drain = Duration::from_secs_f64(common.drain_timeout);
+    let tracker = Tracker::new(&counts);
+    let subscriber = tokio::spawn(async move {
+        let outcome = subscriber::run(&mut sub, tracker, 0, expected_rx, drain).await;
+        sub.disconnect().await;
+        outcome
+    });
+
+    let publish_start = clock::now_ns();
+    let handles: Vec<_> = publishers
+        .into_iter()
+        .zip(&counts)
+        .enumerate()
+        .map(|(i, ((mut conn, connack), &count))| {
+            let plan = Plan {
+                id: i as u32,
+                topic: format!("bench/{i}"),
+                qos: common.qos(),
+                payload_size: common.payload_size,
+                count,
+                inflight: common.inflight,
+                schedule: Schedule::ClosedLoop,
+            };
+            tokio::spawn(async move {
+                let outcome =
+                    publisher::run(&mut conn, &plan, connack.properties.receive_maximum).await;
+                conn.disconnect().await;
+                outcome
+            })
+        })
+        .collect();
+    let mut sent = Vec::with_capacity(handles.len());
+    let mut publish_end = publish_start;
+    for handle in handles {
+        let outcome = join(handle).await??;
+        sent.push(outcome.sent);
+        publish_end = publish_end.max(outcome.done_ns);
+    }
+    let total_sent: u64 = sent.iter().map(|&n| u64::from(n)).sum();
+    // The subscriber may already have stopped with an error; its result says why.
+    let _ = expected_tx.send(total_sent);
+    let received = join(subscriber).await??;
+
+    let counts = received.tracker.counts(&sent);
+    let (broker_usage, bench_usage) = sampler.finish(counts.received)?;
+    Ok(Report {
+        scenario: "pubsub",
+        parameters: serde_json::to_value(&args).unwrap_or_default(),
+        connections: Connections {
+            count: u64::from(args.publishers) + 1,
+            seconds: connect_seconds,
+            per_second: (u64::from(args.publishers) + 1) as f64 / connect_seconds.max(1e-9),
+        },
+        publish: Throughput::new(
+            total_sent,
+            common.payload_size,
+            seconds_between(publish_start, publish_end),
+        ),
+        receive: Throughput::new(
+            counts.received,
+            common.payload_size,
+            seconds_between(publish_start, received.last_receive_ns),
+        ),
+        delivery: Delivery::new(counts, total_sent),
+        latency: received.latency.summary(),
+        latency_from: "send time",
+        broker: broker_usage,
+        bench: bench_usage,
+    })
+}
