@@ -28,6 +28,19 @@ pub enum Scenario {
     ///
     /// Example: ferry bench p2p --pairs 1000 --rate 20000 --duration 30 --qos 1
     P2p(P2pArgs),
+    /// P publishers on one topic, bench/fanout, and S subscribers all
+    /// subscribed to it, closed loop: every subscriber gets every message
+    /// (Open MQTT Benchmark `fanout`, Event Grid broadcast).
+    ///
+    /// Example: ferry bench fanout --publishers 5 --subscribers 1000 --messages 10000 --qos 1
+    Fanout(FanoutArgs),
+    /// Many publishers, publisher i on bench/fanin/{i}, into one shared
+    /// subscription $share/bench/bench/fanin/# of K subscribers, closed
+    /// loop: every message reaches exactly one member of the group (Open
+    /// MQTT Benchmark `sharedsub`, Event Grid fan-in).
+    ///
+    /// Example: ferry bench fanin --publishers 100 --subscribers 4 --messages 100000 --qos 1
+    Fanin(FaninArgs),
 }
 
 /// MQTT protocol version of the load clients.
@@ -149,4 +162,40 @@ pub struct P2pArgs {
     /// Messages in total instead of --duration.
     #[arg(long)]
     pub count: Option<u64>,
+}
+
+/// `ferry bench fanout`.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct FanoutArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonArgs,
+    /// Publisher connections, all on bench/fanout.
+    #[arg(long, short = 'c', default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub publishers: u32,
+    /// Subscriber connections, each subscribed to bench/fanout.
+    #[arg(long, short = 's', default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub subscribers: u32,
+    /// Messages published in total, split evenly across the publishers;
+    /// each is delivered to every subscriber.
+    #[arg(long, short = 'm', default_value_t = 10_000)]
+    pub messages: u64,
+}
+
+/// `ferry bench fanin`.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct FaninArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonArgs,
+    /// Publisher connections; publisher i publishes on bench/fanin/{i}.
+    #[arg(long, short = 'c', default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub publishers: u32,
+    /// Members of the shared subscription $share/bench/bench/fanin/#.
+    #[arg(long, short = 's', default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    pub subscribers: u32,
+    /// Messages in total, split evenly across the publishers; each is
+    /// delivered to one member of the group.
+    #[arg(long, short = 'm', default_value_t = 100_000)]
+    pub messages: u64,
 }

@@ -36,7 +36,9 @@ pub mod scenario;
 pub mod subscriber;
 pub mod tracker;
 
-pub use args::{BenchCommand, CommonArgs, MqttVersion, P2pArgs, PubsubArgs, Scenario};
+pub use args::{
+    BenchCommand, CommonArgs, FaninArgs, FanoutArgs, MqttVersion, P2pArgs, PubsubArgs, Scenario,
+};
 pub use error::BenchError;
 pub use report::Report;
 
@@ -48,6 +50,8 @@ pub async fn run(command: BenchCommand) -> Result<Report, BenchError> {
     match command.scenario {
         Scenario::Pubsub(args) => scenario::pubsub::run(args).await,
         Scenario::P2p(args) => scenario::p2p::run(args).await,
+        Scenario::Fanout(args) => scenario::fanout::run(args).await,
+        Scenario::Fanin(args) => scenario::fanin::run(args).await,
     }
 }
 
@@ -57,6 +61,8 @@ impl BenchCommand {
         match &self.scenario {
             Scenario::Pubsub(args) => args.common.json.as_deref(),
             Scenario::P2p(args) => args.common.json.as_deref(),
+            Scenario::Fanout(args) => args.common.json.as_deref(),
+            Scenario::Fanin(args) => args.common.json.as_deref(),
         }
     }
 }

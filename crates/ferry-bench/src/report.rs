@@ -29,6 +29,10 @@ pub struct Report {
     pub broker: Option<Usage>,
     /// The bench process's own resource use.
     pub bench: Usage,
+    /// Distinct messages each subscriber received, in subscriber order, for
+    /// scenarios whose subscribers split the load (`fanin`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_subscriber: Option<Vec<u64>>,
 }
 
 /// How fast the load connections were opened.
@@ -136,6 +140,16 @@ impl fmt::Display for Report {
             "  {:<22}{:>14}  duplicates {}  out of order {}  unexpected {}",
             "lost", c.lost, c.duplicates, c.out_of_order, c.unexpected
         )?;
+        if let Some(per) = &self.per_subscriber {
+            let min = per.iter().min().copied().unwrap_or(0);
+            let max = per.iter().max().copied().unwrap_or(0);
+            write!(f, "  {:<22}{:>14}  min {}  max {}", "per subscriber", per.len(), min, max)?;
+            if per.len() <= 16 {
+                let each: Vec<String> = per.iter().map(u64::to_string).collect();
+                write!(f, "  ({})", each.join(", "))?;
+            }
+            writeln!(f)?;
+        }
         let l = &self.latency;
         writeln!(f, "  latency from {} (µs, {} samples)", self.latency_from, l.count)?;
         writeln!(
@@ -213,6 +227,7 @@ mod tests {
                 1.0,
                 100,
             ),
+            per_subscriber: None,
         };
         let table = report.to_string();
         assert!(table.contains("p99.9"), "{table}");
@@ -223,5 +238,10 @@ mod tests {
         assert_eq!(json["delivery"]["delivered_percent"], 100.0);
         assert_eq!(json["parameters"]["publishers"], 4);
         assert!(json["broker"].is_null());
+        assert!(json.get("per_subscriber").is_none(), "only where subscribers split the load");
+
+        let shared = Report { per_subscriber: Some(vec![34, 33, 33]), ..report };
+        assert!(shared.to_string().contains("min 33  max 34  (34, 33, 33)"), "{shared}");
+        assert_eq!(serde_json::to_value(&shared).unwrap()["per_subscriber"][0], 34);
     }
 }

@@ -8,8 +8,10 @@ use crate::payload::Header;
 use crate::tracker::{Arrival, Tracker};
 use crate::{clock, BenchError};
 use ferry_mqtt::{Packet, PubAck, QoS, ReasonCode};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 /// What one subscriber saw.
@@ -22,6 +24,23 @@ pub struct Outcome {
     pub last_receive_ns: u64,
 }
 
+/// Subscribers that share one stream of messages (a `$share` group), each
+/// receiving part of it: they count their first arrivals together, so each
+/// stops as soon as the group as a whole has everything, instead of waiting
+/// out the drain timeout for messages that went to another member.
+#[derive(Debug, Default)]
+pub struct Group {
+    received: AtomicU64,
+    complete: Notify,
+}
+
+impl Group {
+    /// First arrivals over every member so far.
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Acquire)
+    }
+}
+
 /// Receives until `expected` distinct messages have arrived, where
 /// `expected` is sent by the scenario once its publishers are done (so it
 /// counts what was actually sent), or until nothing has arrived for
@@ -32,16 +51,43 @@ pub struct Outcome {
 /// publishers out of many keeps a tracker of just those.
 pub async fn run(
     conn: &mut Conn,
+    tracker: Tracker,
+    publisher_base: u32,
+    expected: oneshot::Receiver<u64>,
+    drain_timeout: Duration,
+) -> Result<Outcome, BenchError> {
+    run_in(conn, tracker, publisher_base, expected, drain_timeout, None).await
+}
+
+/// [`run`] for one member of a [`Group`]: `expected` is what the whole
+/// group is to receive, and the member stops once the group has it (or
+/// after the drain timeout, as [`run`] does).
+pub async fn run_in_group(
+    conn: &mut Conn,
+    tracker: Tracker,
+    expected: oneshot::Receiver<u64>,
+    drain_timeout: Duration,
+    group: Arc<Group>,
+) -> Result<Outcome, BenchError> {
+    run_in(conn, tracker, 0, expected, drain_timeout, Some(&group)).await
+}
+
+async fn run_in(
+    conn: &mut Conn,
     mut tracker: Tracker,
     publisher_base: u32,
     mut expected: oneshot::Receiver<u64>,
     drain_timeout: Duration,
+    group: Option<&Group>,
 ) -> Result<Outcome, BenchError> {
     let mut latency = Latency::new();
     let mut last_receive_ns = 0;
     let mut target: Option<u64> = None;
     let mut last_progress = Instant::now();
     loop {
+        // Taken before the completion check below, so a notification sent
+        // after the check is not missed.
+        let completed = group.map(|g| g.complete.notified());
         while let Some(packet) = conn.next_packet()? {
             match packet {
                 Packet::Publish(publish) => {
@@ -53,6 +99,9 @@ pub async fn run(
                                 tracker.record(h.publisher.wrapping_sub(publisher_base), h.seq);
                             if matches!(arrival, Arrival::InOrder | Arrival::OutOfOrder) {
                                 latency.record_ns(now.saturating_sub(h.sent_ns));
+                                if let Some(g) = group {
+                                    g.received.fetch_add(1, Ordering::AcqRel);
+                                }
                             }
                         }
                         // Someone else's message on our topics.
@@ -73,7 +122,11 @@ pub async fn run(
                 }
             }
         }
-        if target.is_some_and(|n| tracker.received() >= n) {
+        let received = group.map_or_else(|| tracker.received(), Group::received);
+        if target.is_some_and(|n| received >= n) {
+            if let Some(g) = group {
+                g.complete.notify_waiters();
+            }
             conn.flush().await?;
             return Ok(Outcome { tracker, latency, last_receive_ns });
         }
@@ -88,11 +141,20 @@ pub async fn run(
                 target = Some(sent);
                 last_progress = Instant::now();
             }
+            () = completion(completed) => {}
             () = tokio::time::sleep_until(deadline), if target.is_some() => {
                 conn.flush().await?;
                 return Ok(Outcome { tracker, latency, last_receive_ns });
             }
         }
+    }
+}
+
+/// Resolves when the group is complete; never without a group.
+async fn completion(completed: Option<tokio::sync::futures::Notified<'_>>) {
+    match completed {
+        Some(completed) => completed.await,
+        None => std::future::pending().await,
     }
 }
 

@@ -241,4 +241,35 @@ mod tests {
         let c = a.counts(&[4, 4]);
         assert_eq!((c.received, c.duplicates, c.lost), (3, 2, 5));
     }
+
+    /// The `fanin` case: a shared subscription deals each publisher's
+    /// messages round-robin to three members; each member's share is
+    /// incomplete on its own, and their union is exactly the whole.
+    #[test]
+    fn merge_of_disjoint_shares_is_complete() {
+        let plan = [6, 5];
+        let mut members = vec![Tracker::new(&plan), Tracker::new(&plan), Tracker::new(&plan)];
+        let mut next = 0;
+        for (p, &n) in plan.iter().enumerate() {
+            for s in 0..n {
+                assert_eq!(members[next % 3].record(p as u32, s), Arrival::InOrder);
+                next += 1;
+            }
+        }
+        let shares: Vec<u64> = members.iter().map(Tracker::received).collect();
+        assert_eq!(shares, vec![4, 4, 3]);
+        assert!(members[0].counts(&plan).lost > 0, "one member alone misses messages");
+
+        let mut union = Tracker::new(&plan);
+        for member in &members {
+            union.merge(member);
+        }
+        let c = union.counts(&plan);
+        assert_eq!(c, Counts { sent: 11, received: 11, ..Counts::default() });
+
+        // Merging a member twice is the broker delivering its share twice.
+        union.merge(&members[2]);
+        let c = union.counts(&plan);
+        assert_eq!((c.received, c.duplicates, c.lost), (11, 3, 0));
+    }
 }

@@ -90,3 +90,57 @@ fn p2p_open_loop_delivers_everything() {
     assert_eq!(report["latency_from"], "intended send time");
     assert_complete(&report, 500);
 }
+
+#[test]
+fn fanout_delivers_every_message_to_every_subscriber() {
+    let ferry = Ferry::start("bench-fanout");
+    let args = [
+        "fanout",
+        "--publishers",
+        "2",
+        "--subscribers",
+        "10",
+        "--messages",
+        "200",
+        "--qos",
+        "1",
+    ];
+    let report = bench(&ferry, "fanout", &args);
+    assert_eq!(report["scenario"], "fanout");
+    assert_eq!(report["parameters"]["subscribers"], 10);
+    let delivery = &report["delivery"];
+    assert_eq!(delivery["sent"], 200, "{report:#}");
+    assert_eq!(delivery["received"], 200 * 10, "every subscriber gets every message: {report:#}");
+    assert_eq!(delivery["delivered_percent"], 100.0, "{report:#}");
+    assert_eq!(delivery["lost"], 0, "{report:#}");
+    assert_eq!(delivery["duplicates"], 0, "{report:#}");
+    assert_eq!(report["receive"]["messages"], 2000, "{report:#}");
+    assert_eq!(report["latency"]["count"], 2000, "{report:#}");
+}
+
+#[test]
+fn fanin_delivers_every_message_once_across_the_group() {
+    let ferry = Ferry::start("bench-fanin");
+    let args = [
+        "fanin",
+        "--publishers",
+        "10",
+        "--subscribers",
+        "3",
+        "--messages",
+        "1000",
+        "--qos",
+        "1",
+    ];
+    let report = bench(&ferry, "fanin", &args);
+    assert_eq!(report["scenario"], "fanin");
+    assert_complete(&report, 1000);
+    let per: Vec<u64> = report["per_subscriber"]
+        .as_array()
+        .expect("per-subscriber counts")
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    assert_eq!(per.len(), 3, "{report:#}");
+    assert_eq!(per.iter().sum::<u64>(), 1000, "each message to exactly one member: {report:#}");
+}

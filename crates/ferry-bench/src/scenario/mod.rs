@@ -1,14 +1,18 @@
 //! The scenarios, and what they share: resolving the broker, opening many
 //! connections at once, sampling CPU and memory around the run.
 
+pub mod fanin;
+pub mod fanout;
 pub mod p2p;
 pub mod pubsub;
 
+use crate::args::CommonArgs;
 use crate::client::Conn;
 use crate::procstat::{Sample, Target};
+use crate::publisher::{self, Plan, Schedule};
 use crate::report::Usage;
 use crate::{clock, BenchError};
-use ferry_mqtt::{ConnAck, ProtocolVersion};
+use ferry_mqtt::{ConnAck, ProtocolVersion, QoS};
 use std::net::SocketAddr;
 use tokio::task::JoinHandle;
 
@@ -41,6 +45,77 @@ pub async fn connect_all(
         conns.push(join(handle).await??);
     }
     Ok((conns, seconds_since(start)))
+}
+
+/// Subscribes connection `i` to `filter(i)` at `qos`, all at once, and
+/// returns the connections in order once every SUBACK has arrived.
+pub async fn subscribe_all(
+    conns: Vec<Conn>,
+    filter: impl Fn(usize) -> String,
+    qos: QoS,
+) -> Result<Vec<Conn>, BenchError> {
+    let handles: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut conn)| {
+            let filter = filter(i);
+            tokio::spawn(async move { conn.subscribe(&filter, qos).await.map(|_| conn) })
+        })
+        .collect();
+    let mut subscribed = Vec::with_capacity(handles.len());
+    for handle in handles {
+        subscribed.push(join(handle).await??);
+    }
+    Ok(subscribed)
+}
+
+/// Starts one closed-loop publisher per connection: publisher `i` sends
+/// `counts[i]` messages on `topic(i)` with the common options, then
+/// disconnects.
+pub fn spawn_closed_loop(
+    publishers: Vec<(Conn, ConnAck)>,
+    counts: &[u32],
+    common: &CommonArgs,
+    topic: impl Fn(usize) -> String,
+) -> Vec<JoinHandle<Result<publisher::Outcome, BenchError>>> {
+    publishers
+        .into_iter()
+        .zip(counts)
+        .enumerate()
+        .map(|(i, ((mut conn, connack), &count))| {
+            let plan = Plan {
+                id: i as u32,
+                topic: topic(i),
+                qos: common.qos(),
+                payload_size: common.payload_size,
+                count,
+                inflight: common.inflight,
+                schedule: Schedule::ClosedLoop,
+            };
+            tokio::spawn(async move {
+                let outcome =
+                    publisher::run(&mut conn, &plan, connack.properties.receive_maximum).await;
+                conn.disconnect().await;
+                outcome
+            })
+        })
+        .collect()
+}
+
+/// Waits for the publishers: how many messages each sent, and when the last
+/// of them was done (not before `start_ns`).
+pub async fn join_publishers(
+    handles: Vec<JoinHandle<Result<publisher::Outcome, BenchError>>>,
+    start_ns: u64,
+) -> Result<(Vec<u32>, u64), BenchError> {
+    let mut sent = Vec::with_capacity(handles.len());
+    let mut end_ns = start_ns;
+    for handle in handles {
+        let outcome = join(handle).await??;
+        sent.push(outcome.sent);
+        end_ns = end_ns.max(outcome.done_ns);
+    }
+    Ok((sent, end_ns))
 }
 
 /// Waits for a task, turning a panic into an error.

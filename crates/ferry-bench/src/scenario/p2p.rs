@@ -6,7 +6,7 @@
 //! left: a broker that stalls publishers pays for every message the stall
 //! delayed, not just for the one that was waiting.
 
-use super::{connect_all, join, seconds_between, split, Sampler};
+use super::{connect_all, join, seconds_between, split, subscribe_all, Sampler};
 use crate::args::P2pArgs;
 use crate::histogram::Latency;
 use crate::publisher::{self, Plan, Schedule};
@@ -49,20 +49,12 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
     let connect_start = clock::now_ns();
     let sub_ids = (0..args.pairs).map(|i| format!("ferry-bench-{tag}-p2p-sub-{i}")).collect();
     let (subscribers, _) = connect_all(broker, sub_ids, version).await?;
-    let sub_qos = common.sub_qos();
-    let subscribed: Vec<_> = subscribers
-        .into_iter()
-        .enumerate()
-        .map(|(i, (mut conn, _))| {
-            tokio::spawn(async move {
-                conn.subscribe(&format!("bench/p2p/{i}"), sub_qos).await.map(|_| conn)
-            })
-        })
-        .collect();
-    let mut subscribers = Vec::with_capacity(subscribed.len());
-    for handle in subscribed {
-        subscribers.push(join(handle).await??);
-    }
+    let subscribers = subscribe_all(
+        subscribers.into_iter().map(|(conn, _)| conn).collect(),
+        |i| format!("bench/p2p/{i}"),
+        common.sub_qos(),
+    )
+    .await?;
     let pub_ids = (0..args.pairs).map(|i| format!("ferry-bench-{tag}-p2p-pub-{i}")).collect();
     let (publishers, _) = connect_all(broker, pub_ids, version).await?;
     let connect_seconds = super::seconds_since(connect_start);
@@ -153,5 +145,6 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
         latency_from: "intended send time",
         broker: broker_usage,
         bench: bench_usage,
+        per_subscriber: None,
     })
 }

@@ -2,10 +2,11 @@
 //! shape of the Mosquitto performance article (100 publishers, 1,000,000
 //! messages, one subscriber on `#`).
 
-use super::{connect_all, join, seconds_between, split, Sampler};
+use super::{
+    connect_all, join, join_publishers, seconds_between, spawn_closed_loop, split, Sampler,
+};
 use crate::args::PubsubArgs;
 use crate::client::Conn;
-use crate::publisher::{self, Plan, Schedule};
 use crate::report::{Connections, Delivery, Report, Throughput};
 use crate::tracker::Tracker;
 use crate::{clock, subscriber, BenchError};
@@ -39,35 +40,8 @@ pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
     });
 
     let publish_start = clock::now_ns();
-    let handles: Vec<_> = publishers
-        .into_iter()
-        .zip(&counts)
-        .enumerate()
-        .map(|(i, ((mut conn, connack), &count))| {
-            let plan = Plan {
-                id: i as u32,
-                topic: format!("bench/{i}"),
-                qos: common.qos(),
-                payload_size: common.payload_size,
-                count,
-                inflight: common.inflight,
-                schedule: Schedule::ClosedLoop,
-            };
-            tokio::spawn(async move {
-                let outcome =
-                    publisher::run(&mut conn, &plan, connack.properties.receive_maximum).await;
-                conn.disconnect().await;
-                outcome
-            })
-        })
-        .collect();
-    let mut sent = Vec::with_capacity(handles.len());
-    let mut publish_end = publish_start;
-    for handle in handles {
-        let outcome = join(handle).await??;
-        sent.push(outcome.sent);
-        publish_end = publish_end.max(outcome.done_ns);
-    }
+    let handles = spawn_closed_loop(publishers, &counts, common, |i| format!("bench/{i}"));
+    let (sent, publish_end) = join_publishers(handles, publish_start).await?;
     let total_sent: u64 = sent.iter().map(|&n| u64::from(n)).sum();
     // The subscriber may already have stopped with an error; its result says why.
     let _ = expected_tx.send(total_sent);
@@ -98,5 +72,6 @@ pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
         latency_from: "send time",
         broker: broker_usage,
         bench: bench_usage,
+        per_subscriber: None,
     })
 }
