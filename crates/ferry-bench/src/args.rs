@@ -41,6 +41,25 @@ pub enum Scenario {
     ///
     /// Example: ferry bench fanin --publishers 100 --subscribers 4 --messages 100000 --qos 1
     Fanin(FaninArgs),
+    /// N connections opened at a target rate and held idle: connect rate,
+    /// failures, time to connect all, and the broker's RSS per connection
+    /// (with --broker-pid); then every client sends DISCONNECT and closes.
+    ///
+    /// Open files: the bench needs one file descriptor per connection (and
+    /// the broker one per client). Where the open-file limit is capped at
+    /// 20,000, one bench process can hold about 19,000 connections; to go
+    /// further, run several `ferry bench conn` processes at once, each with
+    /// its own --connections. Each loopback source address offers about
+    /// 28,000 ephemeral ports, so the clients are spread over 127.0.0.2,
+    /// 127.0.0.3, … (--source-addresses, by default one per 20,000
+    /// connections; only when the broker is on 127.0.0.1 or another IPv4
+    /// loopback address). Where limits allow, 50,000+ connections from one
+    /// process: raise the limit in the shell of both broker and bench
+    /// (`ulimit -n 120000`, within the hard limit and fs.nr_open), and let
+    /// --source-addresses default (3 for 50,000) or set it higher.
+    ///
+    /// Example: ulimit -n 20000; ferry bench conn --connections 19000 --rate 5000 --broker-pid $(pidof ferry)
+    Conn(ConnArgs),
 }
 
 /// MQTT protocol version of the load clients.
@@ -198,4 +217,64 @@ pub struct FaninArgs {
     /// delivered to one member of the group.
     #[arg(long, short = 'm', default_value_t = 100_000)]
     pub messages: u64,
+}
+
+/// `ferry bench conn`.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct ConnArgs {
+    /// Broker to load, as mqtt://host:port.
+    #[arg(long, default_value = "mqtt://127.0.0.1:1883")]
+    pub broker: String,
+    /// MQTT version of every connection.
+    #[arg(long, value_enum, default_value = "5")]
+    pub mqtt_version: MqttVersion,
+    /// Connections to open and hold (one open file each in this process).
+    #[arg(long, short = 'n', default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub connections: u32,
+    /// Target connections per second; 0 opens them as fast as --concurrency allows.
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
+    /// Most CONNECTs awaiting their CONNACK at once.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: u32,
+    /// Seconds to hold every connection idle once all are connected and
+    /// the broker's RSS was measured.
+    #[arg(long, default_value_t = 1.0)]
+    pub hold: f64,
+    /// Keep-alive in seconds sent in CONNECT; the clients send no PINGREQ,
+    /// so it must outlast the run or the broker drops them (0 = none).
+    #[arg(long, default_value_t = 600)]
+    pub keep_alive: u16,
+    /// Loopback source addresses (127.0.0.2, 127.0.0.3, …) the clients are
+    /// spread over, each good for about 28,000 ephemeral ports; defaults to
+    /// one per 20,000 connections. Only used for a broker on IPv4 loopback.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65_000))]
+    pub source_addresses: Option<u32>,
+    /// Pid of the broker: its RSS is sampled before connecting and once
+    /// every connection is open and idle.
+    #[arg(long)]
+    pub broker_pid: Option<u32>,
+    /// Write every figure and the parameters to this file as JSON.
+    #[arg(long)]
+    #[serde(skip)]
+    pub json: Option<PathBuf>,
+}
+
+impl ConnArgs {
+    /// Checks what clap cannot.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        if !(self.rate.is_finite() && self.rate >= 0.0) {
+            return Err(BenchError::Options("--rate must be 0 or a positive number".into()));
+        }
+        if !(self.hold.is_finite() && self.hold >= 0.0) {
+            return Err(BenchError::Options("--hold must be 0 or more seconds".into()));
+        }
+        if self.keep_alive > 0 && self.hold >= f64::from(self.keep_alive) {
+            return Err(BenchError::Options(format!(
+                "--hold {} must be shorter than --keep-alive {}: idle clients send no PINGREQ",
+                self.hold, self.keep_alive
+            )));
+        }
+        Ok(())
+    }
 }

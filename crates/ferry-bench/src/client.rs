@@ -15,10 +15,10 @@ use ferry_mqtt::{
     ByteStr, ConnAck, Connect, Disconnect, Packet, Properties, ProtocolVersion, QoS, ReasonCode,
     Subscribe, SubscriptionOptions,
 };
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 /// Largest packet accepted from the broker. Benchmark payloads are small;
 /// this only bounds the read buffer against a misbehaving broker.
@@ -53,6 +53,46 @@ impl Conn {
         let stream = TcpStream::connect(broker)
             .await
             .map_err(|source| BenchError::Connect { broker: broker.to_string(), source })?;
+        Conn::handshake(stream, client_id, version, 0).await
+    }
+
+    /// Like [`Conn::connect`], but from a chosen local address (port 0, so
+    /// the kernel picks the port) and with a keep-alive in seconds. The TCP
+    /// connect is bounded by [`HANDSHAKE_TIMEOUT`] as CONNACK is.
+    pub async fn connect_from(
+        broker: SocketAddr,
+        source: Option<IpAddr>,
+        client_id: String,
+        version: ProtocolVersion,
+        keep_alive: u16,
+    ) -> Result<(Conn, ConnAck), BenchError> {
+        let failed = |source| BenchError::Connect { broker: broker.to_string(), source };
+        let socket = if broker.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }
+            .map_err(failed)?;
+        if let Some(source) = source {
+            socket.bind(SocketAddr::new(source, 0)).map_err(failed)?;
+        }
+        let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, socket.connect(broker)).await {
+            Ok(stream) => stream.map_err(failed)?,
+            Err(_) => {
+                return Err(BenchError::Timeout {
+                    client: client_id,
+                    what: "TCP connect",
+                    seconds: HANDSHAKE_TIMEOUT.as_secs(),
+                })
+            }
+        };
+        Conn::handshake(stream, client_id, version, keep_alive).await
+    }
+
+    /// Sends CONNECT with a clean session over an open stream and waits for
+    /// a successful CONNACK.
+    async fn handshake(
+        stream: TcpStream,
+        client_id: String,
+        version: ProtocolVersion,
+        keep_alive: u16,
+    ) -> Result<(Conn, ConnAck), BenchError> {
         // Acks and small open-loop publishes must not wait for Nagle.
         stream
             .set_nodelay(true)
@@ -67,7 +107,7 @@ impl Conn {
         let connect = Connect {
             protocol: version,
             clean_start: true,
-            keep_alive: 0,
+            keep_alive,
             properties: Properties::default(),
             client_id: ByteStr::from(conn.client_id.as_str()),
             will: None,
@@ -107,6 +147,18 @@ impl Conn {
                 None => Err(self.protocol(&Packet::SubAck(suback), "SUBACK without a reason code")),
             },
             other => Err(self.protocol(&other, "expected SUBACK")),
+        }
+    }
+
+    /// Frees the read and write buffers of a connection that is to sit
+    /// idle, so that holding thousands costs the bench little memory. They
+    /// grow again on the next read or write.
+    pub fn release_buffers(&mut self) {
+        if self.read.is_empty() {
+            self.read = BytesMut::new();
+        }
+        if self.write.is_empty() {
+            self.write = BytesMut::new();
         }
     }
 

@@ -37,7 +37,8 @@ pub mod subscriber;
 pub mod tracker;
 
 pub use args::{
-    BenchCommand, CommonArgs, FaninArgs, FanoutArgs, MqttVersion, P2pArgs, PubsubArgs, Scenario,
+    BenchCommand, CommonArgs, ConnArgs, FaninArgs, FanoutArgs, MqttVersion, P2pArgs, PubsubArgs,
+    Scenario,
 };
 pub use error::BenchError;
 pub use report::Report;
@@ -52,6 +53,7 @@ pub async fn run(command: BenchCommand) -> Result<Report, BenchError> {
         Scenario::P2p(args) => scenario::p2p::run(args).await,
         Scenario::Fanout(args) => scenario::fanout::run(args).await,
         Scenario::Fanin(args) => scenario::fanin::run(args).await,
+        Scenario::Conn(args) => scenario::conn::run(args).await,
     }
 }
 
@@ -63,6 +65,7 @@ impl BenchCommand {
             Scenario::P2p(args) => args.common.json.as_deref(),
             Scenario::Fanout(args) => args.common.json.as_deref(),
             Scenario::Fanin(args) => args.common.json.as_deref(),
+            Scenario::Conn(args) => args.json.as_deref(),
         }
     }
 }

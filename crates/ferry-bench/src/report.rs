@@ -33,6 +33,89 @@ pub struct Report {
     /// scenarios whose subscribers split the load (`fanin`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_subscriber: Option<Vec<u64>>,
+    /// Connection figures of the `conn` scenario, which publishes nothing:
+    /// when present, the table shows these instead of messages and latency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conn: Option<ConnFigures>,
+}
+
+/// What `conn` measured: how fast and how reliably connections opened, and
+/// what holding them idle costs the broker.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnFigures {
+    /// Connections attempted.
+    pub attempted: u64,
+    /// Connections that got a successful CONNACK.
+    pub connected: u64,
+    /// Connections that failed (TCP connect, CONNACK timeout or refusal).
+    pub failed: u64,
+    /// The first failure in client order, if any.
+    pub first_error: Option<String>,
+    /// From the first connect to the last CONNACK or failure.
+    pub connect_seconds: f64,
+    /// Connections established per second over the connect phase.
+    pub connects_per_second: f64,
+    /// Loopback source addresses the clients were spread over (0 when the
+    /// broker is not on IPv4 loopback and the kernel chose the source).
+    pub source_addresses: u32,
+    /// Broker RSS before the first connect, when `--broker-pid` was given.
+    pub broker_rss_before_bytes: Option<u64>,
+    /// Broker RSS once every connection was open and idle and RSS settled.
+    pub broker_rss_connected_bytes: Option<u64>,
+    /// (connected − before) / connected; may be slightly negative for small
+    /// runs where the allocator returned memory in between.
+    pub broker_rss_per_connection_bytes: Option<f64>,
+    /// The bench's own RSS with every connection open.
+    pub bench_rss_connected_bytes: u64,
+    /// From the first DISCONNECT to the last socket closed.
+    pub disconnect_seconds: f64,
+}
+
+impl ConnFigures {
+    /// Broker RSS growth per connection; `None` without samples or connections.
+    pub fn rss_per_connection(before: u64, connected_rss: u64, connections: u64) -> Option<f64> {
+        (connections > 0).then(|| (connected_rss as f64 - before as f64) / connections as f64)
+    }
+
+    fn fmt_table(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "  {:<22}{:>14} of {} in {:.3} s  ({:.0} conn/s, {} source address{})",
+            "connected",
+            self.connected,
+            self.attempted,
+            self.connect_seconds,
+            self.connects_per_second,
+            self.source_addresses,
+            if self.source_addresses == 1 { "" } else { "es" }
+        )?;
+        write!(f, "  {:<22}{:>14}", "failed", self.failed)?;
+        if let Some(error) = &self.first_error {
+            write!(f, "  first: {error}")?;
+        }
+        writeln!(f)?;
+        if let (Some(before), Some(after), Some(per)) = (
+            self.broker_rss_before_bytes,
+            self.broker_rss_connected_bytes,
+            self.broker_rss_per_connection_bytes,
+        ) {
+            writeln!(
+                f,
+                "  {:<22}{:>14.0} bytes/conn  (RSS {:.1} → {:.1} MiB)",
+                "broker RSS",
+                per,
+                before as f64 / 1048576.0,
+                after as f64 / 1048576.0
+            )?;
+        }
+        writeln!(
+            f,
+            "  {:<22}{:>14.1} MiB with all connected",
+            "bench RSS",
+            self.bench_rss_connected_bytes as f64 / 1048576.0
+        )?;
+        writeln!(f, "  {:<22}{:>14.3} s", "disconnect all", self.disconnect_seconds)
+    }
 }
 
 /// How fast the load connections were opened.
@@ -121,6 +204,9 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &self.delivery.counts;
         writeln!(f, "ferry bench {}", self.scenario)?;
+        if let Some(conn) = &self.conn {
+            return conn.fmt_table(f);
+        }
         let c_ = &self.connections;
         writeln!(
             f,
@@ -228,6 +314,7 @@ mod tests {
                 100,
             ),
             per_subscriber: None,
+            conn: None,
         };
         let table = report.to_string();
         assert!(table.contains("p99.9"), "{table}");
@@ -243,5 +330,47 @@ mod tests {
         let shared = Report { per_subscriber: Some(vec![34, 33, 33]), ..report };
         assert!(shared.to_string().contains("min 33  max 34  (34, 33, 33)"), "{shared}");
         assert_eq!(serde_json::to_value(&shared).unwrap()["per_subscriber"][0], 34);
+    }
+
+    #[test]
+    fn conn_table_and_json() {
+        assert_eq!(ConnFigures::rss_per_connection(1_000, 3_000, 1_000), Some(2.0));
+        assert_eq!(ConnFigures::rss_per_connection(3_000, 1_000, 1_000), Some(-2.0));
+        assert_eq!(ConnFigures::rss_per_connection(1_000, 3_000, 0), None);
+        let zero = Sample { cpu_seconds: 0.0, rss_bytes: 0 };
+        let report = Report {
+            scenario: "conn",
+            parameters: serde_json::json!({"connections": 3}),
+            connections: Connections { count: 2, seconds: 0.5, per_second: 4.0 },
+            publish: Throughput::new(0, 0, 0.0),
+            receive: Throughput::new(0, 0, 0.0),
+            delivery: Delivery::new(Counts::default(), 0),
+            latency: LatencySummary::default(),
+            latency_from: "send time",
+            broker: None,
+            bench: Usage::between(zero, zero, 1.0, 0),
+            per_subscriber: None,
+            conn: Some(ConnFigures {
+                attempted: 3,
+                connected: 2,
+                failed: 1,
+                first_error: Some("refused".into()),
+                connect_seconds: 0.5,
+                connects_per_second: 4.0,
+                source_addresses: 1,
+                broker_rss_before_bytes: Some(1 << 20),
+                broker_rss_connected_bytes: Some((1 << 20) + 4096),
+                broker_rss_per_connection_bytes: Some(2048.0),
+                bench_rss_connected_bytes: 1 << 20,
+                disconnect_seconds: 0.1,
+            }),
+        };
+        let table = report.to_string();
+        assert!(table.contains("2048 bytes/conn"), "{table}");
+        assert!(table.contains("first: refused"), "{table}");
+        assert!(!table.contains("latency"), "nothing is published: {table}");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["conn"]["broker_rss_per_connection_bytes"], 2048.0);
+        assert_eq!(json["conn"]["failed"], 1);
     }
 }

@@ -10,6 +10,14 @@ use support::Ferry;
 
 /// Runs `ferry bench <args> --json FILE` against `ferry` and returns the JSON.
 fn bench(ferry: &Ferry, name: &str, args: &[&str]) -> Value {
+    let (stdout, report) = run_bench(ferry, name, args);
+    assert!(stdout.contains("p99.9"), "the table is printed:\n{stdout}");
+    report
+}
+
+/// Runs `ferry bench <args> --json FILE`, asserts it succeeded, and returns
+/// its table and JSON.
+fn run_bench(ferry: &Ferry, name: &str, args: &[&str]) -> (String, Value) {
     let json =
         std::env::temp_dir().join(format!("ferry-bench-smoke-{name}-{}.json", std::process::id()));
     let output = Command::new(env!("CARGO_BIN_EXE_ferry"))
@@ -23,16 +31,15 @@ fn bench(ferry: &Ferry, name: &str, args: &[&str]) -> Value {
         .arg(&json)
         .output()
         .expect("ferry bench runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "{args:?} failed: {}\n{stdout}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.contains("p99.9"), "the table is printed:\n{stdout}");
     let text = std::fs::read_to_string(&json).expect("JSON written");
     let _ = std::fs::remove_file(&json);
-    serde_json::from_str(&text).expect("JSON parses")
+    (stdout, serde_json::from_str(&text).expect("JSON parses"))
 }
 
 fn assert_complete(report: &Value, sent: u64) {
@@ -94,17 +101,8 @@ fn p2p_open_loop_delivers_everything() {
 #[test]
 fn fanout_delivers_every_message_to_every_subscriber() {
     let ferry = Ferry::start("bench-fanout");
-    let args = [
-        "fanout",
-        "--publishers",
-        "2",
-        "--subscribers",
-        "10",
-        "--messages",
-        "200",
-        "--qos",
-        "1",
-    ];
+    let args =
+        ["fanout", "--publishers", "2", "--subscribers", "10", "--messages", "200", "--qos", "1"];
     let report = bench(&ferry, "fanout", &args);
     assert_eq!(report["scenario"], "fanout");
     assert_eq!(report["parameters"]["subscribers"], 10);
@@ -121,17 +119,8 @@ fn fanout_delivers_every_message_to_every_subscriber() {
 #[test]
 fn fanin_delivers_every_message_once_across_the_group() {
     let ferry = Ferry::start("bench-fanin");
-    let args = [
-        "fanin",
-        "--publishers",
-        "10",
-        "--subscribers",
-        "3",
-        "--messages",
-        "1000",
-        "--qos",
-        "1",
-    ];
+    let args =
+        ["fanin", "--publishers", "10", "--subscribers", "3", "--messages", "1000", "--qos", "1"];
     let report = bench(&ferry, "fanin", &args);
     assert_eq!(report["scenario"], "fanin");
     assert_complete(&report, 1000);
@@ -143,4 +132,22 @@ fn fanin_delivers_every_message_once_across_the_group() {
         .collect();
     assert_eq!(per.len(), 3, "{report:#}");
     assert_eq!(per.iter().sum::<u64>(), 1000, "each message to exactly one member: {report:#}");
+}
+
+#[test]
+fn conn_opens_holds_and_closes_every_connection() {
+    let ferry = Ferry::start("bench-conn");
+    let args = ["conn", "--connections", "200", "--hold", "0", "--concurrency", "50"];
+    let (stdout, report) = run_bench(&ferry, "conn", &args);
+    assert!(stdout.contains("bytes/conn"), "the table is printed:\n{stdout}");
+    assert_eq!(report["scenario"], "conn");
+    assert_eq!(report["parameters"]["connections"], 200);
+    let conn = &report["conn"];
+    assert_eq!(conn["attempted"], 200, "{report:#}");
+    assert_eq!(conn["connected"], 200, "{report:#}");
+    assert_eq!(conn["failed"], 0, "{report:#}");
+    assert!(conn["first_error"].is_null(), "{report:#}");
+    assert!(conn["broker_rss_before_bytes"].as_u64().is_some_and(|v| v > 0), "{report:#}");
+    assert!(conn["broker_rss_per_connection_bytes"].as_f64().is_some(), "{report:#}");
+    assert!(conn["bench_rss_connected_bytes"].as_u64().is_some_and(|v| v > 0), "{report:#}");
 }

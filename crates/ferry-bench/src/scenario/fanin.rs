@@ -116,5 +116,6 @@ pub async fn run(args: FaninArgs) -> Result<Report, BenchError> {
         broker: broker_usage,
         bench: bench_usage,
         per_subscriber: Some(per_subscriber),
+        conn: None,
     })
 }

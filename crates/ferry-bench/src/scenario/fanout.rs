@@ -110,5 +110,6 @@ pub async fn run(args: FanoutArgs) -> Result<Report, BenchError> {
         broker: broker_usage,
         bench: bench_usage,
         per_subscriber: None,
+        conn: None,
     })
 }

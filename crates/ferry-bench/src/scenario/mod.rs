@@ -1,6 +1,7 @@
 //! The scenarios, and what they share: resolving the broker, opening many
 //! connections at once, sampling CPU and memory around the run.
 
+pub mod conn;
 pub mod fanin;
 pub mod fanout;
 pub mod p2p;
@@ -13,7 +14,8 @@ use crate::publisher::{self, Plan, Schedule};
 use crate::report::Usage;
 use crate::{clock, BenchError};
 use ferry_mqtt::{ConnAck, ProtocolVersion, QoS};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// The address of `mqtt://host:port`.
@@ -155,6 +157,11 @@ impl Sampler {
         })
     }
 
+    /// The broker's pid and first sample, if `--broker-pid` was given.
+    pub fn broker_start(&self) -> Option<(u32, Sample)> {
+        self.broker
+    }
+
     /// Takes the last samples: (broker, bench) usage over the run.
     pub fn finish(&self, delivered: u64) -> Result<(Option<Usage>, Usage), BenchError> {
         let wall = seconds_since(self.start_ns);
@@ -172,6 +179,47 @@ impl Sampler {
 
 fn sample(target: Target, pid: u32) -> Result<Sample, BenchError> {
     target.sample().map_err(|source| BenchError::Proc { pid, source })
+}
+
+/// Connections per loopback source address by default: each address offers
+/// about 28,000 ephemeral ports (net.ipv4.ip_local_port_range), so this
+/// leaves room for other sockets and TIME_WAIT.
+pub const CONNECTIONS_PER_SOURCE: u32 = 20_000;
+
+/// How many source addresses `connections` clients are spread over by
+/// default: ceil(connections / [`CONNECTIONS_PER_SOURCE`]), at least 1.
+pub fn default_source_addresses(connections: u32) -> u32 {
+    connections.div_ceil(CONNECTIONS_PER_SOURCE).max(1)
+}
+
+/// The local address client `i` binds to when the clients are spread over
+/// `count` loopback source addresses 127.0.0.2, 127.0.0.3, … (round robin,
+/// carrying into the third octet past 127.0.0.255).
+pub fn source_address(i: u32, count: u32) -> IpAddr {
+    let first = u32::from(Ipv4Addr::new(127, 0, 0, 2));
+    IpAddr::V4(Ipv4Addr::from(first + i % count.max(1)))
+}
+
+/// Whether RSS has settled: two readings agree within 1%.
+pub fn rss_settled(previous: u64, current: u64) -> bool {
+    previous.abs_diff(current) * 100 <= previous.max(current)
+}
+
+/// Samples the RSS of `pid` every 200 ms until two readings in a row agree
+/// within 1% (or 5 s have passed) and returns the last reading.
+pub async fn settled_rss(pid: u32) -> Result<u64, BenchError> {
+    const INTERVAL: Duration = Duration::from_millis(200);
+    const LIMIT: Duration = Duration::from_secs(5);
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    let mut previous = sample(Target::Pid(pid), pid)?.rss_bytes;
+    loop {
+        tokio::time::sleep(INTERVAL).await;
+        let current = sample(Target::Pid(pid), pid)?.rss_bytes;
+        if rss_settled(previous, current) || tokio::time::Instant::now() >= deadline {
+            return Ok(current);
+        }
+        previous = current;
+    }
 }
 
 /// Splits `total` messages over `n` publishers as evenly as possible.
@@ -196,6 +244,33 @@ mod tests {
         assert_eq!(split(10, 3).unwrap(), vec![4, 3, 3]);
         assert_eq!(split(2, 4).unwrap(), vec![1, 1, 0, 0]);
         assert!(split(1 << 40, 1).is_err());
+    }
+
+    #[test]
+    fn source_addresses_by_default_and_round_robin() {
+        assert_eq!(default_source_addresses(1), 1);
+        assert_eq!(default_source_addresses(20_000), 1);
+        assert_eq!(default_source_addresses(20_001), 2);
+        assert_eq!(default_source_addresses(50_000), 3);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(source_address(0, 1), ip("127.0.0.2"));
+        assert_eq!(source_address(7, 1), ip("127.0.0.2"));
+        assert_eq!(source_address(0, 3), ip("127.0.0.2"));
+        assert_eq!(source_address(1, 3), ip("127.0.0.3"));
+        assert_eq!(source_address(2, 3), ip("127.0.0.4"));
+        assert_eq!(source_address(3, 3), ip("127.0.0.2"));
+        assert_eq!(source_address(254, 300), ip("127.0.1.0"), "carries past .255");
+        assert_eq!(source_address(5, 0), ip("127.0.0.2"), "no division by zero");
+    }
+
+    #[test]
+    fn rss_settles_within_one_percent() {
+        assert!(rss_settled(1_000_000, 1_000_000));
+        assert!(rss_settled(1_000_000, 1_009_000));
+        assert!(rss_settled(1_009_000, 1_000_000));
+        assert!(!rss_settled(1_000_000, 1_020_000));
+        assert!(!rss_settled(1_020_000, 1_000_000));
+        assert!(rss_settled(0, 0));
     }
 
     #[tokio::test]

@@ -146,5 +146,6 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
         broker: broker_usage,
         bench: bench_usage,
         per_subscriber: None,
+        conn: None,
     })
 }

@@ -73,5 +73,6 @@ pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
         broker: broker_usage,
         bench: bench_usage,
         per_subscriber: None,
+        conn: None,
     })
 }
