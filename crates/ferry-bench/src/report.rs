@@ -127,6 +127,13 @@ pub struct Connections {
     pub per_second: f64,
 }
 
+impl Connections {
+    /// `count` connections opened in `seconds`.
+    pub fn new(count: u64, seconds: f64) -> Connections {
+        Connections { count, seconds, per_second: count as f64 / seconds.max(1e-9) }
+    }
+}
+
 /// Messages through one direction over a phase.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Throughput {

@@ -8,8 +8,8 @@
 //! lost. How many each member got is reported too, showing the spread.
 
 use super::{
-    connect_all, join, join_publishers, seconds_between, spawn_closed_loop, split, subscribe_all,
-    Sampler,
+    connect_subscribers_then_publishers, join, join_publishers, seconds_between, spawn_closed_loop,
+    split, Sampler,
 };
 use crate::args::FaninArgs;
 use crate::histogram::Latency;
@@ -31,23 +31,18 @@ pub async fn run(args: FaninArgs) -> Result<Report, BenchError> {
     let broker = super::resolve(&common.broker).await?;
     let version = common.mqtt_version.into();
     let counts = split(args.messages, args.publishers)?;
-    let tag = std::process::id();
     let sampler = Sampler::start(common.broker_pid)?;
 
-    let connect_start = clock::now_ns();
-    let sub_ids =
-        (0..args.subscribers).map(|i| format!("ferry-bench-{tag}-fanin-sub-{i}")).collect();
-    let (subscribers, _) = connect_all(broker, sub_ids, version).await?;
-    let subscribers = subscribe_all(
-        subscribers.into_iter().map(|(conn, _)| conn).collect(),
-        |_| FILTER.to_owned(),
+    let (subscribers, publishers, connect_seconds) = connect_subscribers_then_publishers(
+        broker,
+        "fanin",
+        version,
+        args.subscribers,
+        FILTER,
         common.sub_qos(),
+        args.publishers,
     )
     .await?;
-    let pub_ids =
-        (0..args.publishers).map(|i| format!("ferry-bench-{tag}-fanin-pub-{i}")).collect();
-    let (publishers, _) = connect_all(broker, pub_ids, version).await?;
-    let connect_seconds = super::seconds_since(connect_start);
 
     let drain = Duration::from_secs_f64(common.drain_timeout);
     let group = Arc::new(Group::default());
@@ -95,11 +90,7 @@ pub async fn run(args: FaninArgs) -> Result<Report, BenchError> {
     Ok(Report {
         scenario: "fanin",
         parameters: serde_json::to_value(&args).unwrap_or_default(),
-        connections: Connections {
-            count: connections,
-            seconds: connect_seconds,
-            per_second: connections as f64 / connect_seconds.max(1e-9),
-        },
+        connections: Connections::new(connections, connect_seconds),
         publish: Throughput::new(
             total_sent,
             common.payload_size,

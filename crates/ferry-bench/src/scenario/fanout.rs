@@ -4,8 +4,8 @@
 //! message, so a run of M messages expects M × S deliveries.
 
 use super::{
-    connect_all, join, join_publishers, seconds_between, spawn_closed_loop, split, subscribe_all,
-    Sampler,
+    connect_subscribers_then_publishers, join, join_publishers, seconds_between, spawn_closed_loop,
+    split, Sampler,
 };
 use crate::args::FanoutArgs;
 use crate::histogram::Latency;
@@ -25,24 +25,18 @@ pub async fn run(args: FanoutArgs) -> Result<Report, BenchError> {
     let broker = super::resolve(&common.broker).await?;
     let version = common.mqtt_version.into();
     let counts = split(args.messages, args.publishers)?;
-    let tag = std::process::id();
     let sampler = Sampler::start(common.broker_pid)?;
 
-    // Every subscription is in place (SUBACK received) before anyone publishes.
-    let connect_start = clock::now_ns();
-    let sub_ids =
-        (0..args.subscribers).map(|i| format!("ferry-bench-{tag}-fanout-sub-{i}")).collect();
-    let (subscribers, _) = connect_all(broker, sub_ids, version).await?;
-    let subscribers = subscribe_all(
-        subscribers.into_iter().map(|(conn, _)| conn).collect(),
-        |_| TOPIC.to_owned(),
+    let (subscribers, publishers, connect_seconds) = connect_subscribers_then_publishers(
+        broker,
+        "fanout",
+        version,
+        args.subscribers,
+        TOPIC,
         common.sub_qos(),
+        args.publishers,
     )
     .await?;
-    let pub_ids =
-        (0..args.publishers).map(|i| format!("ferry-bench-{tag}-fanout-pub-{i}")).collect();
-    let (publishers, _) = connect_all(broker, pub_ids, version).await?;
-    let connect_seconds = super::seconds_since(connect_start);
 
     let drain = Duration::from_secs_f64(common.drain_timeout);
     let mut expected_txs = Vec::with_capacity(subscribers.len());
@@ -89,11 +83,7 @@ pub async fn run(args: FanoutArgs) -> Result<Report, BenchError> {
     Ok(Report {
         scenario: "fanout",
         parameters: serde_json::to_value(&args).unwrap_or_default(),
-        connections: Connections {
-            count: connections,
-            seconds: connect_seconds,
-            per_second: connections as f64 / connect_seconds.max(1e-9),
-        },
+        connections: Connections::new(connections, connect_seconds),
         publish: Throughput::new(
             total_sent,
             common.payload_size,

@@ -51,6 +51,36 @@ pub async fn connect_all(
 
 /// Subscribes connection `i` to `filter(i)` at `qos`, all at once, and
 /// returns the connections in order once every SUBACK has arrived.
+/// Connects `subscribers` clients subscribed to `filter` (every SUBACK
+/// received, so no message is published before its subscription exists),
+/// then `publishers` clients; ids are `ferry-bench-{pid}-{scenario}-sub-{i}`
+/// and `-pub-{i}`. Returns both groups and the seconds it took.
+pub async fn connect_subscribers_then_publishers(
+    broker: SocketAddr,
+    scenario: &str,
+    version: ProtocolVersion,
+    subscribers: u32,
+    filter: &str,
+    sub_qos: QoS,
+    publishers: u32,
+) -> Result<(Vec<Conn>, Vec<(Conn, ConnAck)>, f64), BenchError> {
+    let tag = std::process::id();
+    let start = clock::now_ns();
+    let sub_ids =
+        (0..subscribers).map(|i| format!("ferry-bench-{tag}-{scenario}-sub-{i}")).collect();
+    let (connected, _) = connect_all(broker, sub_ids, version).await?;
+    let subscribed = subscribe_all(
+        connected.into_iter().map(|(conn, _)| conn).collect(),
+        |_| filter.to_owned(),
+        sub_qos,
+    )
+    .await?;
+    let pub_ids =
+        (0..publishers).map(|i| format!("ferry-bench-{tag}-{scenario}-pub-{i}")).collect();
+    let (publishers, _) = connect_all(broker, pub_ids, version).await?;
+    Ok((subscribed, publishers, seconds_since(start)))
+}
+
 pub async fn subscribe_all(
     conns: Vec<Conn>,
     filter: impl Fn(usize) -> String,

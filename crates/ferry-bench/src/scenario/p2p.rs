@@ -125,11 +125,7 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
     Ok(Report {
         scenario: "p2p",
         parameters: serde_json::to_value(&args).unwrap_or_default(),
-        connections: Connections {
-            count: connections,
-            seconds: connect_seconds,
-            per_second: connections as f64 / connect_seconds.max(1e-9),
-        },
+        connections: Connections::new(connections, connect_seconds),
         publish: Throughput::new(
             total_sent,
             common.payload_size,

@@ -52,11 +52,7 @@ pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
     Ok(Report {
         scenario: "pubsub",
         parameters: serde_json::to_value(&args).unwrap_or_default(),
-        connections: Connections {
-            count: u64::from(args.publishers) + 1,
-            seconds: connect_seconds,
-            per_second: (u64::from(args.publishers) + 1) as f64 / connect_seconds.max(1e-9),
-        },
+        connections: Connections::new(u64::from(args.publishers) + 1, connect_seconds),
         publish: Throughput::new(
             total_sent,
             common.payload_size,
