@@ -9,6 +9,21 @@ use serde::Serialize;
 #[derive(Debug, Clone)]
 pub struct Latency(Histogram<u64>);
 
+/// One point of a latency distribution: `percentile` percent of the
+/// messages took at most `latency_us`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CdfPoint {
+    pub percentile: f64,
+    pub latency_us: f64,
+}
+
+/// Steps per decade of the tail in [`Latency::cdf`]: p90, p99, p99.9 … are
+/// decades, and the tail is where latency distributions differ.
+const CDF_STEPS_PER_DECADE: u32 = 10;
+
+/// Decades of tail [`Latency::cdf`] goes down to: p99.9999.
+const CDF_DECADES: u32 = 6;
+
 /// The reported percentiles, in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct LatencySummary {
@@ -61,6 +76,29 @@ impl Latency {
     /// Whether nothing was recorded.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The distribution as points evenly spaced on a log scale of
+    /// 1 / (1 − p) — the usual HDR percentile plot, which spreads the tail
+    /// out — from the minimum (p0) to the maximum (p100), stopping early
+    /// when the samples run out. Empty when nothing was recorded.
+    pub fn cdf(&self) -> Vec<CdfPoint> {
+        if self.0.is_empty() {
+            return Vec::new();
+        }
+        let us = |ns: u64| ns as f64 / 1_000.0;
+        let mut points = vec![CdfPoint { percentile: 0.0, latency_us: us(self.0.min()) }];
+        let finest = 1.0 - 1.0 / self.0.len() as f64;
+        for step in 1..=CDF_STEPS_PER_DECADE * CDF_DECADES {
+            let quantile = 1.0 - 10f64.powf(-f64::from(step) / f64::from(CDF_STEPS_PER_DECADE));
+            if quantile > finest {
+                break;
+            }
+            let latency_us = us(self.0.value_at_quantile(quantile));
+            points.push(CdfPoint { percentile: quantile * 100.0, latency_us });
+        }
+        points.push(CdfPoint { percentile: 100.0, latency_us: us(self.0.max()) });
+        points
     }
 
     /// Percentiles in microseconds; all zero when nothing was recorded.
@@ -128,6 +166,26 @@ mod tests {
         assert!(close(s.p99_us, 100.0));
         assert!(close(s.p99_9_us, 100.0), "999 of 1000 are at 100 µs: {}", s.p99_9_us);
         assert!(close(s.max_us, 2_000_000.0));
+    }
+
+    #[test]
+    fn cdf_spans_min_to_max_and_stops_where_samples_run_out() {
+        assert!(Latency::new().cdf().is_empty());
+        let mut h = Latency::new();
+        for us in 1..=1_000u64 {
+            h.record_ns(us * 1_000);
+        }
+        let cdf = h.cdf();
+        let first = cdf.first().unwrap();
+        let last = cdf.last().unwrap();
+        assert_eq!((first.percentile, last.percentile), (0.0, 100.0));
+        assert!(close(first.latency_us, 1.0) && close(last.latency_us, 1_000.0));
+        // 1,000 samples resolve p99.9 and no finer: three decades of tail.
+        assert_eq!(cdf.len(), 2 + 3 * CDF_STEPS_PER_DECADE as usize);
+        assert!(cdf.windows(2).all(|w| w[0].percentile < w[1].percentile));
+        assert!(cdf.windows(2).all(|w| w[0].latency_us <= w[1].latency_us));
+        let p90 = cdf.iter().find(|p| (p.percentile - 90.0).abs() < 1e-9).unwrap();
+        assert!(close(p90.latency_us, 900.0), "{p90:?}");
     }
 
     #[test]

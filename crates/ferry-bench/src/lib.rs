@@ -34,6 +34,7 @@ pub mod publisher;
 pub mod report;
 pub mod scenario;
 pub mod subscriber;
+pub mod timeline;
 pub mod tracker;
 
 pub use args::{

@@ -1,8 +1,9 @@
 //! The result of a run: figures, their JSON form, and the table printed at
 //! the end.
 
-use crate::histogram::LatencySummary;
+use crate::histogram::{CdfPoint, LatencySummary};
 use crate::procstat::Sample;
+use crate::timeline::Tick;
 use crate::tracker::Counts;
 use serde::Serialize;
 use std::fmt;
@@ -25,6 +26,11 @@ pub struct Report {
     /// `send time` (closed loop) or `intended send time` (open loop,
     /// corrected for coordinated omission).
     pub latency_from: &'static str,
+    /// The latency distribution for plotting: see [`crate::histogram::Latency::cdf`].
+    pub latency_cdf: Vec<CdfPoint>,
+    /// Cumulative sent and received counts every [`crate::timeline::TICK`]
+    /// from the start of publishing: rates and backlog over time.
+    pub timeline: Vec<Tick>,
     /// The broker's resource use, when `--broker-pid` was given.
     pub broker: Option<Usage>,
     /// The bench process's own resource use.
@@ -313,6 +319,8 @@ mod tests {
             delivery: Delivery::new(Counts { sent: 100, received: 100, ..Counts::default() }, 100),
             latency: LatencySummary { count: 100, p99_9_us: 42.0, ..LatencySummary::default() },
             latency_from: "send time",
+            latency_cdf: Vec::new(),
+            timeline: Vec::new(),
             broker: None,
             bench: Usage::between(
                 Sample { cpu_seconds: 0.0, rss_bytes: 0 },
@@ -354,6 +362,8 @@ mod tests {
             delivery: Delivery::new(Counts::default(), 0),
             latency: LatencySummary::default(),
             latency_from: "send time",
+            latency_cdf: Vec::new(),
+            timeline: Vec::new(),
             broker: None,
             bench: Usage::between(zero, zero, 1.0, 0),
             per_subscriber: None,

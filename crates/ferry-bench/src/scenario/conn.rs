@@ -117,6 +117,8 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
         delivery: Delivery::new(Counts::default(), 0),
         latency: LatencySummary::default(),
         latency_from: "send time",
+        latency_cdf: Vec::new(),
+        timeline: Vec::new(),
         broker: broker_usage,
         bench: bench_usage,
         per_subscriber: None,

@@ -104,6 +104,8 @@ pub async fn run(args: FaninArgs) -> Result<Report, BenchError> {
         delivery: Delivery::new(counts, total_sent),
         latency: latency.summary(),
         latency_from: "send time",
+        latency_cdf: Vec::new(),
+        timeline: Vec::new(),
         broker: broker_usage,
         bench: bench_usage,
         per_subscriber: Some(per_subscriber),

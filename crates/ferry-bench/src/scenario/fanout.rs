@@ -97,6 +97,8 @@ pub async fn run(args: FanoutArgs) -> Result<Report, BenchError> {
         delivery: Delivery::new(counts, expected),
         latency: latency.summary(),
         latency_from: "send time",
+        latency_cdf: Vec::new(),
+        timeline: Vec::new(),
         broker: broker_usage,
         bench: bench_usage,
         per_subscriber: None,

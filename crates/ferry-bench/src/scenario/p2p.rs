@@ -139,6 +139,8 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
         delivery: Delivery::new(counts, total_sent),
         latency: latency.summary(),
         latency_from: "intended send time",
+        latency_cdf: Vec::new(),
+        timeline: Vec::new(),
         broker: broker_usage,
         bench: bench_usage,
         per_subscriber: None,

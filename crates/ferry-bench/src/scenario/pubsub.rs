@@ -66,6 +66,8 @@ pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
         delivery: Delivery::new(counts, total_sent),
         latency: received.latency.summary(),
         latency_from: "send time",
+        latency_cdf: Vec::new(),
+        timeline: Vec::new(),
         broker: broker_usage,
         bench: bench_usage,
         per_subscriber: None,
