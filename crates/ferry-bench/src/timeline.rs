@@ -116,7 +116,7 @@ impl Ticker {
                 let tick = Tick { seconds, sent, received };
                 timeline.push(tick);
                 ticks += 1;
-                if ticks % SHOW_EVERY_TICKS == 0 {
+                if ticks.is_multiple_of(SHOW_EVERY_TICKS) {
                     show(display, &tick, timeline.rates_over_last_second(), expected);
                 }
             }
@@ -152,7 +152,7 @@ impl Timeline {
     fn push(&mut self, tick: Tick) {
         let n = self.offered;
         self.offered += 1;
-        if n % self.stride() != 0 {
+        if !n.is_multiple_of(self.stride()) {
             return;
         }
         if self.ticks.len() == MAX_TICKS {
@@ -163,7 +163,7 @@ impl Timeline {
                 position % 2 == 1
             });
             self.halvings += 1;
-            if n % self.stride() != 0 {
+            if !n.is_multiple_of(self.stride()) {
                 return;
             }
         }
