@@ -41,6 +41,14 @@ pub enum Scenario {
     ///
     /// Example: ferry bench fanin --publishers 100 --subscribers 4 --messages 100000 --qos 1
     Fanin(FaninArgs),
+    /// IotEdgePerf's transmitter: a burst of messages at a target rate from
+    /// N publishers (publisher i on bench/burst/{i}) to one subscriber on
+    /// bench/burst/#, open loop: the source rate achieved against the
+    /// target, the delivery rate, the latency of every message and of the
+    /// last one, and the backlog (sent − received) over time.
+    ///
+    /// Example: ferry bench burst --burst-length 50000 --target-rate 2000 --payload-size 1024 --qos 1
+    Burst(BurstArgs),
     /// N connections opened at a target rate and held idle: connect rate,
     /// failures, time to connect all, and the broker's RSS per connection
     /// (with --broker-pid); then every client sends DISCONNECT and closes.
@@ -111,10 +119,20 @@ pub struct CommonArgs {
     /// the start and the end of the run.
     #[arg(long)]
     pub broker_pid: Option<u32>,
+    /// Seconds over which the publishers start, evenly spaced (publisher i
+    /// of n starts i/n of the way in), so load builds up instead of
+    /// arriving all at once.
+    #[arg(long, default_value_t = 0.0)]
+    pub ramp_up: f64,
     /// Write every figure and the parameters to this file as JSON.
     #[arg(long)]
     #[serde(skip)]
     pub json: Option<PathBuf>,
+    /// No progress on stderr (by default a bar on a terminal, a line a
+    /// second otherwise).
+    #[arg(long, short = 'q')]
+    #[serde(skip)]
+    pub quiet: bool,
 }
 
 impl CommonArgs {
@@ -141,6 +159,9 @@ impl CommonArgs {
             return Err(BenchError::Options(
                 "--drain-timeout must be a positive number of seconds".into(),
             ));
+        }
+        if !(self.ramp_up.is_finite() && self.ramp_up >= 0.0) {
+            return Err(BenchError::Options("--ramp-up must be 0 or more seconds".into()));
         }
         Ok(())
     }
@@ -217,6 +238,26 @@ pub struct FaninArgs {
     /// delivered to one member of the group.
     #[arg(long, short = 'm', default_value_t = 100_000)]
     pub messages: u64,
+}
+
+/// `ferry bench burst`.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct BurstArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonArgs,
+    /// Messages in the burst, over all publishers (IotEdgePerf's
+    /// --burst-length).
+    #[arg(long, short = 'm', default_value_t = 10_000)]
+    pub burst_length: u64,
+    /// Target source rate in messages per second, over all publishers
+    /// (IotEdgePerf's --target-rate).
+    #[arg(long, default_value_t = 2_000.0)]
+    pub target_rate: f64,
+    /// Publisher connections sharing the burst (IotEdgePerf's transmitter
+    /// modules).
+    #[arg(long, short = 'c', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub publishers: u32,
 }
 
 /// `ferry bench conn`.

@@ -38,8 +38,8 @@ pub mod timeline;
 pub mod tracker;
 
 pub use args::{
-    BenchCommand, CommonArgs, ConnArgs, FaninArgs, FanoutArgs, MqttVersion, P2pArgs, PubsubArgs,
-    Scenario,
+    BenchCommand, BurstArgs, CommonArgs, ConnArgs, FaninArgs, FanoutArgs, MqttVersion, P2pArgs,
+    PubsubArgs, Scenario,
 };
 pub use error::BenchError;
 pub use report::Report;
@@ -54,6 +54,7 @@ pub async fn run(command: BenchCommand) -> Result<Report, BenchError> {
         Scenario::P2p(args) => scenario::p2p::run(args).await,
         Scenario::Fanout(args) => scenario::fanout::run(args).await,
         Scenario::Fanin(args) => scenario::fanin::run(args).await,
+        Scenario::Burst(args) => scenario::burst::run(args).await,
         Scenario::Conn(args) => scenario::conn::run(args).await,
     }
 }
@@ -66,6 +67,7 @@ impl BenchCommand {
             Scenario::P2p(args) => args.common.json.as_deref(),
             Scenario::Fanout(args) => args.common.json.as_deref(),
             Scenario::Fanin(args) => args.common.json.as_deref(),
+            Scenario::Burst(args) => args.common.json.as_deref(),
             Scenario::Conn(args) => args.json.as_deref(),
         }
     }

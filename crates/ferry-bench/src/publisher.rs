@@ -4,12 +4,14 @@
 
 use crate::client::Conn;
 use crate::payload::Header;
+use crate::timeline::Progress;
 use crate::{clock, BenchError};
 use bytes::{Bytes, BytesMut};
 use ferry_mqtt::{
     publish_packet_id_offset, ByteStr, Packet, Properties, ProtocolVersion, PubAck, Publish, QoS,
     ReasonCode,
 };
+use std::sync::Arc;
 
 /// How many bytes of packets may wait in the write buffer. Large enough for
 /// hundreds of small PUBLISH packets per `write`, small enough that a slow
@@ -19,9 +21,10 @@ pub const WRITE_BUFFER_CAP: usize = 64 * 1024;
 /// When messages are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Schedule {
-    /// Each message as soon as the in-flight window and the socket allow;
-    /// its timestamp is the moment it is queued.
-    ClosedLoop,
+    /// Each message as soon as the in-flight window and the socket allow,
+    /// from `start_ns` on (a ramp-up staggers the publishers' starts); its
+    /// timestamp is the moment it is queued.
+    ClosedLoop { start_ns: u64 },
     /// Message `k` is due at `first_ns + k * interval_ns` on the process
     /// clock and carries that due time, even when sent late, so a stall
     /// shows in the latency of every message it delayed (no coordinated
@@ -42,6 +45,8 @@ pub struct Plan {
     /// Most QoS 1/2 messages awaiting their acknowledgement at once.
     pub inflight: u16,
     pub schedule: Schedule,
+    /// Where the messages written are counted for the live view.
+    pub progress: Arc<Progress>,
 }
 
 /// What one publisher did.
@@ -51,6 +56,11 @@ pub struct Outcome {
     pub sent: u32,
     /// When the last message was sent and, for QoS 1/2, acknowledged.
     pub done_ns: u64,
+    /// When the last message was handed to the socket's write buffer.
+    pub last_queued_ns: u64,
+    /// The send time stamped in the last message: when it was queued
+    /// (closed loop) or due (open loop).
+    pub last_stamp_ns: u64,
 }
 
 /// Where a packet identifier stands in the QoS 1/2 exchange.
@@ -81,6 +91,12 @@ pub async fn run(
     let mut next_id: u16 = 0;
     let mut inflight: u32 = 0;
     let mut sent: u32 = 0;
+    let (mut last_queued_ns, mut last_stamp_ns) = (0, 0);
+    if let Schedule::ClosedLoop { start_ns } = plan.schedule {
+        if start_ns > clock::now_ns() {
+            tokio::time::sleep_until(clock::instant_of(start_ns).into()).await;
+        }
+    }
 
     loop {
         while let Some(packet) = conn.next_packet()? {
@@ -117,17 +133,20 @@ pub async fn run(
         // refilling: a broker that acks one message per segment would
         // otherwise cost us one write per message.
         let refill = match plan.schedule {
-            Schedule::ClosedLoop => inflight == 0 || window - inflight >= (window / 4).max(1),
+            Schedule::ClosedLoop { .. } => {
+                inflight == 0 || window - inflight >= (window / 4).max(1)
+            }
             Schedule::OpenLoop { .. } => true,
         };
         let mut next_due = None;
+        let sent_before = sent;
         while refill
             && sent < plan.count
             && inflight < window
             && conn.write.len() < WRITE_BUFFER_CAP
         {
             let sent_ns = match plan.schedule {
-                Schedule::ClosedLoop => clock::now_ns(),
+                Schedule::ClosedLoop { .. } => clock::now_ns(),
                 Schedule::OpenLoop { first_ns, interval_ns } => {
                     let due = first_ns + u64::from(sent) * interval_ns;
                     if due > clock::now_ns() {
@@ -157,10 +176,16 @@ pub async fn run(
                 packet_id,
             );
             sent += 1;
+            last_stamp_ns = sent_ns;
         }
+        if sent > sent_before {
+            last_queued_ns = clock::now_ns();
+        }
+        plan.progress.add_sent(u64::from(sent - sent_before));
 
         if sent == plan.count && inflight == 0 && conn.write.is_empty() {
-            return Ok(Outcome { sent, done_ns: clock::now_ns() });
+            let done_ns = clock::now_ns();
+            return Ok(Outcome { sent, done_ns, last_queued_ns, last_stamp_ns });
         }
         match next_due {
             // Nothing to write and the next message is not due yet: wait for
@@ -243,7 +268,8 @@ mod tests {
                     payload_size: 20,
                     count: 1,
                     inflight: 1,
-                    schedule: Schedule::ClosedLoop,
+                    schedule: Schedule::ClosedLoop { start_ns: 0 },
+                    progress: Progress::new(),
                 };
                 let template = Template::new(version, &plan).unwrap();
                 let header = Header { publisher: 3, seq: 9, sent_ns: 12345 };

@@ -39,10 +39,77 @@ pub struct Report {
     /// scenarios whose subscribers split the load (`fanin`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_subscriber: Option<Vec<u64>>,
+    /// What the `burst` scenario adds: source against target rate, drain
+    /// time and backlog.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<BurstFigures>,
     /// Connection figures of the `conn` scenario, which publishes nothing:
     /// when present, the table shows these instead of messages and latency.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conn: Option<ConnFigures>,
+}
+
+/// What `burst` measured, in the IoT Edge article's terms.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BurstFigures {
+    /// The rate asked for, messages per second.
+    pub target_rate: f64,
+    /// Messages sent over the time from the first due message to the last
+    /// one queued: what the source achieved.
+    pub source_rate: f64,
+    /// Messages received over the time from the first due message to the
+    /// last arrival.
+    pub delivery_rate: f64,
+    /// From the last message's due time to the last arrival: how long the
+    /// end of the burst took to get through.
+    pub last_message_latency_ms: f64,
+    /// Sent but not yet received when the last message was queued.
+    pub backlog_at_burst_end: u64,
+    /// The largest backlog sampled.
+    pub max_backlog: u64,
+}
+
+impl BurstFigures {
+    /// From counts and the seconds each phase took since the first due message.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        target_rate: f64,
+        sent: u64,
+        received: u64,
+        send_seconds: f64,
+        receive_seconds: f64,
+        last_message_latency_seconds: f64,
+        backlog_at_burst_end: u64,
+        max_backlog: u64,
+    ) -> BurstFigures {
+        let per_second = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
+        BurstFigures {
+            target_rate,
+            source_rate: per_second(sent, send_seconds),
+            delivery_rate: per_second(received, receive_seconds),
+            last_message_latency_ms: last_message_latency_seconds * 1e3,
+            backlog_at_burst_end,
+            max_backlog,
+        }
+    }
+
+    fn fmt_table(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "  {:<22}{:>14.0} msg/s  (target {:.0}, {:.1}%)",
+            "source rate",
+            self.source_rate,
+            self.target_rate,
+            self.source_rate * 100.0 / self.target_rate.max(f64::MIN_POSITIVE)
+        )?;
+        writeln!(f, "  {:<22}{:>14.0} msg/s", "delivery rate", self.delivery_rate)?;
+        writeln!(f, "  {:<22}{:>14.1} ms", "last message latency", self.last_message_latency_ms)?;
+        writeln!(
+            f,
+            "  {:<22}{:>14}  at burst end {}",
+            "max backlog", self.max_backlog, self.backlog_at_burst_end
+        )
+    }
 }
 
 /// What `conn` measured: how fast and how reliably connections opened, and
@@ -239,6 +306,9 @@ impl fmt::Display for Report {
             "  {:<22}{:>14}  duplicates {}  out of order {}  unexpected {}",
             "lost", c.lost, c.duplicates, c.out_of_order, c.unexpected
         )?;
+        if let Some(burst) = &self.burst {
+            burst.fmt_table(f)?;
+        }
         if let Some(per) = &self.per_subscriber {
             let min = per.iter().min().copied().unwrap_or(0);
             let max = per.iter().max().copied().unwrap_or(0);
@@ -329,6 +399,7 @@ mod tests {
                 100,
             ),
             per_subscriber: None,
+            burst: None,
             conn: None,
         };
         let table = report.to_string();
@@ -367,6 +438,7 @@ mod tests {
             broker: None,
             bench: Usage::between(zero, zero, 1.0, 0),
             per_subscriber: None,
+            burst: None,
             conn: Some(ConnFigures {
                 attempted: 3,
                 connected: 2,

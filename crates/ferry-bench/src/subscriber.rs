@@ -5,6 +5,7 @@
 use crate::client::Conn;
 use crate::histogram::Latency;
 use crate::payload::Header;
+use crate::timeline::Progress;
 use crate::tracker::{Arrival, Tracker};
 use crate::{clock, BenchError};
 use ferry_mqtt::{Packet, PubAck, QoS, ReasonCode};
@@ -41,45 +42,35 @@ impl Group {
     }
 }
 
+/// How a subscriber listens, besides its connection and tracker.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    /// Subtracted from the publisher id in each payload before it is given
+    /// to the tracker, so a subscriber that hears a few publishers out of
+    /// many keeps a tracker of just those.
+    pub publisher_base: u32,
+    /// How long to wait for missing messages after the last arrival once
+    /// the publishers are done; whatever is missing then is lost.
+    pub drain_timeout: Duration,
+    /// Where first arrivals are counted for the live view.
+    pub progress: Arc<Progress>,
+    /// The `$share` group this subscriber is a member of: `expected` is
+    /// then what the whole group is to receive, and the member stops once
+    /// the group has it.
+    pub group: Option<Arc<Group>>,
+}
+
 /// Receives until `expected` distinct messages have arrived, where
 /// `expected` is sent by the scenario once its publishers are done (so it
-/// counts what was actually sent), or until nothing has arrived for
-/// `drain_timeout` after that: whatever is missing then is lost.
-///
-/// `publisher_base` is subtracted from the publisher id in each payload
-/// before it is given to the tracker, so a subscriber that hears a few
-/// publishers out of many keeps a tracker of just those.
+/// counts what was actually sent), or until nothing has arrived for the
+/// drain timeout after that.
 pub async fn run(
     conn: &mut Conn,
-    tracker: Tracker,
-    publisher_base: u32,
-    expected: oneshot::Receiver<u64>,
-    drain_timeout: Duration,
-) -> Result<Outcome, BenchError> {
-    run_in(conn, tracker, publisher_base, expected, drain_timeout, None).await
-}
-
-/// [`run`] for one member of a [`Group`]: `expected` is what the whole
-/// group is to receive, and the member stops once the group has it (or
-/// after the drain timeout, as [`run`] does).
-pub async fn run_in_group(
-    conn: &mut Conn,
-    tracker: Tracker,
-    expected: oneshot::Receiver<u64>,
-    drain_timeout: Duration,
-    group: Arc<Group>,
-) -> Result<Outcome, BenchError> {
-    run_in(conn, tracker, 0, expected, drain_timeout, Some(&group)).await
-}
-
-async fn run_in(
-    conn: &mut Conn,
     mut tracker: Tracker,
-    publisher_base: u32,
     mut expected: oneshot::Receiver<u64>,
-    drain_timeout: Duration,
-    group: Option<&Group>,
+    listen: Listen,
 ) -> Result<Outcome, BenchError> {
+    let group = listen.group.as_deref();
     let mut latency = Latency::new();
     let mut last_receive_ns = 0;
     let mut target: Option<u64> = None;
@@ -88,6 +79,7 @@ async fn run_in(
         // Taken before the completion check below, so a notification sent
         // after the check is not missed.
         let completed = group.map(|g| g.complete.notified());
+        let received_before = tracker.received();
         while let Some(packet) = conn.next_packet()? {
             match packet {
                 Packet::Publish(publish) => {
@@ -95,8 +87,8 @@ async fn run_in(
                     last_receive_ns = now;
                     match Header::read(&publish.payload) {
                         Ok(h) => {
-                            let arrival =
-                                tracker.record(h.publisher.wrapping_sub(publisher_base), h.seq);
+                            let arrival = tracker
+                                .record(h.publisher.wrapping_sub(listen.publisher_base), h.seq);
                             if matches!(arrival, Arrival::InOrder | Arrival::OutOfOrder) {
                                 latency.record_ns(now.saturating_sub(h.sent_ns));
                                 if let Some(g) = group {
@@ -122,6 +114,7 @@ async fn run_in(
                 }
             }
         }
+        listen.progress.add_received(tracker.received() - received_before);
         let received = group.map_or_else(|| tracker.received(), Group::received);
         if target.is_some_and(|n| received >= n) {
             if let Some(g) = group {
@@ -130,7 +123,7 @@ async fn run_in(
             conn.flush().await?;
             return Ok(Outcome { tracker, latency, last_receive_ns });
         }
-        let deadline = last_progress + drain_timeout;
+        let deadline = last_progress + listen.drain_timeout;
         tokio::select! {
             pumped = conn.pump() => {
                 pumped?;

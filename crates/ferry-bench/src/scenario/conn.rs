@@ -122,6 +122,7 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
         broker: broker_usage,
         bench: bench_usage,
         per_subscriber: None,
+        burst: None,
         conn: Some(figures),
     })
 }

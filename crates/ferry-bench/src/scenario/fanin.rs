@@ -8,18 +8,16 @@
 //! lost. How many each member got is reported too, showing the spread.
 
 use super::{
-    connect_subscribers_then_publishers, join, join_publishers, seconds_between, spawn_closed_loop,
-    split, Sampler,
+    connect_subscribers_then_publishers, join_publishers, join_subscribers, spawn_closed_loop,
+    split, Measured, Run, Subscriber,
 };
 use crate::args::FaninArgs;
 use crate::histogram::Latency;
-use crate::report::{Connections, Delivery, Report, Throughput};
-use crate::subscriber::{self, Group};
+use crate::report::{Connections, Report};
+use crate::subscriber::Group;
 use crate::tracker::Tracker;
-use crate::{clock, BenchError};
+use crate::BenchError;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::oneshot;
 
 /// The shared subscription of every member: group `bench`, filter `bench/fanin/#`.
 pub const FILTER: &str = "$share/bench/bench/fanin/#";
@@ -27,88 +25,59 @@ pub const FILTER: &str = "$share/bench/bench/fanin/#";
 /// Runs the scenario and reports.
 pub async fn run(args: FaninArgs) -> Result<Report, BenchError> {
     let common = &args.common;
-    common.validate()?;
-    let broker = super::resolve(&common.broker).await?;
-    let version = common.mqtt_version.into();
+    let mut run = Run::start(common).await?;
     let counts = split(args.messages, args.publishers)?;
-    let sampler = Sampler::start(common.broker_pid)?;
 
     let (subscribers, publishers, connect_seconds) = connect_subscribers_then_publishers(
-        broker,
+        run.broker,
         "fanin",
-        version,
+        run.version,
         args.subscribers,
         FILTER,
         common.sub_qos(),
         args.publishers,
     )
     .await?;
-
-    let drain = Duration::from_secs_f64(common.drain_timeout);
     let group = Arc::new(Group::default());
-    let mut expected_txs = Vec::with_capacity(subscribers.len());
-    let sub_handles: Vec<_> = subscribers
+    let subscribers: Vec<_> = subscribers
         .into_iter()
-        .map(|mut sub| {
-            let (expected_tx, expected_rx) = oneshot::channel();
-            expected_txs.push(expected_tx);
-            let tracker = Tracker::new(&counts);
-            let group = Arc::clone(&group);
-            tokio::spawn(async move {
-                let outcome =
-                    subscriber::run_in_group(&mut sub, tracker, expected_rx, drain, group).await;
-                sub.disconnect().await;
-                outcome
-            })
+        .map(|sub| {
+            let listen = run.listen(0, Some(Arc::clone(&group)));
+            Subscriber::spawn(sub, Tracker::new(&counts), listen)
         })
         .collect();
 
-    let publish_start = clock::now_ns();
-    let handles = spawn_closed_loop(publishers, &counts, common, |i| format!("bench/fanin/{i}"));
-    let (sent, publish_end) = join_publishers(handles, publish_start).await?;
-    let total_sent: u64 = sent.iter().map(|&n| u64::from(n)).sum();
-    for expected_tx in expected_txs {
-        // A subscriber may already have stopped with an error; its result says why.
-        let _ = expected_tx.send(total_sent);
-    }
+    let start = run.start_publishing(Some(args.messages));
+    let handles =
+        spawn_closed_loop(&run, start, publishers, &counts, common, |i| format!("bench/fanin/{i}"));
+    let published = join_publishers(handles, start).await?;
+    let (sent, total_sent) = (&published.sent, published.total());
+    let outcomes = join_subscribers(subscribers, |_| total_sent).await?;
 
     let mut union = Tracker::new(&counts);
-    let mut per_subscriber = Vec::with_capacity(sub_handles.len());
     let mut latency = Latency::new();
-    let mut last_receive = publish_start;
-    for handle in sub_handles {
-        let outcome = join(handle).await??;
-        per_subscriber.push(outcome.tracker.received());
+    let mut last_receive = start;
+    for outcome in &outcomes {
         union.merge(&outcome.tracker);
         latency.merge(&outcome.latency);
         last_receive = last_receive.max(outcome.last_receive_ns);
     }
-    let counts = union.counts(&sent);
-
-    let (broker_usage, bench_usage) = sampler.finish(counts.received)?;
-    let connections = u64::from(args.publishers) + u64::from(args.subscribers);
-    Ok(Report {
-        scenario: "fanin",
-        parameters: serde_json::to_value(&args).unwrap_or_default(),
-        connections: Connections::new(connections, connect_seconds),
-        publish: Throughput::new(
-            total_sent,
-            common.payload_size,
-            seconds_between(publish_start, publish_end),
+    let measured = Measured {
+        connections: Connections::new(
+            u64::from(args.publishers) + u64::from(args.subscribers),
+            connect_seconds,
         ),
-        receive: Throughput::new(
-            counts.received,
-            common.payload_size,
-            seconds_between(publish_start, last_receive),
-        ),
-        delivery: Delivery::new(counts, total_sent),
-        latency: latency.summary(),
+        payload_size: common.payload_size,
+        publish_start_ns: start,
+        publish_end_ns: published.done_ns,
+        last_receive_ns: last_receive,
+        sent: total_sent,
+        counts: union.counts(sent),
+        expected: total_sent,
+        latency,
         latency_from: "send time",
-        latency_cdf: Vec::new(),
-        timeline: Vec::new(),
-        broker: broker_usage,
-        bench: bench_usage,
-        per_subscriber: Some(per_subscriber),
-        conn: None,
-    })
+    };
+    let mut report = run.report("fanin", &args, measured).await?;
+    report.per_subscriber = Some(outcomes.iter().map(|o| o.tracker.received()).collect());
+    Ok(report)
 }

@@ -4,16 +4,13 @@
 //! message, so a run of M messages expects M × S deliveries.
 
 use super::{
-    connect_subscribers_then_publishers, join, join_publishers, seconds_between, spawn_closed_loop,
-    split, Sampler,
+    connect_subscribers_then_publishers, join_publishers, join_subscribers, spawn_closed_loop,
+    split, sum_outcomes, Measured, Run, Subscriber,
 };
 use crate::args::FanoutArgs;
-use crate::histogram::Latency;
-use crate::report::{Connections, Delivery, Report, Throughput};
-use crate::tracker::{Counts, Tracker};
-use crate::{clock, subscriber, BenchError};
-use std::time::Duration;
-use tokio::sync::oneshot;
+use crate::report::{Connections, Report};
+use crate::tracker::Tracker;
+use crate::BenchError;
 
 /// The one topic every publisher sends on and every subscriber listens to.
 pub const TOPIC: &str = "bench/fanout";
@@ -21,87 +18,49 @@ pub const TOPIC: &str = "bench/fanout";
 /// Runs the scenario and reports.
 pub async fn run(args: FanoutArgs) -> Result<Report, BenchError> {
     let common = &args.common;
-    common.validate()?;
-    let broker = super::resolve(&common.broker).await?;
-    let version = common.mqtt_version.into();
+    let mut run = Run::start(common).await?;
     let counts = split(args.messages, args.publishers)?;
-    let sampler = Sampler::start(common.broker_pid)?;
 
     let (subscribers, publishers, connect_seconds) = connect_subscribers_then_publishers(
-        broker,
+        run.broker,
         "fanout",
-        version,
+        run.version,
         args.subscribers,
         TOPIC,
         common.sub_qos(),
         args.publishers,
     )
     .await?;
-
-    let drain = Duration::from_secs_f64(common.drain_timeout);
-    let mut expected_txs = Vec::with_capacity(subscribers.len());
-    let sub_handles: Vec<_> = subscribers
+    let subscribers: Vec<_> = subscribers
         .into_iter()
-        .map(|mut sub| {
-            let (expected_tx, expected_rx) = oneshot::channel();
-            expected_txs.push(expected_tx);
-            let tracker = Tracker::new(&counts);
-            tokio::spawn(async move {
-                let outcome = subscriber::run(&mut sub, tracker, 0, expected_rx, drain).await;
-                sub.disconnect().await;
-                outcome
-            })
-        })
+        .map(|sub| Subscriber::spawn(sub, Tracker::new(&counts), run.listen(0, None)))
         .collect();
 
-    let publish_start = clock::now_ns();
-    let handles = spawn_closed_loop(publishers, &counts, common, |_| TOPIC.to_owned());
-    let (sent, publish_end) = join_publishers(handles, publish_start).await?;
-    let total_sent: u64 = sent.iter().map(|&n| u64::from(n)).sum();
-    for expected_tx in expected_txs {
-        // A subscriber may already have stopped with an error; its result says why.
-        let _ = expected_tx.send(total_sent);
-    }
-
-    let mut counts = Counts::default();
-    let mut latency = Latency::new();
-    let mut last_receive = publish_start;
-    for handle in sub_handles {
-        let outcome = join(handle).await??;
-        counts += outcome.tracker.counts(&sent);
-        latency.merge(&outcome.latency);
-        last_receive = last_receive.max(outcome.last_receive_ns);
-    }
+    let start = run.start_publishing(Some(args.messages * u64::from(args.subscribers)));
+    let handles = spawn_closed_loop(&run, start, publishers, &counts, common, |_| TOPIC.to_owned());
+    let published = join_publishers(handles, start).await?;
+    let (sent, total_sent) = (&published.sent, published.total());
+    let outcomes = join_subscribers(subscribers, |_| total_sent).await?;
+    let (mut counts, latency, last_receive) = sum_outcomes(&outcomes, |_| sent, start);
     // Summed over subscribers, `sent` would count each message once per
     // subscriber; it stays what was published, and the expected deliveries
     // are sent × subscribers.
     counts.sent = total_sent;
-    let expected = total_sent * u64::from(args.subscribers);
 
-    let (broker_usage, bench_usage) = sampler.finish(counts.received)?;
-    let connections = u64::from(args.publishers) + u64::from(args.subscribers);
-    Ok(Report {
-        scenario: "fanout",
-        parameters: serde_json::to_value(&args).unwrap_or_default(),
-        connections: Connections::new(connections, connect_seconds),
-        publish: Throughput::new(
-            total_sent,
-            common.payload_size,
-            seconds_between(publish_start, publish_end),
+    let measured = Measured {
+        connections: Connections::new(
+            u64::from(args.publishers) + u64::from(args.subscribers),
+            connect_seconds,
         ),
-        receive: Throughput::new(
-            counts.received,
-            common.payload_size,
-            seconds_between(publish_start, last_receive),
-        ),
-        delivery: Delivery::new(counts, expected),
-        latency: latency.summary(),
+        payload_size: common.payload_size,
+        publish_start_ns: start,
+        publish_end_ns: published.done_ns,
+        last_receive_ns: last_receive,
+        sent: total_sent,
+        counts,
+        expected: total_sent * u64::from(args.subscribers),
+        latency,
         latency_from: "send time",
-        latency_cdf: Vec::new(),
-        timeline: Vec::new(),
-        broker: broker_usage,
-        bench: bench_usage,
-        per_subscriber: None,
-        conn: None,
-    })
+    };
+    run.report("fanout", &args, measured).await
 }

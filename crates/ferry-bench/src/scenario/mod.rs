@@ -1,6 +1,7 @@
 //! The scenarios, and what they share: resolving the broker, opening many
 //! connections at once, sampling CPU and memory around the run.
 
+pub mod burst;
 pub mod conn;
 pub mod fanin;
 pub mod fanout;
@@ -9,14 +10,188 @@ pub mod pubsub;
 
 use crate::args::CommonArgs;
 use crate::client::Conn;
+use crate::histogram::Latency;
 use crate::procstat::{Sample, Target};
 use crate::publisher::{self, Plan, Schedule};
-use crate::report::Usage;
+use crate::report::{Connections, Delivery, Report, Throughput, Usage};
+use crate::subscriber::{self, Group, Listen};
+use crate::timeline::{Display, Progress, Ticker};
+use crate::tracker::{Counts, Tracker};
 use crate::{clock, BenchError};
 use ferry_mqtt::{ConnAck, ProtocolVersion, QoS};
+use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// What every message-carrying scenario does around its load: checks the
+/// common options, resolves the broker, samples CPU and memory, shows
+/// progress while publishing, and turns what was measured into a
+/// [`Report`].
+pub struct Run {
+    pub broker: SocketAddr,
+    pub version: ProtocolVersion,
+    /// Counters every publisher and subscriber of the run adds to.
+    pub progress: Arc<Progress>,
+    drain_timeout: Duration,
+    ramp_up_ns: u64,
+    sampler: Sampler,
+    display: Display,
+    ticker: Option<Ticker>,
+}
+
+/// What a scenario measured, for [`Run::report`].
+pub struct Measured {
+    pub connections: Connections,
+    pub payload_size: usize,
+    /// When publishing started ([`Run::start_publishing`]).
+    pub publish_start_ns: u64,
+    /// When the last publisher was done.
+    pub publish_end_ns: u64,
+    /// When the last message arrived anywhere.
+    pub last_receive_ns: u64,
+    /// Messages published.
+    pub sent: u64,
+    pub counts: Counts,
+    /// Distinct arrivals a perfect broker would produce.
+    pub expected: u64,
+    pub latency: Latency,
+    /// See [`Report::latency_from`].
+    pub latency_from: &'static str,
+}
+
+impl Run {
+    /// Checks the options, resolves the broker and takes the first samples.
+    pub async fn start(common: &CommonArgs) -> Result<Run, BenchError> {
+        common.validate()?;
+        Ok(Run {
+            broker: resolve(&common.broker).await?,
+            version: common.mqtt_version.into(),
+            progress: Progress::new(),
+            drain_timeout: Duration::from_secs_f64(common.drain_timeout),
+            ramp_up_ns: (common.ramp_up * 1e9) as u64,
+            sampler: Sampler::start(common.broker_pid)?,
+            display: Display::detect(common.quiet),
+            ticker: None,
+        })
+    }
+
+    /// Starts the live view and the timeline, and returns the time
+    /// publishing starts. `expected` is the number of arrivals that
+    /// completes the run, when known in advance.
+    pub fn start_publishing(&mut self, expected: Option<u64>) -> u64 {
+        self.ticker = Some(Ticker::start(Arc::clone(&self.progress), expected, self.display));
+        clock::now_ns()
+    }
+
+    /// When publisher `i` of `n` starts: spread evenly over the ramp-up.
+    pub fn start_of(&self, start_ns: u64, i: usize, n: usize) -> u64 {
+        start_ns + (u128::from(self.ramp_up_ns) * i as u128 / n.max(1) as u128) as u64
+    }
+
+    /// How a subscriber of this run listens.
+    pub fn listen(&self, publisher_base: u32, group: Option<Arc<Group>>) -> Listen {
+        Listen {
+            publisher_base,
+            drain_timeout: self.drain_timeout,
+            progress: Arc::clone(&self.progress),
+            group,
+        }
+    }
+
+    /// Stops the live view, takes the last samples and builds the report.
+    pub async fn report(
+        mut self,
+        scenario: &'static str,
+        parameters: &impl Serialize,
+        measured: Measured,
+    ) -> Result<Report, BenchError> {
+        let timeline = match self.ticker.take() {
+            Some(ticker) => ticker.finish().await,
+            None => Vec::new(),
+        };
+        let m = measured;
+        let (broker, bench) = self.sampler.finish(m.counts.received)?;
+        let window = |end_ns| seconds_between(m.publish_start_ns, end_ns);
+        Ok(Report {
+            scenario,
+            parameters: serde_json::to_value(parameters).unwrap_or_default(),
+            connections: m.connections,
+            publish: Throughput::new(m.sent, m.payload_size, window(m.publish_end_ns)),
+            receive: Throughput::new(m.counts.received, m.payload_size, window(m.last_receive_ns)),
+            delivery: Delivery::new(m.counts, m.expected),
+            latency: m.latency.summary(),
+            latency_from: m.latency_from,
+            latency_cdf: m.latency.cdf(),
+            timeline,
+            broker,
+            bench,
+            per_subscriber: None,
+            burst: None,
+            conn: None,
+        })
+    }
+}
+
+/// A subscriber task and the channel that tells it how many messages were
+/// sent once the publishers are done.
+pub struct Subscriber {
+    pub task: JoinHandle<Result<subscriber::Outcome, BenchError>>,
+    pub sent: oneshot::Sender<u64>,
+}
+
+impl Subscriber {
+    /// Starts receiving on `conn`; the connection is closed when done.
+    pub fn spawn(mut conn: Conn, tracker: Tracker, listen: Listen) -> Subscriber {
+        let (sent, expected) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            let outcome = subscriber::run(&mut conn, tracker, expected, listen).await;
+            conn.disconnect().await;
+            outcome
+        });
+        Subscriber { task, sent }
+    }
+}
+
+/// Tells subscriber `i` how many messages were sent to it, `sent_to(i)`,
+/// and waits for each.
+pub async fn join_subscribers(
+    subscribers: Vec<Subscriber>,
+    sent_to: impl Fn(usize) -> u64,
+) -> Result<Vec<subscriber::Outcome>, BenchError> {
+    let mut tasks = Vec::with_capacity(subscribers.len());
+    for (i, Subscriber { task, sent }) in subscribers.into_iter().enumerate() {
+        // A subscriber may already have stopped with an error; its result says why.
+        let _ = sent.send(sent_to(i));
+        tasks.push(task);
+    }
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        outcomes.push(join(task).await??);
+    }
+    Ok(outcomes)
+}
+
+/// Sums subscribers' outcomes: counts (subscriber `i` judged against
+/// `sent_to(i)`, what the publishers it hears sent), merged latency, and
+/// the last arrival (not before `start_ns`).
+pub fn sum_outcomes<'a>(
+    outcomes: &[subscriber::Outcome],
+    sent_to: impl Fn(usize) -> &'a [u32],
+    start_ns: u64,
+) -> (Counts, Latency, u64) {
+    let mut counts = Counts::default();
+    let mut latency = Latency::new();
+    let mut last_receive = start_ns;
+    for (i, outcome) in outcomes.iter().enumerate() {
+        counts += outcome.tracker.counts(sent_to(i));
+        latency.merge(&outcome.latency);
+        last_receive = last_receive.max(outcome.last_receive_ns);
+    }
+    (counts, latency, last_receive)
+}
 
 /// The address of `mqtt://host:port`.
 pub async fn resolve(broker: &str) -> Result<SocketAddr, BenchError> {
@@ -101,53 +276,146 @@ pub async fn subscribe_all(
     Ok(subscribed)
 }
 
-/// Starts one closed-loop publisher per connection: publisher `i` sends
-/// `counts[i]` messages on `topic(i)` with the common options, then
-/// disconnects.
+/// Starts one closed-loop publisher per connection from `start_ns` (spread
+/// over the ramp-up): publisher `i` sends `counts[i]` messages on
+/// `topic(i)` with the common options, then disconnects.
 pub fn spawn_closed_loop(
+    run: &Run,
+    start_ns: u64,
     publishers: Vec<(Conn, ConnAck)>,
     counts: &[u32],
     common: &CommonArgs,
     topic: impl Fn(usize) -> String,
 ) -> Vec<JoinHandle<Result<publisher::Outcome, BenchError>>> {
+    let n = publishers.len();
     publishers
         .into_iter()
         .zip(counts)
         .enumerate()
-        .map(|(i, ((mut conn, connack), &count))| {
-            let plan = Plan {
-                id: i as u32,
-                topic: topic(i),
-                qos: common.qos(),
-                payload_size: common.payload_size,
-                count,
-                inflight: common.inflight,
-                schedule: Schedule::ClosedLoop,
-            };
-            tokio::spawn(async move {
-                let outcome =
-                    publisher::run(&mut conn, &plan, connack.properties.receive_maximum).await;
-                conn.disconnect().await;
-                outcome
-            })
+        .map(|(i, (conn, &count))| {
+            let schedule = Schedule::ClosedLoop { start_ns: run.start_of(start_ns, i, n) };
+            spawn_publisher(conn, plan(run, common, i, topic(i), count, schedule))
         })
         .collect()
 }
 
-/// Waits for the publishers: how many messages each sent, and when the last
-/// of them was done (not before `start_ns`).
+/// Time between connecting the last client and the first due message of an
+/// open-loop run, so every task is running when the schedule starts.
+pub const OPEN_LOOP_MARGIN_NS: u64 = 20_000_000;
+
+/// Starts one open-loop publisher per connection, together sending `rate`
+/// messages per second from `first_ns` on: each publisher sends every
+/// n-th slot, staggered so that the total load is evenly spaced (and, with
+/// a ramp-up, joining one after another). Publisher `i` sends `counts[i]`
+/// messages on `topic(i)`.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn_open_loop(
+    run: &Run,
+    first_ns: u64,
+    rate: f64,
+    publishers: Vec<(Conn, ConnAck)>,
+    counts: &[u32],
+    common: &CommonArgs,
+    topic: impl Fn(usize) -> String,
+) -> Vec<JoinHandle<Result<publisher::Outcome, BenchError>>> {
+    let n = publishers.len();
+    let gap_ns = 1e9 / rate;
+    let interval_ns = (gap_ns * n as f64).round().max(1.0) as u64;
+    publishers
+        .into_iter()
+        .zip(counts)
+        .enumerate()
+        .map(|(i, (conn, &count))| {
+            let first_ns = run.start_of(first_ns, i, n) + (gap_ns * i as f64) as u64;
+            let schedule = Schedule::OpenLoop { first_ns, interval_ns };
+            spawn_publisher(conn, plan(run, common, i, topic(i), count, schedule))
+        })
+        .collect()
+}
+
+/// Checks an open-loop rate option.
+pub fn positive_rate(rate: f64, option: &str) -> Result<(), BenchError> {
+    if rate.is_finite() && rate > 0.0 {
+        Ok(())
+    } else {
+        Err(BenchError::Options(format!(
+            "{option} must be a positive number of messages per second"
+        )))
+    }
+}
+
+/// The plan of publisher `i` with the common options.
+pub fn plan(
+    run: &Run,
+    common: &CommonArgs,
+    i: usize,
+    topic: String,
+    count: u32,
+    schedule: Schedule,
+) -> Plan {
+    Plan {
+        id: i as u32,
+        topic,
+        qos: common.qos(),
+        payload_size: common.payload_size,
+        count,
+        inflight: common.inflight,
+        schedule,
+        progress: Arc::clone(&run.progress),
+    }
+}
+
+/// Runs `plan` on a connection, then disconnects.
+pub fn spawn_publisher(
+    (mut conn, connack): (Conn, ConnAck),
+    plan: Plan,
+) -> JoinHandle<Result<publisher::Outcome, BenchError>> {
+    tokio::spawn(async move {
+        let outcome = publisher::run(&mut conn, &plan, connack.properties.receive_maximum).await;
+        conn.disconnect().await;
+        outcome
+    })
+}
+
+/// What the publishers of a run did together.
+#[derive(Debug, Clone, Default)]
+pub struct Published {
+    /// Messages each publisher sent, in publisher order.
+    pub sent: Vec<u32>,
+    /// When the last publisher was done (sent and acknowledged).
+    pub done_ns: u64,
+    /// When the last message was queued for writing.
+    pub last_queued_ns: u64,
+    /// The latest send time stamped in a message.
+    pub last_stamp_ns: u64,
+}
+
+impl Published {
+    /// Messages sent over all publishers.
+    pub fn total(&self) -> u64 {
+        self.sent.iter().map(|&n| u64::from(n)).sum()
+    }
+}
+
+/// Waits for the publishers (no time before `start_ns`).
 pub async fn join_publishers(
     handles: Vec<JoinHandle<Result<publisher::Outcome, BenchError>>>,
     start_ns: u64,
-) -> Result<(Vec<u32>, u64), BenchError> {
-    let mut sent = Vec::with_capacity(handles.len());
-    let mut end_ns = start_ns;
+) -> Result<Published, BenchError> {
+    let mut published = Published {
+        sent: Vec::with_capacity(handles.len()),
+        done_ns: start_ns,
+        last_queued_ns: start_ns,
+        last_stamp_ns: start_ns,
+    };
     for handle in handles {
         let outcome = join(handle).await??;
-        sent.push(outcome.sent);
-        end_ns = end_ns.max(outcome.done_ns);
+        published.sent.push(outcome.sent);
+        published.done_ns = published.done_ns.max(outcome.done_ns);
+        published.last_queued_ns = published.last_queued_ns.max(outcome.last_queued_ns);
+        published.last_stamp_ns = published.last_stamp_ns.max(outcome.last_stamp_ns);
     }
-    Ok((sent, end_ns))
+    Ok(published)
 }
 
 /// Waits for a task, turning a panic into an error.
