@@ -211,13 +211,8 @@ pub fn rates(from: &Tick, to: &Tick) -> (f64, f64) {
 const BAR_WIDTH: usize = 30;
 
 fn show(display: Display, tick: &Tick, (out, into): (f64, f64), expected: Option<u64>) {
-    let rates = format!(
-        "sent {} ({}/s)  received {} ({}/s)",
-        tick.sent,
-        si(out),
-        tick.received,
-        si(into)
-    );
+    let rates =
+        format!("sent {} ({}/s)  received {} ({}/s)", tick.sent, si(out), tick.received, si(into));
     let mut stderr = std::io::stderr().lock();
     // Progress is best effort: a closed stderr must not stop the run.
     let _ = match display {
