@@ -56,6 +56,13 @@ fn assert_complete(report: &Value, sent: u64) {
     }
     assert!(report["broker"]["cpu_seconds"].as_f64().is_some(), "broker sampled: {report:#}");
     assert!(report["bench"]["rss_end_bytes"].as_u64().is_some_and(|v| v > 0));
+    let cdf = report["latency_cdf"].as_array().expect("latency CDF points");
+    assert_eq!(cdf.first().map(|p| &p["percentile"]), Some(&Value::from(0.0)), "{cdf:?}");
+    assert_eq!(cdf.last().map(|p| &p["percentile"]), Some(&Value::from(100.0)), "{cdf:?}");
+    let timeline = report["timeline"].as_array().expect("timeline ticks");
+    let last = timeline.last().expect("at least the final tick");
+    assert_eq!(last["sent"], sent, "the final tick has every message: {last}");
+    assert!(last["received"].as_u64().is_some_and(|r| r >= sent), "{last}");
 }
 
 #[test]
@@ -96,6 +103,34 @@ fn p2p_open_loop_delivers_everything() {
     let report = bench(&ferry, "p2p", &args);
     assert_eq!(report["latency_from"], "intended send time");
     assert_complete(&report, 500);
+}
+
+#[test]
+fn burst_reports_source_rate_drain_and_backlog() {
+    let ferry = Ferry::start("bench-burst");
+    let args = [
+        "burst",
+        "--burst-length",
+        "600",
+        "--target-rate",
+        "3000",
+        "--publishers",
+        "2",
+        "--payload-size",
+        "1024",
+        "--qos",
+        "1",
+    ];
+    let report = bench(&ferry, "burst", &args);
+    assert_eq!(report["scenario"], "burst");
+    assert_eq!(report["latency_from"], "intended send time");
+    assert_complete(&report, 600);
+    let burst = &report["burst"];
+    assert_eq!(burst["target_rate"], 3000.0, "{report:#}");
+    for figure in ["source_rate", "delivery_rate", "last_message_latency_ms"] {
+        assert!(burst[figure].as_f64().is_some_and(|v| v > 0.0), "{figure}: {report:#}");
+    }
+    assert!(burst["max_backlog"].as_u64().is_some(), "{report:#}");
 }
 
 #[test]
