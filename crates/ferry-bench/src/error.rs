@@ -41,4 +41,7 @@ pub enum BenchError {
     /// A load task panicked or was cancelled.
     #[error("a load task failed: {0}")]
     Task(String),
+    /// An open-loop publisher's timer (a timerfd) failed.
+    #[error("publisher timer: {0}")]
+    Timer(io::Error),
 }

@@ -28,6 +28,7 @@ pub mod client;
 pub mod clock;
 mod error;
 pub mod histogram;
+pub mod pacer;
 pub mod payload;
 pub mod procstat;
 pub mod publisher;

@@ -3,6 +3,7 @@
 //! schedule), with a bounded in-flight window.
 
 use crate::client::Conn;
+use crate::pacer::Pacer;
 use crate::payload::Header;
 use crate::timeline::Progress;
 use crate::{clock, BenchError};
@@ -92,6 +93,10 @@ pub async fn run(
     let mut inflight: u32 = 0;
     let mut sent: u32 = 0;
     let (mut last_queued_ns, mut last_stamp_ns) = (0, 0);
+    let mut pacer = match plan.schedule {
+        Schedule::OpenLoop { .. } => Some(Pacer::new().map_err(BenchError::Timer)?),
+        Schedule::ClosedLoop { .. } => None,
+    };
     if let Schedule::ClosedLoop { start_ns } = plan.schedule {
         if start_ns > clock::now_ns() {
             tokio::time::sleep_until(clock::instant_of(start_ns).into()).await;
@@ -187,14 +192,13 @@ pub async fn run(
             let done_ns = clock::now_ns();
             return Ok(Outcome { sent, done_ns, last_queued_ns, last_stamp_ns });
         }
-        match next_due {
+        match (next_due, pacer.as_mut()) {
             // Nothing to write and the next message is not due yet: wait for
             // its time or for an ack, whichever comes first.
-            Some(due) if conn.write.is_empty() => {
-                let at = tokio::time::Instant::from_std(clock::instant_of(due));
+            (Some(due), Some(pacer)) if conn.write.is_empty() => {
                 tokio::select! {
                     pumped = conn.pump() => pumped?,
-                    () = tokio::time::sleep_until(at) => {}
+                    slept = pacer.sleep_until(due) => slept.map_err(BenchError::Timer)?,
                 }
             }
             _ => conn.pump().await?,
