@@ -30,6 +30,7 @@ mod error;
 pub mod histogram;
 pub mod pacer;
 pub mod payload;
+pub mod plot;
 pub mod procstat;
 pub mod publisher;
 pub mod report;
