@@ -128,6 +128,11 @@ pub struct CommonArgs {
     #[arg(long)]
     #[serde(skip)]
     pub json: Option<PathBuf>,
+    /// Write the latency percentile and rate-over-time charts (and, for
+    /// burst, the backlog) as SVG files into this directory.
+    #[arg(long)]
+    #[serde(skip)]
+    pub plots: Option<PathBuf>,
     /// No progress on stderr (by default a bar on a terminal, a line a
     /// second otherwise).
     #[arg(long, short = 'q')]

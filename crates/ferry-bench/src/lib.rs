@@ -62,6 +62,18 @@ pub async fn run(command: BenchCommand) -> Result<Report, BenchError> {
 }
 
 impl BenchCommand {
+    /// Where the SVG charts are to be written, if anywhere.
+    pub fn plots_dir(&self) -> Option<&std::path::Path> {
+        match &self.scenario {
+            Scenario::Pubsub(args) => args.common.plots.as_deref(),
+            Scenario::P2p(args) => args.common.plots.as_deref(),
+            Scenario::Fanout(args) => args.common.plots.as_deref(),
+            Scenario::Fanin(args) => args.common.plots.as_deref(),
+            Scenario::Burst(args) => args.common.plots.as_deref(),
+            Scenario::Conn(_) => None,
+        }
+    }
+
     /// Where the JSON report is to be written, if anywhere.
     pub fn json_path(&self) -> Option<&std::path::Path> {
         match &self.scenario {

@@ -2,6 +2,7 @@
 //! the end.
 
 use crate::histogram::{CdfPoint, LatencySummary};
+use crate::plot::{self, Series};
 use crate::procstat::Sample;
 use crate::timeline::Tick;
 use crate::tracker::Counts;
@@ -280,6 +281,33 @@ impl Usage {
     }
 }
 
+impl Report {
+    /// The run's charts as (file name, SVG): latency percentiles and rates
+    /// over time, and the backlog for `burst`; none for `conn`.
+    pub fn charts(&self) -> Vec<(String, String)> {
+        if self.conn.is_some() {
+            return Vec::new();
+        }
+        let name = self.scenario;
+        let latency = [Series { label: name, data: &self.latency_cdf }];
+        let timeline = [Series { label: name, data: &self.timeline }];
+        let mut charts = vec![
+            (
+                format!("{name}-latency.svg"),
+                plot::latency_cdf(&format!("{name}: latency from {}", self.latency_from), &latency),
+            ),
+            (format!("{name}-rate.svg"), plot::rates(&format!("{name}: rates"), &timeline)),
+        ];
+        if self.burst.is_some() {
+            charts.push((
+                format!("{name}-backlog.svg"),
+                plot::backlog(&format!("{name}: backlog (sent − received)"), &timeline),
+            ));
+        }
+        charts
+    }
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &self.delivery.counts;
@@ -416,6 +444,9 @@ mod tests {
         let shared = Report { per_subscriber: Some(vec![34, 33, 33]), ..report };
         assert!(shared.to_string().contains("min 33  max 34  (34, 33, 33)"), "{shared}");
         assert_eq!(serde_json::to_value(&shared).unwrap()["per_subscriber"][0], 34);
+
+        let names: Vec<String> = shared.charts().into_iter().map(|(name, _)| name).collect();
+        assert_eq!(names, ["pubsub-latency.svg", "pubsub-rate.svg"]);
     }
 
     #[test]
@@ -458,6 +489,7 @@ mod tests {
         assert!(table.contains("2048 bytes/conn"), "{table}");
         assert!(table.contains("first: refused"), "{table}");
         assert!(!table.contains("latency"), "nothing is published: {table}");
+        assert!(report.charts().is_empty(), "no messages, no charts");
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["conn"]["broker_rss_per_connection_bytes"], 2048.0);
         assert_eq!(json["conn"]["failed"], 1);

@@ -103,12 +103,20 @@ fn main() -> anyhow::Result<()> {
 /// Runs a benchmark on all cores, prints its table, and writes its JSON.
 fn bench(command: ferry_bench::BenchCommand) -> anyhow::Result<()> {
     let json = command.json_path().map(PathBuf::from);
+    let plots = command.plots_dir().map(PathBuf::from);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = runtime.block_on(ferry_bench::run(command))?;
     print!("{report}");
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&report)?;
         std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(dir) = plots {
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        for (name, svg) in report.charts() {
+            let path = dir.join(name);
+            std::fs::write(&path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+        }
     }
     Ok(())
 }

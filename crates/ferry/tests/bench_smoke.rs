@@ -108,8 +108,11 @@ fn p2p_open_loop_delivers_everything() {
 #[test]
 fn burst_reports_source_rate_drain_and_backlog() {
     let ferry = Ferry::start("bench-burst");
+    let plots = std::env::temp_dir().join(format!("ferry-bench-plots-{}", std::process::id()));
     let args = [
         "burst",
+        "--plots",
+        plots.to_str().expect("a UTF-8 temp dir"),
         "--burst-length",
         "600",
         "--target-rate",
@@ -131,6 +134,11 @@ fn burst_reports_source_rate_drain_and_backlog() {
         assert!(burst[figure].as_f64().is_some_and(|v| v > 0.0), "{figure}: {report:#}");
     }
     assert!(burst["max_backlog"].as_u64().is_some(), "{report:#}");
+    for chart in ["burst-latency.svg", "burst-rate.svg", "burst-backlog.svg"] {
+        let svg = std::fs::read_to_string(plots.join(chart)).expect("chart written");
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{chart}");
+    }
+    let _ = std::fs::remove_dir_all(&plots);
 }
 
 #[test]
