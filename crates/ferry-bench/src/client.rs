@@ -24,8 +24,14 @@ use tokio::net::{TcpSocket, TcpStream};
 /// this only bounds the read buffer against a misbehaving broker.
 pub const MAX_PACKET_SIZE: u32 = 16 << 20;
 
-/// How much is read per system call at most.
+/// How much is read per system call at most: enough for hundreds of small
+/// packets from a broker streaming to a subscriber.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// How much a connection reads per system call at first. A connection that
+/// fills it doubles it, up to [`READ_CHUNK`]; one that only ever sees a few
+/// acks keeps it small, so thousands of quiet connections cost little.
+const FIRST_READ_CHUNK: usize = 2 * 1024;
 
 /// How long CONNACK and SUBACK may take before the run is declared failed.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -37,6 +43,8 @@ pub struct Conn {
     version: ProtocolVersion,
     client_id: String,
     read: BytesMut,
+    /// Bytes reserved in `read` before each read; see [`FIRST_READ_CHUNK`].
+    read_chunk: usize,
     /// Packets waiting to be written; callers cap how much they queue.
     pub write: BytesMut,
 }
@@ -101,8 +109,9 @@ impl Conn {
             stream,
             version,
             client_id,
-            read: BytesMut::with_capacity(READ_CHUNK),
-            write: BytesMut::with_capacity(READ_CHUNK),
+            read: BytesMut::with_capacity(FIRST_READ_CHUNK),
+            read_chunk: FIRST_READ_CHUNK,
+            write: BytesMut::new(),
         };
         let connect = Connect {
             protocol: version,
@@ -187,8 +196,9 @@ impl Conn {
     /// anything) and reads into the read buffer, whichever the socket allows
     /// first. Returns after one read or one write.
     pub async fn pump(&mut self) -> Result<(), BenchError> {
-        let Conn { stream, read, write, client_id, .. } = self;
-        read.reserve(READ_CHUNK);
+        let Conn { stream, read, write, client_id, read_chunk, .. } = self;
+        read.reserve(*read_chunk);
+        let before = read.len();
         let (mut reader, mut writer) = stream.split();
         // Both futures are cancellation safe: a lost race reads or writes nothing.
         let result = if write.is_empty() {
@@ -199,13 +209,35 @@ impl Conn {
                 got = reader.read_buf(read) => got,
             }
         };
+        if read.len() - before >= *read_chunk {
+            *read_chunk = (*read_chunk * 2).min(READ_CHUNK);
+        }
         match result {
-            Ok(0) => Err(BenchError::Io {
-                client: client_id.clone(),
-                source: std::io::ErrorKind::UnexpectedEof.into(),
-            }),
+            Ok(0) => Err(self.closed()),
             Ok(_) => Ok(()),
             Err(source) => Err(BenchError::Io { client: client_id.clone(), source }),
+        }
+    }
+
+    /// Reads whatever has already arrived, without waiting.
+    pub fn read_arrived(&mut self) -> Result<(), BenchError> {
+        loop {
+            self.read.reserve(self.read_chunk);
+            match self.stream.try_read_buf(&mut self.read) {
+                Ok(0) => return Err(self.closed()),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(source) => {
+                    return Err(BenchError::Io { client: self.client_id.clone(), source })
+                }
+            }
+        }
+    }
+
+    fn closed(&self) -> BenchError {
+        BenchError::Io {
+            client: self.client_id.clone(),
+            source: std::io::ErrorKind::UnexpectedEof.into(),
         }
     }
 
