@@ -11,7 +11,7 @@ use crate::session::{Inflight, Session};
 use crate::will::PendingWill;
 use bytes::BytesMut;
 use ferry_mqtt::{
-    ByteStr, ConnAck, Connect, DecodeError, Packet, Properties, ProtocolVersion, PubAck, Publish, QoS,
+    ByteStr, ConnAck, Connect, DecodeError, Packet, Properties, PropertyValues, ProtocolVersion, PubAck, Publish, QoS,
     ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe,
 };
 use std::collections::HashMap;
@@ -203,10 +203,10 @@ impl Client {
     /// Reason string properties for an error answer, unless the client
     /// asked for none.
     pub(crate) fn problem_properties(&self, explanation: Option<String>) -> Properties {
-        Properties {
+        PropertyValues {
             reason_string: explanation.filter(|_| self.problem_information).map(ByteStr::from),
-            ..Properties::default()
-        }
+            ..PropertyValues::default()
+        }.into()
     }
 
     /// Applies one packet from the client.

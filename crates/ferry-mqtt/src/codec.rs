@@ -239,6 +239,7 @@ pub fn publish_packet_id_offset(encoded: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PropertyValues;
     use crate::{test_support::*, ByteStr, Properties, ReasonCode};
     use bytes::Bytes;
     use ProtocolVersion::*;
@@ -371,7 +372,8 @@ mod tests {
 
     #[test]
     fn publish_packet_id_offset_patches_the_id() {
-        let props = Properties { message_expiry_interval: Some(9), ..Properties::default() };
+        let props =
+            PropertyValues { message_expiry_interval: Some(9), ..PropertyValues::default() }.into();
         for (version, props) in [(V311, Properties::default()), (V5, props)] {
             // Encoded once with a placeholder id 0, patched per subscriber.
             let encoded = encode(&qos1_publish("a/b", props), version);

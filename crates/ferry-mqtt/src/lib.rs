@@ -41,7 +41,7 @@ pub use byte_str::{ByteStr, StrError};
 pub use codec::publish_packet_id_offset;
 pub use error::{DecodeError, EncodeError};
 pub use packet::*;
-pub use properties::{id as property_id, Properties};
+pub use properties::{id as property_id, Properties, PropertyValues};
 pub use qos::QoS;
 pub use reason::ReasonCode;
 pub use version::ProtocolVersion;

@@ -29,6 +29,7 @@ impl Auth {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PropertyValues;
     use crate::{test_support::*, Packet, ProtocolVersion::*};
 
     #[test]
@@ -39,7 +40,9 @@ mod tests {
         });
         assert_wire(&[0xF0, 0], V5, &success);
         assert_decodes(&[0xF0, 2, 0, 0], V5, &success);
-        let props = Properties { authentication_method: Some("S".into()), ..Properties::default() };
+        let props =
+            PropertyValues { authentication_method: Some("S".into()), ..PropertyValues::default() }
+                .into();
         let cont = Packet::Auth(Auth {
             reason_code: ReasonCode::ContinueAuthentication,
             properties: props,

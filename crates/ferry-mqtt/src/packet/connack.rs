@@ -70,6 +70,7 @@ impl ConnAck {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PropertyValues;
     use crate::{test_support::*, Packet};
     use ProtocolVersion::*;
 
@@ -99,7 +100,7 @@ mod tests {
         let busy = connack(false, ReasonCode::ServerBusy, Properties::default());
         assert_eq!(encode(&busy, V311), [0x20, 2, 0, 3]);
         // Properties do not exist in 3.1.1.
-        let props = Properties { receive_maximum: Some(1), ..Properties::default() };
+        let props = PropertyValues { receive_maximum: Some(1), ..PropertyValues::default() }.into();
         assert_eq!(encode(&connack(false, ReasonCode::Success, props), V311), [0x20, 2, 0, 0]);
     }
 
@@ -110,8 +111,12 @@ mod tests {
             V5,
             &connack(false, ReasonCode::Success, Properties::default()),
         );
-        let props =
-            Properties { receive_maximum: Some(10), maximum_qos: Some(1), ..Properties::default() };
+        let props = PropertyValues {
+            receive_maximum: Some(10),
+            maximum_qos: Some(1),
+            ..PropertyValues::default()
+        }
+        .into();
         assert_wire(
             &[0x20, 8, 0, 0, 5, 0x21, 0, 10, 0x24, 1],
             V5,

@@ -199,6 +199,7 @@ impl Connect {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PropertyValues;
     use crate::{test_support::*, Packet, StrError};
     use ProtocolVersion::*;
 
@@ -283,19 +284,19 @@ mod tests {
             protocol: V5,
             clean_start: true,
             keep_alive: 60,
-            properties: Properties {
+            properties: PropertyValues {
                 session_expiry_interval: Some(10),
                 receive_maximum: Some(20),
                 user_properties: vec![("k".into(), "v".into())],
-                ..Properties::default()
-            },
+                ..PropertyValues::default()
+            }.into(),
             client_id: "c1".into(),
             will: Some(Will {
                 topic: "t".into(),
                 payload: Bytes::new(),
                 qos: QoS::ExactlyOnce,
                 retain: true,
-                properties: Properties { will_delay_interval: Some(5), ..Properties::default() },
+                properties: PropertyValues { will_delay_interval: Some(5), ..PropertyValues::default() }.into(),
             }),
             // 5.0 allows a password without a user name.
             username: None,

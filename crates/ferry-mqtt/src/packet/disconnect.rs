@@ -42,6 +42,7 @@ impl Disconnect {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PropertyValues;
     use crate::{test_support::*, Packet};
     use ProtocolVersion::*;
 
@@ -53,7 +54,9 @@ mod tests {
     fn v311_disconnect_is_empty() {
         assert_wire(&[0xE0, 0], V311, &disconnect(ReasonCode::Success, Properties::default()));
         assert_eq!(decode_err(&[0xE0, 1, 0], V311), DecodeError::TrailingBytes(1));
-        let props = Properties { reason_string: Some("bye".into()), ..Properties::default() };
+        let props =
+            PropertyValues { reason_string: Some("bye".into()), ..PropertyValues::default() }
+                .into();
         assert_eq!(encode(&disconnect(ReasonCode::ServerShuttingDown, props), V311), [0xE0, 0]);
     }
 
@@ -65,7 +68,8 @@ mod tests {
         assert_decodes(&[0xE0, 2, 0, 0], V5, &normal);
         let will = disconnect(ReasonCode::DisconnectWithWillMessage, Properties::default());
         assert_wire(&[0xE0, 1, 4], V5, &will);
-        let props = Properties { reason_string: Some("x".into()), ..Properties::default() };
+        let props =
+            PropertyValues { reason_string: Some("x".into()), ..PropertyValues::default() }.into();
         assert_wire(
             &[0xE0, 6, 0x8B, 4, 0x1F, 0, 1, b'x'],
             V5,

@@ -100,6 +100,7 @@ impl Publish {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PropertyValues;
     use crate::{test_support::*, Packet};
     use ProtocolVersion::*;
 
@@ -140,7 +141,7 @@ mod tests {
 
     #[test]
     fn v5_publish_with_topic_alias_and_empty_topic() {
-        let props = Properties { topic_alias: Some(5), ..Properties::default() };
+        let props = PropertyValues { topic_alias: Some(5), ..PropertyValues::default() }.into();
         assert_wire(
             &[0x30, 7, 0, 0, 3, 0x23, 0, 5, b'x'],
             V5,
@@ -156,15 +157,16 @@ mod tests {
             &[21, 0x01, 1, 0x02, 0, 0, 0, 60, 0x08, 0, 1, b'r', 0x0B, 1, 0x0B, 0x80, 0x01, 0x26, 0, 0, 0, 0],
             b"payload",
         ].concat());
-        let props = Properties {
+        let props = PropertyValues {
             payload_format_indicator: Some(1),
             message_expiry_interval: Some(60),
             response_topic: Some("r".into()),
             // Several subscription identifiers, order kept (server to client).
             subscription_identifiers: vec![1, 128],
             user_properties: vec![("".into(), "".into())],
-            ..Properties::default()
-        };
+            ..PropertyValues::default()
+        }
+        .into();
         assert_wire(&wire, V5, &publish(QoS::ExactlyOnce, "t", 0x1234, props, b"payload"));
     }
 

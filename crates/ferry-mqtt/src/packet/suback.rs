@@ -75,6 +75,7 @@ impl SubAck {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PropertyValues;
     use crate::{test_support::*, Packet};
     use ProtocolVersion::*;
 
@@ -102,7 +103,8 @@ mod tests {
     fn v5_suback() {
         let codes = vec![ReasonCode::Success, ReasonCode::GrantedQoS1, ReasonCode::QuotaExceeded];
         assert_wire(&[0x90, 6, 0, 10, 0, 0, 1, 0x97], V5, &suback(Properties::default(), codes));
-        let props = Properties { reason_string: Some("r".into()), ..Properties::default() };
+        let props =
+            PropertyValues { reason_string: Some("r".into()), ..PropertyValues::default() }.into();
         assert_wire(
             &[0x90, 8, 0, 10, 4, 0x1F, 0, 1, b'r', 0xA2],
             V5,

@@ -144,6 +144,7 @@ impl Subscribe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PropertyValues;
     use crate::{test_support::*, Packet};
     use ProtocolVersion::*;
 
@@ -170,7 +171,11 @@ mod tests {
         let wire = [0x82, 11, 0, 10, 2, 0x0B, 5, 0, 3, b'a', b'/', b'+', 0x2D];
         let expected = Packet::Subscribe(Subscribe {
             packet_id: 10,
-            properties: Properties { subscription_identifiers: vec![5], ..Properties::default() },
+            properties: PropertyValues {
+                subscription_identifiers: vec![5],
+                ..PropertyValues::default()
+            }
+            .into(),
             filters: vec![(
                 "a/+".into(),
                 SubscriptionOptions {
