@@ -7,11 +7,34 @@ use ferry_mqtt::{ProtocolVersion, QoS};
 use serde::Serialize;
 use std::path::PathBuf;
 
-/// `ferry bench <scenario> [options]`.
+/// `ferry bench <scenario> [options]`, or `ferry bench compare --suite FILE`.
 #[derive(Debug, Clone, Args, Serialize)]
 pub struct BenchCommand {
     #[command(subcommand)]
-    pub scenario: Scenario,
+    pub action: Action,
+}
+
+/// What `ferry bench` does: one scenario against one broker, or a suite of
+/// scenarios against several brokers. Two types rather than a `compare`
+/// scenario, so that a single run ([`crate::run`]) and a run inside a
+/// suite can never be a suite.
+#[derive(Debug, Clone, Subcommand, Serialize)]
+#[serde(untagged)]
+pub enum Action {
+    #[command(flatten)]
+    Scenario(Scenario),
+    /// A suite of scenarios against several brokers, one after the other,
+    /// written up as a Markdown report with SVG charts.
+    ///
+    /// The suite (a TOML file; bench/suite.toml is an example) says how to
+    /// start each broker and which runs to make. Each broker is started
+    /// afresh for each run, awaited until it accepts connections, loaded
+    /// with its pid for CPU and memory, and stopped. The report has a table
+    /// per run: a column per broker, and the first broker against the best
+    /// of the others.
+    ///
+    /// Example: ulimit -n 20000; ferry bench compare --suite bench/suite.toml --only "pubsub QoS 0"
+    Compare(crate::compare::CompareArgs),
 }
 
 /// The load shapes `ferry bench` can generate.

@@ -2,6 +2,7 @@
 
 use ferry_mqtt::{DecodeError, EncodeError, PacketType, ReasonCode};
 use std::io;
+use std::path::PathBuf;
 use thiserror::Error;
 
 /// A failed run. Loss, duplicates and slowness are results, not errors: an
@@ -44,4 +45,36 @@ pub enum BenchError {
     /// An open-loop publisher's timer (a timerfd) failed.
     #[error("publisher timer: {0}")]
     Timer(io::Error),
+    /// `compare`: the suite file cannot be read.
+    #[error("{path}: cannot read: {source}")]
+    SuiteRead { path: PathBuf, source: io::Error },
+    /// `compare`: the suite file is not a valid suite.
+    #[error("{path}:{line}: {key}: {message}")]
+    Suite { path: PathBuf, line: usize, key: String, message: String },
+    /// `compare`: a broker did not start, or died during a run.
+    #[error("broker {broker}: {message}{}", log_section(.log_tail))]
+    Broker { broker: String, message: String, log_tail: String },
+    /// `compare`: something already listens on a broker's port, so the
+    /// bench would load that instead.
+    #[error("broker {broker}: port {port} on 127.0.0.1 is already in use: {source}")]
+    PortInUse { broker: String, port: u16, source: io::Error },
+    /// `compare`: the running executable, which `{ferry}` stands for, cannot be found.
+    #[error("cannot locate the running executable for {{ferry}}: {0}")]
+    CurrentExe(io::Error),
+    /// `compare`: the document, a chart or the JSON cannot be written.
+    #[error("cannot write {path}: {source}")]
+    Output { path: PathBuf, source: io::Error },
+    /// `compare`: the suite ran to the end, but some runs failed against
+    /// some brokers; the document shows which and why.
+    #[error("{failed} of {total} runs against a broker failed; {output} shows why")]
+    RunsFailed { failed: usize, total: usize, output: PathBuf },
+}
+
+/// The end of a broker's log, set apart under the error it explains.
+fn log_section(tail: &str) -> String {
+    if tail.trim().is_empty() {
+        String::new()
+    } else {
+        format!("\n--- last lines of its log ---\n{tail}")
+    }
 }

@@ -26,6 +26,7 @@
 pub mod args;
 pub mod client;
 pub mod clock;
+pub mod compare;
 mod error;
 pub mod histogram;
 pub mod pacer;
@@ -40,8 +41,8 @@ pub mod timeline;
 pub mod tracker;
 
 pub use args::{
-    BenchCommand, BurstArgs, CommonArgs, ConnArgs, FaninArgs, FanoutArgs, MqttVersion, P2pArgs,
-    PubsubArgs, Scenario,
+    Action, BenchCommand, BurstArgs, CommonArgs, ConnArgs, FaninArgs, FanoutArgs, MqttVersion,
+    P2pArgs, PubsubArgs, Scenario,
 };
 pub use error::BenchError;
 pub use report::Report;
@@ -49,9 +50,9 @@ pub use report::Report;
 /// Runs one scenario against the broker named in its options. Needs a Tokio
 /// runtime with the time and I/O drivers; a multi-threaded one lets the
 /// load spread over the cores.
-pub async fn run(command: BenchCommand) -> Result<Report, BenchError> {
+pub async fn run(scenario: Scenario) -> Result<Report, BenchError> {
     clock::base();
-    match command.scenario {
+    match scenario {
         Scenario::Pubsub(args) => scenario::pubsub::run(args).await,
         Scenario::P2p(args) => scenario::p2p::run(args).await,
         Scenario::Fanout(args) => scenario::fanout::run(args).await,
@@ -61,10 +62,10 @@ pub async fn run(command: BenchCommand) -> Result<Report, BenchError> {
     }
 }
 
-impl BenchCommand {
+impl Scenario {
     /// Where the SVG charts are to be written, if anywhere.
     pub fn plots_dir(&self) -> Option<&std::path::Path> {
-        match &self.scenario {
+        match self {
             Scenario::Pubsub(args) => args.common.plots.as_deref(),
             Scenario::P2p(args) => args.common.plots.as_deref(),
             Scenario::Fanout(args) => args.common.plots.as_deref(),
@@ -76,7 +77,7 @@ impl BenchCommand {
 
     /// Where the JSON report is to be written, if anywhere.
     pub fn json_path(&self) -> Option<&std::path::Path> {
-        match &self.scenario {
+        match self {
             Scenario::Pubsub(args) => args.common.json.as_deref(),
             Scenario::P2p(args) => args.common.json.as_deref(),
             Scenario::Fanout(args) => args.common.json.as_deref(),

@@ -100,12 +100,20 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Runs a benchmark on all cores, prints its table, and writes its JSON.
+/// Runs a benchmark on all cores: one scenario, whose table is printed and
+/// whose JSON and charts are written where asked, or a comparison suite,
+/// which writes its own report.
 fn bench(command: ferry_bench::BenchCommand) -> anyhow::Result<()> {
-    let json = command.json_path().map(PathBuf::from);
-    let plots = command.plots_dir().map(PathBuf::from);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let report = runtime.block_on(ferry_bench::run(command))?;
+    let scenario = match command.action {
+        ferry_bench::Action::Scenario(scenario) => scenario,
+        ferry_bench::Action::Compare(args) => {
+            return Ok(runtime.block_on(ferry_bench::compare::run(args))?);
+        }
+    };
+    let json = scenario.json_path().map(PathBuf::from);
+    let plots = scenario.plots_dir().map(PathBuf::from);
+    let report = runtime.block_on(ferry_bench::run(scenario))?;
     print!("{report}");
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&report)?;
