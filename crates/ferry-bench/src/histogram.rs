@@ -2,6 +2,7 @@
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Latencies in nanoseconds with 3 significant digits: 0.1% resolution at
 /// every scale, from microseconds on loopback to the seconds a saturated
@@ -123,6 +124,79 @@ impl Latency {
     }
 }
 
+/// Latencies recorded per [`LatencyRecorder`] before they are added to the
+/// shared histogram under its lock: one lock per this many messages.
+const RECORDER_BUFFER: usize = 256;
+
+/// The latency histogram of a run, shared by all its subscribers.
+///
+/// Why shared: an HDR histogram that covers 1 ns to 100 ms is ~140 KB, and
+/// one per subscriber meant a thousand subscribers allocating and zeroing
+/// 140 MB within the first milliseconds of a run — a stall of the load
+/// generator that showed up as 100 ms of latency in every broker's tail.
+#[derive(Debug, Default)]
+pub struct SharedLatency(Mutex<Latency>);
+
+impl SharedLatency {
+    /// An empty histogram to share.
+    pub fn new() -> Arc<SharedLatency> {
+        Arc::new(SharedLatency::default())
+    }
+
+    /// A recorder that adds to this histogram.
+    pub fn recorder(self: &Arc<SharedLatency>) -> LatencyRecorder {
+        LatencyRecorder { shared: Arc::clone(self), buffer: Vec::with_capacity(RECORDER_BUFFER) }
+    }
+
+    /// What has been recorded and flushed so far.
+    pub fn snapshot(&self) -> Latency {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Latency> {
+        // A recorder that panicked mid-add leaves at worst a few counts
+        // missing, never a broken histogram: keep using it.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One subscriber's way into a [`SharedLatency`]: buffers latencies and
+/// adds them in batches, and whatever is left when it is dropped.
+#[derive(Debug)]
+pub struct LatencyRecorder {
+    shared: Arc<SharedLatency>,
+    buffer: Vec<u64>,
+}
+
+impl LatencyRecorder {
+    /// Records one latency.
+    pub fn record_ns(&mut self, ns: u64) {
+        self.buffer.push(ns);
+        if self.buffer.len() == RECORDER_BUFFER {
+            self.flush();
+        }
+    }
+
+    /// Adds the buffered latencies to the shared histogram.
+    pub fn flush(&mut self) {
+        if self.buffer.is_empty() {
+            return;
+        }
+        let mut histogram = self.shared.lock();
+        for &ns in &self.buffer {
+            histogram.record_ns(ns);
+        }
+        drop(histogram);
+        self.buffer.clear();
+    }
+}
+
+impl Drop for LatencyRecorder {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +260,23 @@ mod tests {
         assert!(cdf.windows(2).all(|w| w[0].latency_us <= w[1].latency_us));
         let p90 = cdf.iter().find(|p| (p.percentile - 90.0).abs() < 1e-9).unwrap();
         assert!(close(p90.latency_us, 900.0), "{p90:?}");
+    }
+
+    #[test]
+    fn recorders_add_everything_to_the_shared_histogram() {
+        let shared = SharedLatency::new();
+        let mut a = shared.recorder();
+        let mut b = shared.recorder();
+        for i in 0..(RECORDER_BUFFER as u64 + 10) {
+            a.record_ns(1_000 + i);
+        }
+        b.record_ns(7_000_000);
+        assert_eq!(shared.snapshot().len(), RECORDER_BUFFER as u64, "one full batch so far");
+        drop(a);
+        b.flush();
+        let s = shared.snapshot().summary();
+        assert_eq!(s.count, RECORDER_BUFFER as u64 + 11);
+        assert!(close(s.max_us, 7_000.0), "{s:?}");
     }
 
     #[test]

@@ -13,24 +13,73 @@ use ferry_mqtt::{
     ReasonCode,
 };
 use std::sync::Arc;
+use tokio::sync::{watch, Barrier};
 
 /// How many bytes of packets may wait in the write buffer. Large enough for
 /// hundreds of small PUBLISH packets per `write`, small enough that a slow
 /// broker pushes back through TCP instead of through our memory.
 pub const WRITE_BUFFER_CAP: usize = 64 * 1024;
 
-/// When messages are sent.
+/// When messages are sent, relative to the start the [`Gate`] gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Schedule {
     /// Each message as soon as the in-flight window and the socket allow,
-    /// from `start_ns` on (a ramp-up staggers the publishers' starts); its
-    /// timestamp is the moment it is queued.
-    ClosedLoop { start_ns: u64 },
-    /// Message `k` is due at `first_ns + k * interval_ns` on the process
-    /// clock and carries that due time, even when sent late, so a stall
-    /// shows in the latency of every message it delayed (no coordinated
-    /// omission).
-    OpenLoop { first_ns: u64, interval_ns: u64 },
+    /// from `offset_ns` after the start on (a ramp-up staggers the
+    /// publishers); its timestamp is the moment it is queued.
+    ClosedLoop { offset_ns: u64 },
+    /// Message `k` is due at `start + offset_ns + k * interval_ns` on the
+    /// process clock and carries that due time, even when sent late, so a
+    /// stall shows in the latency of every message it delayed (no
+    /// coordinated omission).
+    OpenLoop { offset_ns: u64, interval_ns: u64 },
+}
+
+/// Holds the publishers of a run back until every one is set up (timer,
+/// template, buffers), then tells them all when the schedule starts.
+/// Setting up a thousand publishers takes longer than the first gaps of an
+/// open-loop schedule, and a publisher that began late would charge its
+/// own setup to the broker as latency.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    ready: Arc<Barrier>,
+    start: watch::Receiver<u64>,
+}
+
+/// The scenario's side of a [`Gate`].
+#[derive(Debug)]
+pub struct GateKeeper {
+    ready: Arc<Barrier>,
+    start: watch::Sender<u64>,
+}
+
+/// A gate for `publishers` publishers.
+pub fn gate(publishers: usize) -> (GateKeeper, Gate) {
+    let ready = Arc::new(Barrier::new(publishers + 1));
+    let (start, receiver) = watch::channel(0);
+    (GateKeeper { ready: Arc::clone(&ready), start }, Gate { ready, start: receiver })
+}
+
+impl GateKeeper {
+    /// Waits until every publisher is ready and starts them `margin_ns`
+    /// from now (time for them all to wake); returns the start.
+    pub async fn open(&self, margin_ns: u64) -> u64 {
+        self.ready.wait().await;
+        let start = clock::now_ns().max(1) + margin_ns;
+        // Publishers that failed have stopped listening; the rest start.
+        let _ = self.start.send(start);
+        start
+    }
+}
+
+impl Gate {
+    /// Reports ready and waits for the start.
+    async fn pass(mut self) -> Result<u64, BenchError> {
+        self.ready.wait().await;
+        let start = self.start.wait_for(|&start| start != 0).await.map_err(|_| {
+            BenchError::Task("the run was abandoned before publishing started".into())
+        })?;
+        Ok(*start)
+    }
 }
 
 /// What one publisher is to do.
@@ -48,6 +97,8 @@ pub struct Plan {
     pub schedule: Schedule,
     /// Where the messages written are counted for the live view.
     pub progress: Arc<Progress>,
+    /// Where the publisher waits for the others and the start.
+    pub gate: Gate,
 }
 
 /// What one publisher did.
@@ -87,19 +138,29 @@ pub async fn run(
         QoS::AtMostOnce => u32::MAX,
         _ => u32::from(plan.inflight.min(receive_maximum.unwrap_or(u16::MAX)).max(1)),
     };
-    let template = Template::new(conn.version(), plan)?;
-    let mut ids = vec![IdState::Free; 1 << 16];
+    // Set up first, and report ready even if that failed, so that the
+    // others are not held at the gate by a publisher that is gone.
+    let setup = Template::new(conn.version(), plan).and_then(|template| {
+        let pacer = match plan.schedule {
+            Schedule::OpenLoop { .. } => Some(Pacer::new().map_err(BenchError::Timer)?),
+            Schedule::ClosedLoop { .. } => None,
+        };
+        Ok((template, pacer))
+    });
+    // At most `window` ids are taken at once; cycling through twice as
+    // many finds a free one within a few steps.
+    let id_space = if plan.qos == QoS::AtMostOnce { 0 } else { (window * 2).min(0xFFFF) as u16 };
+    let mut ids = vec![IdState::Free; usize::from(id_space) + 1];
+    let start_ns = plan.gate.clone().pass().await?;
+    let (template, mut pacer) = setup?;
     let mut next_id: u16 = 0;
     let mut inflight: u32 = 0;
     let mut sent: u32 = 0;
     let (mut last_queued_ns, mut last_stamp_ns) = (0, 0);
-    let mut pacer = match plan.schedule {
-        Schedule::OpenLoop { .. } => Some(Pacer::new().map_err(BenchError::Timer)?),
-        Schedule::ClosedLoop { .. } => None,
-    };
-    if let Schedule::ClosedLoop { start_ns } = plan.schedule {
-        if start_ns > clock::now_ns() {
-            tokio::time::sleep_until(clock::instant_of(start_ns).into()).await;
+    if let Schedule::ClosedLoop { offset_ns } = plan.schedule {
+        let begin = start_ns + offset_ns;
+        if begin > clock::now_ns() {
+            tokio::time::sleep_until(clock::instant_of(begin).into()).await;
         }
     }
 
@@ -113,17 +174,13 @@ pub async fn run(
                     } else {
                         IdState::Released
                     };
-                    check_ack(conn, &packet, ack, ids[usize::from(ack.packet_id)] == expected)?;
+                    check_ack(conn, &packet, ack, state(&ids, ack.packet_id) == Some(expected))?;
                     ids[usize::from(ack.packet_id)] = IdState::Free;
                     inflight -= 1;
                 }
                 (Packet::PubRec(ack), QoS::ExactlyOnce) => {
-                    check_ack(
-                        conn,
-                        &packet,
-                        ack,
-                        ids[usize::from(ack.packet_id)] == IdState::Published,
-                    )?;
+                    let published = state(&ids, ack.packet_id) == Some(IdState::Published);
+                    check_ack(conn, &packet, ack, published)?;
                     ids[usize::from(ack.packet_id)] = IdState::Released;
                     conn.queue(&Packet::PubRel(PubAck::new(ack.packet_id, ReasonCode::Success)))?;
                 }
@@ -152,8 +209,8 @@ pub async fn run(
         {
             let sent_ns = match plan.schedule {
                 Schedule::ClosedLoop { .. } => clock::now_ns(),
-                Schedule::OpenLoop { first_ns, interval_ns } => {
-                    let due = first_ns + u64::from(sent) * interval_ns;
+                Schedule::OpenLoop { offset_ns, interval_ns } => {
+                    let due = start_ns + offset_ns + u64::from(sent) * interval_ns;
                     if due > clock::now_ns() {
                         next_due = Some(due);
                         break;
@@ -164,9 +221,8 @@ pub async fn run(
             let packet_id = if plan.qos == QoS::AtMostOnce {
                 0
             } else {
-                // At most `window` < 65536 ids are taken, so a free one is near.
                 loop {
-                    next_id = next_id.wrapping_add(1).max(1);
+                    next_id = if next_id >= id_space { 1 } else { next_id + 1 };
                     if ids[usize::from(next_id)] == IdState::Free {
                         break;
                     }
@@ -205,6 +261,12 @@ pub async fn run(
             _ => conn.pump().await?,
         }
     }
+}
+
+/// Where packet identifier `id` stands; `None` if it is outside the ids
+/// this publisher uses.
+fn state(ids: &[IdState], id: u16) -> Option<IdState> {
+    ids.get(usize::from(id)).copied()
 }
 
 fn check_ack(conn: &Conn, packet: &Packet, ack: &PubAck, expected: bool) -> Result<(), BenchError> {
@@ -273,8 +335,9 @@ mod tests {
                     payload_size: 20,
                     count: 1,
                     inflight: 1,
-                    schedule: Schedule::ClosedLoop { start_ns: 0 },
+                    schedule: Schedule::ClosedLoop { offset_ns: 0 },
                     progress: Progress::new(),
+                    gate: gate(1).1,
                 };
                 let template = Template::new(version, &plan).unwrap();
                 let header = Header { publisher: 3, seq: 9, sent_ns: 12345 };

@@ -3,7 +3,7 @@
 //! latency histogram.
 
 use crate::client::Conn;
-use crate::histogram::Latency;
+use crate::histogram::SharedLatency;
 use crate::payload::Header;
 use crate::timeline::Progress;
 use crate::tracker::{Arrival, Tracker};
@@ -19,8 +19,6 @@ use tokio::time::Instant;
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub tracker: Tracker,
-    /// Latency of each first arrival (duplicates are not timed twice).
-    pub latency: Latency,
     /// When the last message arrived, ns on the process clock; 0 if none did.
     pub last_receive_ns: u64,
 }
@@ -54,6 +52,9 @@ pub struct Listen {
     pub drain_timeout: Duration,
     /// Where first arrivals are counted for the live view.
     pub progress: Arc<Progress>,
+    /// Where the latency of each first arrival is recorded (duplicates are
+    /// not timed twice).
+    pub latency: Arc<SharedLatency>,
     /// The `$share` group this subscriber is a member of: `expected` is
     /// then what the whole group is to receive, and the member stops once
     /// the group has it.
@@ -71,7 +72,7 @@ pub async fn run(
     listen: Listen,
 ) -> Result<Outcome, BenchError> {
     let group = listen.group.as_deref();
-    let mut latency = Latency::new();
+    let mut latency = listen.latency.recorder();
     let mut last_receive_ns = 0;
     let mut target: Option<u64> = None;
     let mut last_progress = Instant::now();
@@ -121,7 +122,7 @@ pub async fn run(
                 g.complete.notify_waiters();
             }
             conn.flush().await?;
-            return Ok(Outcome { tracker, latency, last_receive_ns });
+            return Ok(Outcome { tracker, last_receive_ns });
         }
         let deadline = last_progress + listen.drain_timeout;
         tokio::select! {
@@ -137,7 +138,7 @@ pub async fn run(
             () = completion(completed) => {}
             () = tokio::time::sleep_until(deadline), if target.is_some() => {
                 conn.flush().await?;
-                return Ok(Outcome { tracker, latency, last_receive_ns });
+                return Ok(Outcome { tracker, last_receive_ns });
             }
         }
     }

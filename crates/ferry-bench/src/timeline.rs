@@ -59,7 +59,7 @@ impl Progress {
 /// Cumulative counts at one moment of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Tick {
-    /// Seconds since the ticker started.
+    /// Seconds since publishing started.
     pub seconds: f64,
     /// Messages sent so far.
     pub sent: u64,
@@ -96,12 +96,18 @@ pub struct Ticker {
 }
 
 impl Ticker {
-    /// Starts sampling. `expected` is the number of arrivals that completes
-    /// the run, for the bar's percentage, when known in advance.
-    pub fn start(progress: Arc<Progress>, expected: Option<u64>, display: Display) -> Ticker {
+    /// Starts sampling; tick times count from `origin_ns` on the process
+    /// clock (the start of publishing). `expected` is the number of arrivals
+    /// that completes the run, for the bar's percentage, when known.
+    pub fn start(
+        progress: Arc<Progress>,
+        origin_ns: u64,
+        expected: Option<u64>,
+        display: Display,
+    ) -> Ticker {
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
-            let start_ns = clock::now_ns();
+            let start_ns = origin_ns;
             let mut timeline = Timeline::default();
             let mut interval = tokio::time::interval(TICK);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -297,7 +303,7 @@ mod tests {
     #[tokio::test]
     async fn ticker_samples_until_finished() {
         let progress = Progress::new();
-        let ticker = Ticker::start(progress.clone(), Some(10), Display::Off);
+        let ticker = Ticker::start(progress.clone(), clock::now_ns(), Some(10), Display::Off);
         progress.add_sent(10);
         progress.add_received(7);
         let ticks = ticker.finish().await;

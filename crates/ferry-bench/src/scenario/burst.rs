@@ -13,7 +13,7 @@
 
 use super::{
     connect_all, join_publishers, join_subscribers, positive_rate, spawn_open_loop, split,
-    sum_outcomes, Measured, Run, Subscriber, OPEN_LOOP_MARGIN_NS,
+    sum_outcomes, Measured, Run, Subscriber,
 };
 use crate::args::BurstArgs;
 use crate::client::Conn;
@@ -42,16 +42,14 @@ pub async fn run(args: BurstArgs) -> Result<Report, BenchError> {
     let connect_seconds = super::seconds_since(connect_start);
 
     let subscriber = Subscriber::spawn(sub, Tracker::new(&counts), run.listen(0, None));
-    run.start_publishing(Some(args.burst_length));
-    let first = clock::now_ns() + OPEN_LOOP_MARGIN_NS;
-    let handles =
-        spawn_open_loop(&run, first, args.target_rate, publishers, &counts, common, |i| {
-            format!("bench/burst/{i}")
-        });
-    let published = join_publishers(handles, first).await?;
+    let publishers = spawn_open_loop(&run, args.target_rate, publishers, &counts, common, |i| {
+        format!("bench/burst/{i}")
+    });
+    let first = run.start_publishing(&publishers, Some(args.burst_length)).await;
+    let published = join_publishers(publishers, first).await?;
     let (sent, total_sent) = (&published.sent, published.total());
     let outcomes = join_subscribers(vec![subscriber], |_| total_sent).await?;
-    let (counts, latency, last_receive) = sum_outcomes(&outcomes, |_| sent, first);
+    let (counts, last_receive) = sum_outcomes(&outcomes, |_| sent, first);
 
     let measured = Measured {
         connections: Connections::new(u64::from(args.publishers) + 1, connect_seconds),
@@ -62,18 +60,15 @@ pub async fn run(args: BurstArgs) -> Result<Report, BenchError> {
         sent: total_sent,
         counts,
         expected: total_sent,
-        latency,
         latency_from: "intended send time",
     };
     let mut report = run.report("burst", &args, measured).await?;
-    // The timeline starts with the live view, a margin before the first due message.
-    let burst_end_seconds =
-        seconds(published.last_queued_ns.saturating_sub(first)) + seconds(OPEN_LOOP_MARGIN_NS);
+    let burst_end_seconds = seconds(published.last_queued_ns.saturating_sub(first));
     report.burst = Some(BurstFigures::new(
         args.target_rate,
         total_sent,
         counts.received,
-        seconds(published.last_queued_ns.saturating_sub(first)),
+        burst_end_seconds,
         seconds(last_receive.saturating_sub(first)),
         seconds(last_receive.saturating_sub(published.last_stamp_ns)),
         backlog_at(&report.timeline, burst_end_seconds),

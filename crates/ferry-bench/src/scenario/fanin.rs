@@ -12,7 +12,6 @@ use super::{
     split, Measured, Run, Subscriber,
 };
 use crate::args::FaninArgs;
-use crate::histogram::Latency;
 use crate::report::{Connections, Report};
 use crate::subscriber::Group;
 use crate::tracker::Tracker;
@@ -47,19 +46,17 @@ pub async fn run(args: FaninArgs) -> Result<Report, BenchError> {
         })
         .collect();
 
-    let start = run.start_publishing(Some(args.messages));
-    let handles =
-        spawn_closed_loop(&run, start, publishers, &counts, common, |i| format!("bench/fanin/{i}"));
-    let published = join_publishers(handles, start).await?;
+    let publishers =
+        spawn_closed_loop(&run, publishers, &counts, common, |i| format!("bench/fanin/{i}"));
+    let start = run.start_publishing(&publishers, Some(args.messages)).await;
+    let published = join_publishers(publishers, start).await?;
     let (sent, total_sent) = (&published.sent, published.total());
     let outcomes = join_subscribers(subscribers, |_| total_sent).await?;
 
     let mut union = Tracker::new(&counts);
-    let mut latency = Latency::new();
     let mut last_receive = start;
     for outcome in &outcomes {
         union.merge(&outcome.tracker);
-        latency.merge(&outcome.latency);
         last_receive = last_receive.max(outcome.last_receive_ns);
     }
     let measured = Measured {
@@ -74,7 +71,6 @@ pub async fn run(args: FaninArgs) -> Result<Report, BenchError> {
         sent: total_sent,
         counts: union.counts(sent),
         expected: total_sent,
-        latency,
         latency_from: "send time",
     };
     let mut report = run.report("fanin", &args, measured).await?;

@@ -36,12 +36,13 @@ pub async fn run(args: FanoutArgs) -> Result<Report, BenchError> {
         .map(|sub| Subscriber::spawn(sub, Tracker::new(&counts), run.listen(0, None)))
         .collect();
 
-    let start = run.start_publishing(Some(args.messages * u64::from(args.subscribers)));
-    let handles = spawn_closed_loop(&run, start, publishers, &counts, common, |_| TOPIC.to_owned());
-    let published = join_publishers(handles, start).await?;
+    let publishers = spawn_closed_loop(&run, publishers, &counts, common, |_| TOPIC.to_owned());
+    let start =
+        run.start_publishing(&publishers, Some(args.messages * u64::from(args.subscribers))).await;
+    let published = join_publishers(publishers, start).await?;
     let (sent, total_sent) = (&published.sent, published.total());
     let outcomes = join_subscribers(subscribers, |_| total_sent).await?;
-    let (mut counts, latency, last_receive) = sum_outcomes(&outcomes, |_| sent, start);
+    let (mut counts, last_receive) = sum_outcomes(&outcomes, |_| sent, start);
     // Summed over subscribers, `sent` would count each message once per
     // subscriber; it stays what was published, and the expected deliveries
     // are sent × subscribers.
@@ -59,7 +60,6 @@ pub async fn run(args: FanoutArgs) -> Result<Report, BenchError> {
         sent: total_sent,
         counts,
         expected: total_sent * u64::from(args.subscribers),
-        latency,
         latency_from: "send time",
     };
     run.report("fanout", &args, measured).await

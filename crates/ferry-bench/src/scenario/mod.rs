@@ -10,9 +10,9 @@ pub mod pubsub;
 
 use crate::args::CommonArgs;
 use crate::client::Conn;
-use crate::histogram::Latency;
+use crate::histogram::SharedLatency;
 use crate::procstat::{Sample, Target};
-use crate::publisher::{self, Plan, Schedule};
+use crate::publisher::{self, Gate, GateKeeper, Plan, Schedule};
 use crate::report::{Connections, Delivery, Report, Throughput, Usage};
 use crate::subscriber::{self, Group, Listen};
 use crate::timeline::{Display, Progress, Ticker};
@@ -35,6 +35,8 @@ pub struct Run {
     pub version: ProtocolVersion,
     /// Counters every publisher and subscriber of the run adds to.
     pub progress: Arc<Progress>,
+    /// The histogram every subscriber of the run records latency into.
+    latency: Arc<SharedLatency>,
     drain_timeout: Duration,
     ramp_up_ns: u64,
     sampler: Sampler,
@@ -57,7 +59,6 @@ pub struct Measured {
     pub counts: Counts,
     /// Distinct arrivals a perfect broker would produce.
     pub expected: u64,
-    pub latency: Latency,
     /// See [`Report::latency_from`].
     pub latency_from: &'static str,
 }
@@ -70,6 +71,7 @@ impl Run {
             broker: resolve(&common.broker).await?,
             version: common.mqtt_version.into(),
             progress: Progress::new(),
+            latency: SharedLatency::new(),
             drain_timeout: Duration::from_secs_f64(common.drain_timeout),
             ramp_up_ns: (common.ramp_up * 1e9) as u64,
             sampler: Sampler::start(common.broker_pid)?,
@@ -78,17 +80,25 @@ impl Run {
         })
     }
 
-    /// Starts the live view and the timeline, and returns the time
-    /// publishing starts. `expected` is the number of arrivals that
-    /// completes the run, when known in advance.
-    pub fn start_publishing(&mut self, expected: Option<u64>) -> u64 {
-        self.ticker = Some(Ticker::start(Arc::clone(&self.progress), expected, self.display));
-        clock::now_ns()
+    /// Waits until the publishers are set up, starts the live view and
+    /// the timeline, and lets the publishers go; returns the start of the
+    /// schedule. `expected` is the number of arrivals that completes the
+    /// run, when known in advance.
+    pub async fn start_publishing(
+        &mut self,
+        publishers: &Publishers,
+        expected: Option<u64>,
+    ) -> u64 {
+        let start = publishers.keeper.open(publishers.margin_ns).await;
+        let ticker = Ticker::start(Arc::clone(&self.progress), start, expected, self.display);
+        self.ticker = Some(ticker);
+        start
     }
 
-    /// When publisher `i` of `n` starts: spread evenly over the ramp-up.
-    pub fn start_of(&self, start_ns: u64, i: usize, n: usize) -> u64 {
-        start_ns + (u128::from(self.ramp_up_ns) * i as u128 / n.max(1) as u128) as u64
+    /// How long after the start publisher `i` of `n` begins: spread evenly
+    /// over the ramp-up.
+    pub fn ramp_offset(&self, i: usize, n: usize) -> u64 {
+        (u128::from(self.ramp_up_ns) * i as u128 / n.max(1) as u128) as u64
     }
 
     /// How a subscriber of this run listens.
@@ -97,6 +107,7 @@ impl Run {
             publisher_base,
             drain_timeout: self.drain_timeout,
             progress: Arc::clone(&self.progress),
+            latency: Arc::clone(&self.latency),
             group,
         }
     }
@@ -113,6 +124,8 @@ impl Run {
             None => Vec::new(),
         };
         let m = measured;
+        // Every subscriber has finished, and flushed its recorder.
+        let latency = self.latency.snapshot();
         let (broker, bench) = self.sampler.finish(m.counts.received)?;
         let window = |end_ns| seconds_between(m.publish_start_ns, end_ns);
         Ok(Report {
@@ -122,9 +135,9 @@ impl Run {
             publish: Throughput::new(m.sent, m.payload_size, window(m.publish_end_ns)),
             receive: Throughput::new(m.counts.received, m.payload_size, window(m.last_receive_ns)),
             delivery: Delivery::new(m.counts, m.expected),
-            latency: m.latency.summary(),
+            latency: latency.summary(),
             latency_from: m.latency_from,
-            latency_cdf: m.latency.cdf(),
+            latency_cdf: latency.cdf(),
             timeline,
             broker,
             bench,
@@ -175,22 +188,20 @@ pub async fn join_subscribers(
 }
 
 /// Sums subscribers' outcomes: counts (subscriber `i` judged against
-/// `sent_to(i)`, what the publishers it hears sent), merged latency, and
-/// the last arrival (not before `start_ns`).
+/// `sent_to(i)`, what the publishers it hears sent) and the last arrival
+/// (not before `start_ns`).
 pub fn sum_outcomes<'a>(
     outcomes: &[subscriber::Outcome],
     sent_to: impl Fn(usize) -> &'a [u32],
     start_ns: u64,
-) -> (Counts, Latency, u64) {
+) -> (Counts, u64) {
     let mut counts = Counts::default();
-    let mut latency = Latency::new();
     let mut last_receive = start_ns;
     for (i, outcome) in outcomes.iter().enumerate() {
         counts += outcome.tracker.counts(sent_to(i));
-        latency.merge(&outcome.latency);
         last_receive = last_receive.max(outcome.last_receive_ns);
     }
-    (counts, latency, last_receive)
+    (counts, last_receive)
 }
 
 /// The address of `mqtt://host:port`.
@@ -276,61 +287,71 @@ pub async fn subscribe_all(
     Ok(subscribed)
 }
 
-/// Starts one closed-loop publisher per connection from `start_ns` (spread
-/// over the ramp-up): publisher `i` sends `counts[i]` messages on
-/// `topic(i)` with the common options, then disconnects.
+/// Starts one closed-loop publisher per connection, held at a gate until
+/// [`Run::start_publishing`]: publisher `i` sends `counts[i]` messages on
+/// `topic(i)` with the common options (beginning at its ramp-up offset),
+/// then disconnects.
 pub fn spawn_closed_loop(
     run: &Run,
-    start_ns: u64,
     publishers: Vec<(Conn, ConnAck)>,
     counts: &[u32],
     common: &CommonArgs,
     topic: impl Fn(usize) -> String,
-) -> Vec<JoinHandle<Result<publisher::Outcome, BenchError>>> {
+) -> Publishers {
     let n = publishers.len();
-    publishers
+    let (keeper, gate) = publisher::gate(n);
+    let tasks = publishers
         .into_iter()
         .zip(counts)
         .enumerate()
         .map(|(i, (conn, &count))| {
-            let schedule = Schedule::ClosedLoop { start_ns: run.start_of(start_ns, i, n) };
-            spawn_publisher(conn, plan(run, common, i, topic(i), count, schedule))
+            let schedule = Schedule::ClosedLoop { offset_ns: run.ramp_offset(i, n) };
+            spawn_publisher(conn, plan(run, common, i, topic(i), count, schedule, gate.clone()))
         })
-        .collect()
+        .collect();
+    Publishers { tasks, keeper, margin_ns: 0 }
 }
 
-/// Time between connecting the last client and the first due message of an
-/// open-loop run, so every task is running when the schedule starts.
-pub const OPEN_LOOP_MARGIN_NS: u64 = 20_000_000;
+/// Time between opening the gate and the first due message of an
+/// open-loop run, for a thousand waiting publishers to wake.
+pub const OPEN_LOOP_MARGIN_NS: u64 = 5_000_000;
 
-/// Starts one open-loop publisher per connection, together sending `rate`
-/// messages per second from `first_ns` on: each publisher sends every
-/// n-th slot, staggered so that the total load is evenly spaced (and, with
-/// a ramp-up, joining one after another). Publisher `i` sends `counts[i]`
-/// messages on `topic(i)`.
-#[allow(clippy::too_many_arguments)]
+/// Publisher tasks, set up and waiting at their gate.
+pub struct Publishers {
+    pub tasks: Vec<JoinHandle<Result<publisher::Outcome, BenchError>>>,
+    keeper: GateKeeper,
+    /// From opening the gate to the start of the schedule.
+    margin_ns: u64,
+}
+
+/// Starts one open-loop publisher per connection, held at a gate until
+/// [`Run::start_publishing`], together sending `rate` messages per second:
+/// each publisher sends every n-th slot, staggered so that the total load
+/// is evenly spaced (and, with a ramp-up, joining one after another).
+/// Publisher `i` sends `counts[i]` messages on `topic(i)`.
 pub fn spawn_open_loop(
     run: &Run,
-    first_ns: u64,
     rate: f64,
     publishers: Vec<(Conn, ConnAck)>,
     counts: &[u32],
     common: &CommonArgs,
     topic: impl Fn(usize) -> String,
-) -> Vec<JoinHandle<Result<publisher::Outcome, BenchError>>> {
+) -> Publishers {
     let n = publishers.len();
     let gap_ns = 1e9 / rate;
     let interval_ns = (gap_ns * n as f64).round().max(1.0) as u64;
-    publishers
+    let (keeper, gate) = publisher::gate(n);
+    let tasks = publishers
         .into_iter()
         .zip(counts)
         .enumerate()
         .map(|(i, (conn, &count))| {
-            let first_ns = run.start_of(first_ns, i, n) + (gap_ns * i as f64) as u64;
-            let schedule = Schedule::OpenLoop { first_ns, interval_ns };
-            spawn_publisher(conn, plan(run, common, i, topic(i), count, schedule))
+            let offset_ns = run.ramp_offset(i, n) + (gap_ns * i as f64) as u64;
+            let schedule = Schedule::OpenLoop { offset_ns, interval_ns };
+            spawn_publisher(conn, plan(run, common, i, topic(i), count, schedule, gate.clone()))
         })
-        .collect()
+        .collect();
+    Publishers { tasks, keeper, margin_ns: OPEN_LOOP_MARGIN_NS }
 }
 
 /// Checks an open-loop rate option.
@@ -352,6 +373,7 @@ pub fn plan(
     topic: String,
     count: u32,
     schedule: Schedule,
+    gate: Gate,
 ) -> Plan {
     Plan {
         id: i as u32,
@@ -362,6 +384,7 @@ pub fn plan(
         inflight: common.inflight,
         schedule,
         progress: Arc::clone(&run.progress),
+        gate,
     }
 }
 
@@ -399,9 +422,10 @@ impl Published {
 
 /// Waits for the publishers (no time before `start_ns`).
 pub async fn join_publishers(
-    handles: Vec<JoinHandle<Result<publisher::Outcome, BenchError>>>,
+    publishers: Publishers,
     start_ns: u64,
 ) -> Result<Published, BenchError> {
+    let handles = publishers.tasks;
     let mut published = Published {
         sent: Vec::with_capacity(handles.len()),
         done_ns: start_ns,

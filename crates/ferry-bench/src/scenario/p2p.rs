@@ -8,7 +8,7 @@
 
 use super::{
     connect_all, join_publishers, join_subscribers, positive_rate, spawn_open_loop, split,
-    subscribe_all, sum_outcomes, Measured, Run, Subscriber, OPEN_LOOP_MARGIN_NS,
+    subscribe_all, sum_outcomes, Measured, Run, Subscriber,
 };
 use crate::args::P2pArgs;
 use crate::report::{Connections, Report};
@@ -56,16 +56,13 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
             Subscriber::spawn(sub, Tracker::new(&[count]), run.listen(i as u32, None))
         })
         .collect();
-    run.start_publishing(Some(total));
-    let first = clock::now_ns() + OPEN_LOOP_MARGIN_NS;
-    let handles = spawn_open_loop(&run, first, args.rate, publishers, &counts, common, |i| {
-        format!("bench/p2p/{i}")
-    });
-    let published = join_publishers(handles, first).await?;
+    let publishers =
+        spawn_open_loop(&run, args.rate, publishers, &counts, common, |i| format!("bench/p2p/{i}"));
+    let first = run.start_publishing(&publishers, Some(total)).await;
+    let published = join_publishers(publishers, first).await?;
     let (sent, total_sent) = (&published.sent, published.total());
     let outcomes = join_subscribers(subscribers, |i| u64::from(sent[i])).await?;
-    let (counts, latency, last_receive) =
-        sum_outcomes(&outcomes, |i| std::slice::from_ref(&sent[i]), first);
+    let (counts, last_receive) = sum_outcomes(&outcomes, |i| std::slice::from_ref(&sent[i]), first);
 
     let measured = Measured {
         connections: Connections::new(2 * u64::from(args.pairs), connect_seconds),
@@ -76,7 +73,6 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
         sent: total_sent,
         counts,
         expected: total_sent,
-        latency,
         latency_from: "intended send time",
     };
     run.report("p2p", &args, measured).await

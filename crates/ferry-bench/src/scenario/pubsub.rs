@@ -28,13 +28,12 @@ pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
     let connect_seconds = super::seconds_since(connect_start);
 
     let subscriber = Subscriber::spawn(sub, Tracker::new(&counts), run.listen(0, None));
-    let start = run.start_publishing(Some(args.messages));
-    let handles =
-        spawn_closed_loop(&run, start, publishers, &counts, common, |i| format!("bench/{i}"));
-    let published = join_publishers(handles, start).await?;
+    let publishers = spawn_closed_loop(&run, publishers, &counts, common, |i| format!("bench/{i}"));
+    let start = run.start_publishing(&publishers, Some(args.messages)).await;
+    let published = join_publishers(publishers, start).await?;
     let (sent, total_sent) = (&published.sent, published.total());
     let outcomes = join_subscribers(vec![subscriber], |_| total_sent).await?;
-    let (counts, latency, last_receive) = sum_outcomes(&outcomes, |_| sent, start);
+    let (counts, last_receive) = sum_outcomes(&outcomes, |_| sent, start);
 
     let measured = Measured {
         connections: Connections::new(u64::from(args.publishers) + 1, connect_seconds),
@@ -45,7 +44,6 @@ pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
         sent: total_sent,
         counts,
         expected: total_sent,
-        latency,
         latency_from: "send time",
     };
     run.report("pubsub", &args, measured).await
