@@ -81,13 +81,14 @@ pub enum Scenario {
     /// 20,000, one bench process can hold about 19,000 connections; to go
     /// further, run several `ferry bench conn` processes at once, each with
     /// its own --connections. Each loopback source address offers about
-    /// 28,000 ephemeral ports, so the clients are spread over 127.0.0.2,
-    /// 127.0.0.3, … (--source-addresses, by default one per 20,000
-    /// connections; only when the broker is on 127.0.0.1 or another IPv4
-    /// loopback address). Where limits allow, 50,000+ connections from one
-    /// process: raise the limit in the shell of both broker and bench
-    /// (`ulimit -n 120000`, within the hard limit and fs.nr_open), and let
-    /// --source-addresses default (3 for 50,000) or set it higher.
+    /// 28,000 ephemeral ports, and the kernel's search for a free one slows
+    /// as they fill, so the clients are spread over 127.0.0.2, 127.0.0.3, …
+    /// (--source-addresses, by default one per 2,500 connections; only when
+    /// the broker is on 127.0.0.1 or another IPv4 loopback address). Where
+    /// limits allow, 50,000+ connections from one process: raise the limit
+    /// in the shell of both broker and bench (`ulimit -n 120000`, within the
+    /// hard limit and fs.nr_open) and let --source-addresses default (20
+    /// for 50,000).
     ///
     /// Example: ulimit -n 20000; ferry bench conn --connections 19000 --rate 5000 --broker-pid $(pidof ferry)
     Conn(ConnArgs),
@@ -316,7 +317,7 @@ pub struct ConnArgs {
     pub keep_alive: u16,
     /// Loopback source addresses (127.0.0.2, 127.0.0.3, …) the clients are
     /// spread over, each good for about 28,000 ephemeral ports; defaults to
-    /// one per 20,000 connections. Only used for a broker on IPv4 loopback.
+    /// one per 2,500 connections. Only used for a broker on IPv4 loopback.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65_000))]
     pub source_addresses: Option<u32>,
     /// Pid of the broker: its RSS is sampled before connecting and once

@@ -36,6 +36,33 @@ const FIRST_READ_CHUNK: usize = 2 * 1024;
 /// How long CONNACK and SUBACK may take before the run is declared failed.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Lets the kernel pick the local port of a socket bound to a source
+/// address at `connect`, not at `bind` (IP_BIND_ADDRESS_NO_PORT). Chosen
+/// at `bind`, a port must be free of every connection on that address,
+/// including the thousands left in TIME_WAIT for a minute by the previous
+/// run's closes, so back-to-back `conn` runs failed with EADDRINUSE; chosen
+/// at `connect`, it need only make the four-tuple unique.
+fn defer_port_choice(socket: &TcpSocket) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: the descriptor is the open socket `socket` owns for the whole
+    // call; `on` is a live c_int and the length passed is its size.
+    let result = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// One MQTT connection owned by one task.
 #[derive(Debug)]
 pub struct Conn {
@@ -78,6 +105,7 @@ impl Conn {
         let socket = if broker.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }
             .map_err(failed)?;
         if let Some(source) = source {
+            defer_port_choice(&socket).map_err(failed)?;
             socket.bind(SocketAddr::new(source, 0)).map_err(failed)?;
         }
         let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, socket.connect(broker)).await {

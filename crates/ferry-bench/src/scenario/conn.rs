@@ -5,7 +5,8 @@
 //! A failed connection is a result, not an error: the run goes on and
 //! reports how many failed and the first reason. Clients are spread over
 //! loopback source addresses (`--source-addresses`) so that one process is
-//! not limited by the ~28,000 ephemeral ports of a single address.
+//! not limited by, or slowed down by, the ~28,000 ephemeral ports of a
+//! single address.
 
 use super::{default_source_addresses, join, seconds_since, settled_rss, source_address, Sampler};
 use crate::args::ConnArgs;
