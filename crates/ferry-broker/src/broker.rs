@@ -6,10 +6,10 @@
 //! only the topic tree's read lock (shared by all publishers) and, briefly,
 //! the state lock of each session it delivers to.
 
+use crate::backpressure;
 use crate::config::BrokerConfig;
 use crate::message::Message;
 use crate::retained::RetainedStore;
-use crate::backpressure;
 use crate::session::{Delivery, Enqueued, Publisher, Session};
 use crate::stats::Stats;
 use crate::topic_tree::{Match, TopicTree};
@@ -136,7 +136,12 @@ impl Broker {
     /// resuming or replacing it. A connection still attached to the old
     /// session notices through the generation (or `ended`) and leaves with
     /// 0x8E Session taken over.
-    pub(crate) fn attach(&self, client_id: &Arc<str>, clean_start: bool, expiry_secs: u32) -> Attached {
+    pub(crate) fn attach(
+        &self,
+        client_id: &Arc<str>,
+        clean_start: bool,
+        expiry_secs: u32,
+    ) -> Attached {
         let mut sessions = self.sessions.lock();
         if let Some(existing) = sessions.get(client_id).cloned() {
             let mut state = existing.lock();
@@ -200,7 +205,12 @@ impl Broker {
 
     /// Called by a connection when it closes for any reason other than
     /// being taken over. Starts the session-expiry and will-delay clocks.
-    pub(crate) fn detach(self: &Arc<Self>, session: &Arc<Session>, generation: u64, will: Option<PendingWill>) {
+    pub(crate) fn detach(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        generation: u64,
+        will: Option<PendingWill>,
+    ) {
         let (expiry_secs, orphans) = {
             let mut state = session.lock();
             if state.generation != generation || state.ended {
@@ -265,7 +275,8 @@ impl Broker {
         if self.config.deny_subscribe.iter().any(|denied| denied.as_str() == filter.as_str()) {
             return ReasonCode::UnspecifiedError;
         }
-        let subscription = Subscription { session: session.clone(), filter: filter.clone(), options, identifier };
+        let subscription =
+            Subscription { session: session.clone(), filter: filter.clone(), options, identifier };
         let previous = self.subscriptions.write().insert(filter, session.id, subscription);
         session.lock().subscriptions.insert(filter.clone());
         let is_new = previous.is_none();
@@ -282,7 +293,13 @@ impl Broker {
         ReasonCode::granted(options.qos)
     }
 
-    fn send_retained(&self, session: &Arc<Session>, filter: &str, options: SubscriptionOptions, identifier: Option<u32>) {
+    fn send_retained(
+        &self,
+        session: &Arc<Session>,
+        filter: &str,
+        options: SubscriptionOptions,
+        identifier: Option<u32>,
+    ) {
         let now = Instant::now();
         let mut matches = Vec::new();
         self.retained.read().for_each_match(filter, |_, message| {
@@ -360,7 +377,8 @@ impl Broker {
             }
         });
         if targets.len() > 1 {
-            targets.sort_unstable_by_key(|(subscription, shared)| (subscription.session.id, *shared));
+            targets
+                .sort_unstable_by_key(|(subscription, shared)| (subscription.session.id, *shared));
         }
         let mut index = 0;
         let mut published = Published { delivered: 0, congested: None };
@@ -391,7 +409,12 @@ impl Broker {
         published
     }
 
-    fn delivery_for(&self, message: &Arc<Message>, subscription: &Subscription, shared: bool) -> Delivery {
+    fn delivery_for(
+        &self,
+        message: &Arc<Message>,
+        subscription: &Subscription,
+        shared: bool,
+    ) -> Delivery {
         Delivery {
             message: message.clone(),
             qos: message.qos.min(subscription.options.qos),
@@ -401,7 +424,12 @@ impl Broker {
         }
     }
 
-    fn enqueue(&self, session: &Session, delivery: Delivery, publisher: Option<&Publisher<'_>>) -> Enqueued {
+    fn enqueue(
+        &self,
+        session: &Session,
+        delivery: Delivery,
+        publisher: Option<&Publisher<'_>>,
+    ) -> Enqueued {
         let outcome = session.enqueue(
             delivery,
             self.config.max_queued_messages,
@@ -429,10 +457,13 @@ impl Broker {
                 let Match::Shared(group) = found else { return };
                 // Only the group the delivery came through; picking in the
                 // others would move their round-robin cursors for nothing.
-                let same_group = group.members().next().is_some_and(|(_, member)| member.filter == filter);
+                let same_group =
+                    group.members().next().is_some_and(|(_, member)| member.filter == filter);
                 if chosen.is_none() && same_group {
                     chosen = group
-                        .pick(|_, member| member.session.id != leaving_session && member.session.is_online())
+                        .pick(|_, member| {
+                            member.session.id != leaving_session && member.session.is_online()
+                        })
                         .map(|(_, member)| member.session.clone());
                 }
             });

@@ -11,8 +11,8 @@ use crate::session::{Inflight, Session};
 use crate::will::PendingWill;
 use bytes::BytesMut;
 use ferry_mqtt::{
-    ByteStr, ConnAck, Connect, DecodeError, Packet, Properties, PropertyValues, ProtocolVersion, PubAck, Publish, QoS,
-    ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe,
+    ByteStr, ConnAck, Connect, DecodeError, Packet, Properties, PropertyValues, ProtocolVersion,
+    PubAck, Publish, QoS, ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe,
 };
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -61,7 +61,10 @@ impl Client {
             match Packet::decode(rbuf, ProtocolVersion::V5, broker.config.max_packet_size_bytes) {
                 Ok(Some(packet)) => break packet,
                 Ok(None) => {}
-                Err(error @ (DecodeError::UnsupportedProtocolVersion(_) | DecodeError::InvalidProtocolName)) => {
+                Err(
+                    error @ (DecodeError::UnsupportedProtocolVersion(_)
+                    | DecodeError::InvalidProtocolName),
+                ) => {
                     // We cannot know which CONNACK format the client reads;
                     // 3.1.1's code 0x01 is what every version understands.
                     let connack = Packet::ConnAck(ConnAck {
@@ -83,13 +86,21 @@ impl Client {
             }
         };
         let Packet::Connect(connect) = packet else {
-            return Err(Close::protocol(ReasonCode::ProtocolError, format!("first packet is {:?}, not CONNECT", packet.packet_type())));
+            return Err(Close::protocol(
+                ReasonCode::ProtocolError,
+                format!("first packet is {:?}, not CONNECT", packet.packet_type()),
+            ));
         };
         broker.stats.messages_received.inc();
         Client::connect(broker, peer, *connect, wbuf)
     }
 
-    fn connect(broker: &Arc<Broker>, peer: SocketAddr, connect: Connect, wbuf: &mut BytesMut) -> Result<Client, Close> {
+    fn connect(
+        broker: &Arc<Broker>,
+        peer: SocketAddr,
+        connect: Connect,
+        wbuf: &mut BytesMut,
+    ) -> Result<Client, Close> {
         let config = &broker.config;
         let version = connect.protocol;
         let v5 = version.is_v5();
@@ -97,7 +108,9 @@ impl Client {
 
         let id_refusal = match version {
             // 3.1 §3.1: the client identifier is 1 to 23 characters.
-            ProtocolVersion::V31 if connect.client_id.is_empty() || connect.client_id.len() > 23 => {
+            ProtocolVersion::V31
+                if connect.client_id.is_empty() || connect.client_id.len() > 23 =>
+            {
                 Some("MQTT 3.1 client ids have 1 to 23 characters")
             }
             // 3.1.1 §3.1.3-8: an empty id needs Clean Session 1.
@@ -116,24 +129,27 @@ impl Client {
             return Err(Close::protocol(ReasonCode::ClientIdentifierNotValid, explanation));
         }
         let client_id: Arc<str> = if connect.client_id.is_empty() {
-            let assigned = format!("ferry-{:016x}", NEXT_ASSIGNED_ID.fetch_add(1, Ordering::Relaxed));
+            let assigned =
+                format!("ferry-{:016x}", NEXT_ASSIGNED_ID.fetch_add(1, Ordering::Relaxed));
             if v5 {
-                connack_properties.assigned_client_identifier = Some(ByteStr::from(assigned.as_str()));
+                connack_properties.assigned_client_identifier =
+                    Some(ByteStr::from(assigned.as_str()));
             }
             assigned.into()
         } else {
             connect.client_id.as_str().into()
         };
 
-        let keep_alive_secs = if connect.keep_alive == 0 || connect.keep_alive > config.max_keep_alive_secs {
-            if config.max_keep_alive_secs == u16::MAX && connect.keep_alive == 0 {
-                0
+        let keep_alive_secs =
+            if connect.keep_alive == 0 || connect.keep_alive > config.max_keep_alive_secs {
+                if config.max_keep_alive_secs == u16::MAX && connect.keep_alive == 0 {
+                    0
+                } else {
+                    config.max_keep_alive_secs
+                }
             } else {
-                config.max_keep_alive_secs
-            }
-        } else {
-            connect.keep_alive
-        };
+                connect.keep_alive
+            };
         if v5 && keep_alive_secs != connect.keep_alive {
             connack_properties.server_keep_alive = Some(keep_alive_secs);
         }
@@ -151,7 +167,8 @@ impl Client {
         }
 
         let attached = broker.attach(&client_id, connect.clean_start, expiry_secs);
-        let keep_alive = (keep_alive_secs > 0).then(|| Duration::from_millis(u64::from(keep_alive_secs) * 1500));
+        let keep_alive =
+            (keep_alive_secs > 0).then(|| Duration::from_millis(u64::from(keep_alive_secs) * 1500));
         attached.session.liveness.arm(broker.now_ms(), keep_alive);
         let will = connect.will.map(|will| PendingWill::from_connect(will, attached.session.id));
 
@@ -206,11 +223,17 @@ impl Client {
         PropertyValues {
             reason_string: explanation.filter(|_| self.problem_information).map(ByteStr::from),
             ..PropertyValues::default()
-        }.into()
+        }
+        .into()
     }
 
     /// Applies one packet from the client.
-    pub(crate) fn handle(&mut self, broker: &Arc<Broker>, packet: Packet, wbuf: &mut BytesMut) -> Result<(), Close> {
+    pub(crate) fn handle(
+        &mut self,
+        broker: &Arc<Broker>,
+        packet: Packet,
+        wbuf: &mut BytesMut,
+    ) -> Result<(), Close> {
         match packet {
             Packet::Publish(publish) => self.on_publish(broker, publish, wbuf),
             Packet::PubAck(ack) => {
@@ -246,7 +269,10 @@ impl Client {
                     let mut state = self.session.lock();
                     // §3.14.2.2.2: a session created with expiry 0 cannot be given one now.
                     if state.expiry_secs == 0 && expiry != 0 {
-                        return Err(Close::protocol(ReasonCode::ProtocolError, "session expiry set on DISCONNECT after 0 on CONNECT"));
+                        return Err(Close::protocol(
+                            ReasonCode::ProtocolError,
+                            "session expiry set on DISCONNECT after 0 on CONNECT",
+                        ));
                     }
                     state.expiry_secs = expiry.min(broker.config.max_session_expiry_secs);
                 }
@@ -254,8 +280,13 @@ impl Client {
                     publish_will: disconnect.reason_code == ReasonCode::DisconnectWithWillMessage,
                 })
             }
-            Packet::Connect(_) => Err(Close::protocol(ReasonCode::ProtocolError, "second CONNECT on a connection")),
-            Packet::Auth(_) => Err(Close::protocol(ReasonCode::BadAuthenticationMethod, "extended authentication is not supported")),
+            Packet::Connect(_) => {
+                Err(Close::protocol(ReasonCode::ProtocolError, "second CONNECT on a connection"))
+            }
+            Packet::Auth(_) => Err(Close::protocol(
+                ReasonCode::BadAuthenticationMethod,
+                "extended authentication is not supported",
+            )),
             other => Err(Close::protocol(
                 ReasonCode::ProtocolError,
                 format!("{:?} is only sent by servers", other.packet_type()),
@@ -263,23 +294,39 @@ impl Client {
         }
     }
 
-    fn on_publish(&mut self, broker: &Arc<Broker>, mut publish: Publish, wbuf: &mut BytesMut) -> Result<(), Close> {
+    fn on_publish(
+        &mut self,
+        broker: &Arc<Broker>,
+        mut publish: Publish,
+        wbuf: &mut BytesMut,
+    ) -> Result<(), Close> {
         broker.stats.publishes_received.inc();
         if let Some(alias) = publish.properties.topic_alias {
             if alias == 0 || alias > broker.config.topic_alias_maximum {
-                return Err(Close::protocol(ReasonCode::TopicAliasInvalid, format!("topic alias {alias} out of range")));
+                return Err(Close::protocol(
+                    ReasonCode::TopicAliasInvalid,
+                    format!("topic alias {alias} out of range"),
+                ));
             }
             if publish.topic.is_empty() {
                 match self.inbound_aliases.get(&alias) {
                     Some(topic) => publish.topic = topic.clone(),
-                    None => return Err(Close::protocol(ReasonCode::ProtocolError, format!("unknown topic alias {alias}"))),
+                    None => {
+                        return Err(Close::protocol(
+                            ReasonCode::ProtocolError,
+                            format!("unknown topic alias {alias}"),
+                        ))
+                    }
                 }
             } else {
                 self.inbound_aliases.insert(alias, publish.topic.clone());
             }
         }
         if publish.retain && !broker.config.retain_available {
-            return Err(Close::protocol(ReasonCode::RetainNotSupported, "retained messages are disabled"));
+            return Err(Close::protocol(
+                ReasonCode::RetainNotSupported,
+                "retained messages are disabled",
+            ));
         }
         let packet_id = publish.packet_id;
         match publish.qos {
@@ -288,17 +335,24 @@ impl Client {
             }
             QoS::AtLeastOnce => {
                 let delivered = self.publish(broker, publish);
-                self.encode(&Packet::PubAck(PubAck::new(packet_id, publish_reason(delivered))), wbuf);
+                self.encode(
+                    &Packet::PubAck(PubAck::new(packet_id, publish_reason(delivered))),
+                    wbuf,
+                );
             }
             QoS::ExactlyOnce => {
                 let first_time = {
                     let mut state = self.session.lock();
                     if state.inbound_qos2.contains(&packet_id) {
                         false
-                    } else if state.inbound_qos2.len() >= usize::from(broker.config.receive_maximum) {
+                    } else if state.inbound_qos2.len() >= usize::from(broker.config.receive_maximum)
+                    {
                         return Err(Close::protocol(
                             ReasonCode::ReceiveMaximumExceeded,
-                            format!("more than {} QoS 2 publishes awaiting release", broker.config.receive_maximum),
+                            format!(
+                                "more than {} QoS 2 publishes awaiting release",
+                                broker.config.receive_maximum
+                            ),
                         ));
                     } else {
                         state.inbound_qos2.insert(packet_id);
@@ -321,7 +375,8 @@ impl Client {
     /// Routes a client's message; pauses this client's input if a
     /// subscriber's queue is congested.
     fn publish(&mut self, broker: &Broker, publish: Publish) -> usize {
-        let published = broker.publish_from(Message::from_publish(publish, self.session.id), &self.session);
+        let published =
+            broker.publish_from(Message::from_publish(publish, self.session.id), &self.session);
         if let Some(target) = published.congested {
             let since_ms = broker.now_ms().max(1);
             self.session.liveness.set_blocked_since(since_ms);
@@ -340,8 +395,8 @@ impl Client {
     pub(crate) fn check_blocked(&mut self, broker: &Broker) {
         let Some(blocked) = &self.blocked else { return };
         let low = backpressure::low_watermark(broker.config.max_queued_messages);
-        let waited_too_long =
-            broker.now_ms().saturating_sub(blocked.since_ms) >= backpressure::MAX_WAIT.as_millis() as u64;
+        let waited_too_long = broker.now_ms().saturating_sub(blocked.since_ms)
+            >= backpressure::MAX_WAIT.as_millis() as u64;
         {
             let mut state = blocked.target.lock();
             let drained = state.queue.len() <= low || state.ended || !blocked.target.is_online();
@@ -380,7 +435,8 @@ impl Client {
     fn on_pubrec(&mut self, rec: PubAck, wbuf: &mut BytesMut) {
         let reason = {
             let mut state = self.session.lock();
-            let position = state.inflight.iter().position(|entry| entry.packet_id() == rec.packet_id);
+            let position =
+                state.inflight.iter().position(|entry| entry.packet_id() == rec.packet_id);
             match position {
                 Some(index) if rec.reason_code.is_error() => {
                     state.inflight.remove(index);
@@ -416,13 +472,24 @@ impl Client {
             .filter(|(_, reason)| reason.is_error())
             .map(|((filter, _), _)| filter.as_str())
             .collect();
-        let explanation = (!refused.is_empty()).then(|| format!("subscribing to {} is not allowed", refused.join(", ")));
-        let properties = if self.version.is_v5() { self.problem_properties(explanation) } else { Properties::default() };
-        let suback = Packet::SubAck(SubAck { packet_id: subscribe.packet_id, properties, reason_codes });
+        let explanation = (!refused.is_empty())
+            .then(|| format!("subscribing to {} is not allowed", refused.join(", ")));
+        let properties = if self.version.is_v5() {
+            self.problem_properties(explanation)
+        } else {
+            Properties::default()
+        };
+        let suback =
+            Packet::SubAck(SubAck { packet_id: subscribe.packet_id, properties, reason_codes });
         self.encode(&suback, wbuf);
     }
 
-    fn on_unsubscribe(&mut self, broker: &Arc<Broker>, unsubscribe: Unsubscribe, wbuf: &mut BytesMut) {
+    fn on_unsubscribe(
+        &mut self,
+        broker: &Arc<Broker>,
+        unsubscribe: Unsubscribe,
+        wbuf: &mut BytesMut,
+    ) {
         let reason_codes = unsubscribe
             .filters
             .iter()
@@ -444,7 +511,11 @@ impl Client {
 
     /// Retransmits what the previous connection of this session left
     /// unacknowledged: PUBLISH with DUP set, or PUBREL (§4.4).
-    pub(crate) fn resend_inflight(&self, broker: &Broker, wbuf: &mut BytesMut) -> Result<(), Close> {
+    pub(crate) fn resend_inflight(
+        &self,
+        broker: &Broker,
+        wbuf: &mut BytesMut,
+    ) -> Result<(), Close> {
         let now = Instant::now();
         let state = self.session.lock();
         if state.ended || state.generation != self.generation {
@@ -466,7 +537,10 @@ impl Client {
                     broker.stats.publishes_sent.inc();
                 }
                 Inflight::Release { packet_id } => {
-                    self.encode(&Packet::PubRel(PubAck::new(*packet_id, ReasonCode::Success)), wbuf);
+                    self.encode(
+                        &Packet::PubRel(PubAck::new(*packet_id, ReasonCode::Success)),
+                        wbuf,
+                    );
                 }
             }
         }
@@ -500,7 +574,8 @@ impl Client {
                 broker.stats.dropped_expired.inc();
                 continue;
             }
-            let packet_id = if delivery.qos == QoS::AtMostOnce { 0 } else { state.next_packet_id() };
+            let packet_id =
+                if delivery.qos == QoS::AtMostOnce { 0 } else { state.next_packet_id() };
             let alias = self.outbound_alias(&delivery.message.topic);
             let shape = PublishShape {
                 version: self.version,

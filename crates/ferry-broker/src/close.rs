@@ -15,11 +15,16 @@ pub(crate) enum Close {
     /// The socket failed.
     Io,
     /// The client sent DISCONNECT; 0x04 asks for the will anyway.
-    Disconnected { publish_will: bool },
+    Disconnected {
+        publish_will: bool,
+    },
     /// The bytes were not a valid packet.
     Malformed(DecodeError),
     /// A valid packet broke the protocol's rules.
-    Protocol { reason: ReasonCode, message: String },
+    Protocol {
+        reason: ReasonCode,
+        message: String,
+    },
     KeepAliveTimeout,
     /// Another connection attached to the session.
     TakenOver,
@@ -34,7 +39,9 @@ impl Close {
     /// The DISCONNECT reason to send to a v5 client, if one is sent.
     pub(crate) fn reason_code(&self) -> Option<ReasonCode> {
         match self {
-            Close::PeerClosed | Close::Truncated(_) | Close::Io | Close::Disconnected { .. } => None,
+            Close::PeerClosed | Close::Truncated(_) | Close::Io | Close::Disconnected { .. } => {
+                None
+            }
             Close::Malformed(error) => Some(error.reason_code()),
             Close::Protocol { reason, .. } => Some(*reason),
             Close::KeepAliveTimeout => Some(ReasonCode::KeepAliveTimeout),
@@ -77,12 +84,18 @@ impl Close {
             Close::Protocol { reason, message } => {
                 tracing::warn!(%peer, client_id, ?reason, "closing connection: protocol error: {message}");
             }
-            Close::KeepAliveTimeout => tracing::info!(%peer, client_id, "closing connection: keep-alive timeout"),
-            Close::TakenOver => tracing::info!(%peer, client_id, "closing connection: session taken over"),
+            Close::KeepAliveTimeout => {
+                tracing::info!(%peer, client_id, "closing connection: keep-alive timeout")
+            }
+            Close::TakenOver => {
+                tracing::info!(%peer, client_id, "closing connection: session taken over")
+            }
             Close::Io => tracing::debug!(%peer, client_id, "connection lost"),
             Close::PeerClosed => tracing::debug!(%peer, client_id, "connection closed by peer"),
             Close::Disconnected { .. } => tracing::debug!(%peer, client_id, "client disconnected"),
-            Close::ServerShuttingDown => tracing::debug!(%peer, client_id, "closing connection: shutdown"),
+            Close::ServerShuttingDown => {
+                tracing::debug!(%peer, client_id, "closing connection: shutdown")
+            }
         }
     }
 }

@@ -72,7 +72,10 @@ pub async fn serve<S: Transport>(mut stream: S, peer: SocketAddr, broker: Arc<Br
     if let Some(reason) = close.reason_code() {
         if client.version.is_v5() {
             let properties = client.problem_properties(close.explanation());
-            client.encode(&Packet::Disconnect(Disconnect { reason_code: reason, properties }), &mut wbuf);
+            client.encode(
+                &Packet::Disconnect(Disconnect { reason_code: reason, properties }),
+                &mut wbuf,
+            );
         }
     }
     close.log(peer, Some(&client.session.client_id));
@@ -83,7 +86,12 @@ pub async fn serve<S: Transport>(mut stream: S, peer: SocketAddr, broker: Arc<Br
 
 /// Sends what is left in `wbuf` and, when the server is the one closing,
 /// lingers so the client can read why.
-async fn say_goodbye<S: Transport>(stream: &mut S, wbuf: &mut BytesMut, rbuf: &mut BytesMut, server_closed: bool) {
+async fn say_goodbye<S: Transport>(
+    stream: &mut S,
+    wbuf: &mut BytesMut,
+    rbuf: &mut BytesMut,
+    server_closed: bool,
+) {
     let _ = tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, flush(stream, wbuf)).await;
     if server_closed {
         linger(stream, rbuf).await;
@@ -117,7 +125,9 @@ async fn run<S: Transport>(
 
     // Exchanges left in flight by the previous connection, then messages
     // that waited while the session was offline, go out first.
-    if let Err(close) = client.resend_inflight(broker, wbuf).and_then(|()| client.drain(broker, wbuf)) {
+    if let Err(close) =
+        client.resend_inflight(broker, wbuf).and_then(|()| client.drain(broker, wbuf))
+    {
         return close;
     }
 
@@ -128,7 +138,9 @@ async fn run<S: Transport>(
         })
         .await;
         match event {
-            Event::Wrote(Ok(0) | Err(_)) | Event::Flushed(Err(_)) | Event::Read(Err(_)) => return Close::Io,
+            Event::Wrote(Ok(0) | Err(_)) | Event::Flushed(Err(_)) | Event::Read(Err(_)) => {
+                return Close::Io
+            }
             Event::Wrote(Ok(written)) => {
                 unflushed = S::BUFFERS_WRITES;
                 broker.stats.bytes_sent.add(written as u64);
@@ -143,8 +155,11 @@ async fn run<S: Transport>(
             Event::Read(Ok(read)) => {
                 session.liveness.touch(broker.now_ms());
                 broker.stats.bytes_received.add(read as u64);
-                read_chunk =
-                    if rbuf.len() == rbuf.capacity() { (read_chunk * 2).min(READ_CHUNK_MAX_BYTES) } else { READ_CHUNK_MIN_BYTES };
+                read_chunk = if rbuf.len() == rbuf.capacity() {
+                    (read_chunk * 2).min(READ_CHUNK_MAX_BYTES)
+                } else {
+                    READ_CHUNK_MIN_BYTES
+                };
             }
             Event::Woken => woken.set(session.wake.notified()),
         }
@@ -162,7 +177,12 @@ async fn run<S: Transport>(
 
 /// Decodes and applies the complete packets in `rbuf`, until it holds only
 /// part of a packet or back-pressure pauses the client.
-fn process_input(client: &mut Client, broker: &Arc<Broker>, rbuf: &mut BytesMut, wbuf: &mut BytesMut) -> Result<(), Close> {
+fn process_input(
+    client: &mut Client,
+    broker: &Arc<Broker>,
+    rbuf: &mut BytesMut,
+    wbuf: &mut BytesMut,
+) -> Result<(), Close> {
     while !client.is_blocked() {
         match Packet::decode(rbuf, client.version, broker.config.max_packet_size_bytes) {
             Ok(Some(packet)) => {
@@ -266,8 +286,16 @@ mod tests {
         let broker = Broker::new(Default::default());
         let future = serve(stream, "127.0.0.1:1".parse().unwrap(), broker);
 
-        assert!(std::mem::size_of_val(&future) <= 960, "serve future is {} bytes", std::mem::size_of_val(&future));
-        assert!(std::mem::size_of::<Client>() <= 192, "Client is {} bytes", std::mem::size_of::<Client>());
+        assert!(
+            std::mem::size_of_val(&future) <= 960,
+            "serve future is {} bytes",
+            std::mem::size_of_val(&future)
+        );
+        assert!(
+            std::mem::size_of::<Client>() <= 192,
+            "Client is {} bytes",
+            std::mem::size_of::<Client>()
+        );
         let session = std::mem::size_of::<crate::session::Session>();
         assert!(session <= 352, "Session is {session} bytes");
     }

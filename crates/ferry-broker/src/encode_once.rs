@@ -44,7 +44,12 @@ pub(crate) struct PublishShape<'a> {
 /// Appends the PUBLISH for `message` in `shape` to `out`; returns the number
 /// of bytes appended (0 only if the codec refused the packet, which it
 /// cannot for a message that was itself decoded within our limits).
-pub(crate) fn encode_publish(message: &Message, shape: &PublishShape<'_>, now: Instant, out: &mut BytesMut) -> usize {
+pub(crate) fn encode_publish(
+    message: &Message,
+    shape: &PublishShape<'_>,
+    now: Instant,
+    out: &mut BytesMut,
+) -> usize {
     let expiry_untouched = message
         .properties
         .message_expiry_interval
@@ -81,8 +86,14 @@ pub(crate) fn encode_publish(message: &Message, shape: &PublishShape<'_>, now: I
     encoded.bytes.len()
 }
 
-fn encode_fresh(message: &Message, shape: &PublishShape<'_>, now: Instant, out: &mut BytesMut) -> usize {
-    let mut publish = publish_packet(message, shape.qos, shape.retain, shape.dup, shape.packet_id, now);
+fn encode_fresh(
+    message: &Message,
+    shape: &PublishShape<'_>,
+    now: Instant,
+    out: &mut BytesMut,
+) -> usize {
+    let mut publish =
+        publish_packet(message, shape.qos, shape.retain, shape.dup, shape.packet_id, now);
     if shape.version.is_v5() {
         publish.properties.subscription_identifiers = shape.subscription_ids.to_vec();
         if let Some((alias, send_topic)) = shape.topic_alias {
@@ -97,7 +108,14 @@ fn encode_fresh(message: &Message, shape: &PublishShape<'_>, now: Instant, out: 
     out.len() - start
 }
 
-fn publish_packet(message: &Message, qos: QoS, retain: bool, dup: bool, packet_id: u16, now: Instant) -> Publish {
+fn publish_packet(
+    message: &Message,
+    qos: QoS,
+    retain: bool,
+    dup: bool,
+    packet_id: u16,
+    now: Instant,
+) -> Publish {
     let mut properties = message.properties.clone();
     properties.message_expiry_interval = message.remaining_expiry_secs(now);
     Publish {

@@ -36,7 +36,8 @@ impl Liveness {
     /// Starts watching a newly attached connection.
     pub(crate) fn arm(&self, now_ms: u64, timeout: Option<Duration>) {
         self.last_read_ms.store(now_ms, Ordering::Relaxed);
-        let timeout_ms = timeout.map_or(0, |timeout| u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        let timeout_ms =
+            timeout.map_or(0, |timeout| u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
         self.timeout_ms.store(timeout_ms, Ordering::Relaxed);
         self.expired.store(false, Ordering::Release);
     }
@@ -53,7 +54,8 @@ impl Liveness {
     /// than back-pressure allows.
     fn waited_too_long(&self, now_ms: u64) -> bool {
         let since_ms = self.blocked_since_ms.load(Ordering::Relaxed);
-        since_ms != 0 && now_ms.saturating_sub(since_ms) >= backpressure::MAX_WAIT.as_millis() as u64
+        since_ms != 0
+            && now_ms.saturating_sub(since_ms) >= backpressure::MAX_WAIT.as_millis() as u64
     }
 
     pub(crate) fn is_expired(&self) -> bool {
@@ -86,7 +88,8 @@ pub async fn run(broker: Arc<Broker>) {
         }
         let now_ms = broker.now_ms();
         broker.for_each_online_session(|session| {
-            if session.liveness.expire_if_silent(now_ms) || session.liveness.waited_too_long(now_ms) {
+            if session.liveness.expire_if_silent(now_ms) || session.liveness.waited_too_long(now_ms)
+            {
                 session.wake.notify_one();
             }
         });

@@ -22,11 +22,11 @@ mod message;
 pub mod retained;
 mod session;
 mod stats;
-mod transport;
 pub mod sys;
 #[cfg(test)]
 mod topic_test_support;
 pub mod topic_tree;
+mod transport;
 mod websocket;
 mod will;
 

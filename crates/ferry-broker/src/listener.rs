@@ -22,7 +22,12 @@ pub async fn serve_tcp(listener: TcpListener, broker: Arc<Broker>) {
 pub async fn serve_ws(listener: TcpListener, broker: Arc<Broker>) {
     accept_loop(listener, broker, |stream, peer, broker| async move {
         let timeout = Duration::from_secs(broker.config.connect_timeout_secs);
-        match tokio::time::timeout(timeout, tokio_tungstenite::accept_hdr_async(stream, check_handshake)).await {
+        match tokio::time::timeout(
+            timeout,
+            tokio_tungstenite::accept_hdr_async(stream, check_handshake),
+        )
+        .await
+        {
             Ok(Ok(ws)) => connection::serve(WsByteStream::new(ws), peer, broker).await,
             Ok(Err(error)) => tracing::info!(%peer, %error, "WebSocket handshake failed"),
             Err(_) => tracing::info!(%peer, "WebSocket handshake timed out"),

@@ -2,8 +2,8 @@
 //! every subscriber it is delivered to.
 
 use crate::encode_once::EncodeOnce;
-use ferry_mqtt::{ByteStr, Properties, Publish, QoS};
 use bytes::Bytes;
+use ferry_mqtt::{ByteStr, Properties, Publish, QoS};
 use std::time::{Duration, Instant};
 
 /// A published message. Wrapped in an `Arc` and shared by the queues of

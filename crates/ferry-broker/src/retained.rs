@@ -54,11 +54,7 @@ struct Node<V> {
 
 impl<V> Node<V> {
     fn new(parent: NodeId) -> Self {
-        Node {
-            parent,
-            children: HashMap::new(),
-            value: None,
-        }
+        Node { parent, children: HashMap::new(), value: None }
     }
 }
 
@@ -79,11 +75,7 @@ impl<V> Default for RetainedStore<V> {
 impl<V> RetainedStore<V> {
     /// An empty store.
     pub fn new() -> Self {
-        RetainedStore {
-            nodes: vec![Node::new(ROOT)],
-            free: Vec::new(),
-            len: 0,
-        }
+        RetainedStore { nodes: vec![Node::new(ROOT)], free: Vec::new(), len: 0 }
     }
 
     /// Stores `value` for the exact topic name (no wildcards); returns the
@@ -201,10 +193,8 @@ impl<V> RetainedStore<V> {
                                 .map(|child| Step::Match(child, levels.clone())),
                         ),
                         Some(level) => {
-                            next = node
-                                .children
-                                .get(level)
-                                .map(|&child| Step::Match(child, levels));
+                            next =
+                                node.children.get(level).map(|&child| Step::Match(child, levels));
                         }
                     }
                 }
@@ -240,9 +230,7 @@ impl<V> RetainedStore<V> {
                 id
             }
         };
-        self.nodes[parent as usize]
-            .children
-            .insert(level.into(), id);
+        self.nodes[parent as usize].children.insert(level.into(), id);
         id
     }
 
@@ -306,9 +294,7 @@ mod tests {
 
     fn matching(store: &RetainedStore<u32>, filter: &str) -> Vec<(String, u32)> {
         let mut found = Vec::new();
-        store.for_each_match(filter, |topic, value| {
-            found.push((topic.to_owned(), *value))
-        });
+        store.for_each_match(filter, |topic, value| found.push((topic.to_owned(), *value)));
         found.sort();
         found
     }
@@ -341,11 +327,7 @@ mod tests {
         assert_eq!(store.get("a/"), None);
         assert_eq!(store.remove("a"), Some(2));
         assert_eq!(store.remove("a"), None);
-        assert_eq!(
-            store.get("a/b"),
-            Some(&3),
-            "removing a parent keeps children"
-        );
+        assert_eq!(store.get("a/b"), Some(&3), "removing a parent keeps children");
         assert_eq!(store.remove("x/y"), None);
         assert_eq!(store.len(), 1);
     }
@@ -386,15 +368,9 @@ mod tests {
                 ],
             ),
             ("sport/#", &sport),
-            (
-                "sport/tennis/+",
-                &["sport/tennis/player1", "sport/tennis/player2"],
-            ),
+            ("sport/tennis/+", &["sport/tennis/player1", "sport/tennis/player2"]),
             ("sport/+", &["sport/", "sport/tennis"]),
-            (
-                "+/+",
-                &["/", "/finance", "a/$x", "a/b", "sport/", "sport/tennis"],
-            ),
+            ("+/+", &["/", "/finance", "a/$x", "a/b", "sport/", "sport/tennis"]),
             ("/+", &["/", "/finance"]),
             ("+", &["finance", "sport"]),
             ("+/monitor/Clients", &["SYS/monitor/Clients"]),
@@ -412,11 +388,7 @@ mod tests {
             assert_eq!(topics(&matching(&store, filter)), expected, "{filter}");
         }
         let everything = matching(&store, "#");
-        assert_eq!(
-            everything.len(),
-            all.len() - 3,
-            "# skips the three $SYS topics"
-        );
+        assert_eq!(everything.len(), all.len() - 3, "# skips the three $SYS topics");
         assert!(everything.iter().all(|(t, _)| !t.starts_with('$')));
     }
 
@@ -425,10 +397,7 @@ mod tests {
         let mut store = RetainedStore::new();
         store.insert("a/b", 7);
         store.insert("a/c", 8);
-        assert_eq!(
-            matching(&store, "a/+"),
-            [("a/b".into(), 7), ("a/c".into(), 8)]
-        );
+        assert_eq!(matching(&store, "a/+"), [("a/b".into(), 7), ("a/c".into(), 8)]);
     }
 
     #[test]
@@ -456,11 +425,7 @@ mod tests {
         store.retain(|_, v| v % 2 == 0);
         assert_eq!(store.len(), 4);
         assert_eq!(store.get("$SYS/x"), Some(&6));
-        assert_eq!(
-            topics(&matching(&store, "#")),
-            ["a", "a/b/c", "e"],
-            "odd values were swept"
-        );
+        assert_eq!(topics(&matching(&store, "#")), ["a", "a/b/c", "e"], "odd values were swept");
         store.retain(|topic, _| topic.starts_with('a'));
         assert_eq!(topics(&matching(&store, "#")), ["a", "a/b/c"]);
         assert_eq!(store.node_count(), 3);

@@ -179,7 +179,11 @@ impl Session {
         // Only an online session drains, and a publisher never waits for
         // its own queue: its own task is the one that drains it.
         if let Some(publisher) = publisher {
-            if online && !state.stalled && state.queue.len() >= publisher.high_watermark && publisher.session.id != self.id {
+            if online
+                && !state.stalled
+                && state.queue.len() >= publisher.high_watermark
+                && publisher.session.id != self.id
+            {
                 state.add_waiter(publisher.session);
                 outcome = Enqueued::Congested;
             }

@@ -37,16 +37,33 @@ fn publish_all(broker: &Broker) {
         ("messages/sent", stats.messages_sent.get().to_string()),
         ("publish/messages/received", stats.publishes_received.get().to_string()),
         ("publish/messages/sent", stats.publishes_sent.get().to_string()),
-        ("publish/messages/dropped", (stats.dropped_queue_full.get() + stats.dropped_too_large.get()).to_string()),
+        (
+            "publish/messages/dropped",
+            (stats.dropped_queue_full.get() + stats.dropped_too_large.get()).to_string(),
+        ),
         ("bytes/received", stats.bytes_received.get().to_string()),
         ("bytes/sent", stats.bytes_sent.get().to_string()),
         ("subscriptions/count", broker.subscription_count().to_string()),
     ];
     for (name, value) in figures {
         let topic = ByteStr::from(format!("$SYS/broker/{name}"));
-        broker.publish(Message::new(topic, value.into(), QoS::AtMostOnce, true, Properties::default(), 0));
+        broker.publish(Message::new(
+            topic,
+            value.into(),
+            QoS::AtMostOnce,
+            true,
+            Properties::default(),
+            0,
+        ));
     }
     let retained = broker.retained_count().to_string();
     let topic = ByteStr::from_static("$SYS/broker/retained messages/count");
-    broker.publish(Message::new(topic, retained.into(), QoS::AtMostOnce, true, Properties::default(), 0));
+    broker.publish(Message::new(
+        topic,
+        retained.into(),
+        QoS::AtMostOnce,
+        true,
+        Properties::default(),
+        0,
+    ));
 }

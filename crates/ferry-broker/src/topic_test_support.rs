@@ -62,10 +62,5 @@ pub(crate) fn filter_strategy(shared: bool) -> impl Strategy<Value = String> {
 /// once per level overflows instead of passing by the grace of a large
 /// default stack.
 pub(crate) fn run_on_small_stack(test: impl FnOnce() + Send + 'static) {
-    std::thread::Builder::new()
-        .stack_size(256 * 1024)
-        .spawn(test)
-        .unwrap()
-        .join()
-        .unwrap();
+    std::thread::Builder::new().stack_size(256 * 1024).spawn(test).unwrap().join().unwrap();
 }

@@ -123,11 +123,7 @@ pub struct SharedGroup<K, V> {
 
 impl<K, V> SharedGroup<K, V> {
     fn new(name: &str) -> Self {
-        SharedGroup {
-            name: name.into(),
-            members: Vec::new(),
-            cursor: AtomicUsize::new(0),
-        }
+        SharedGroup { name: name.into(), members: Vec::new(), cursor: AtomicUsize::new(0) }
     }
 
     /// The group name, the `{group}` of `$share/{group}/{filter}`.
@@ -207,11 +203,7 @@ impl<K: Eq, V> SharedGroup<K, V> {
         if pos < next {
             next -= 1;
         }
-        *cursor = if self.members.is_empty() {
-            0
-        } else {
-            next % self.members.len()
-        };
+        *cursor = if self.members.is_empty() { 0 } else { next % self.members.len() };
         Some(value)
     }
 }
@@ -228,10 +220,7 @@ struct Subscribers<K, V> {
 
 impl<K: Eq + Hash + Clone, V> Subscribers<K, V> {
     fn new() -> Self {
-        Subscribers {
-            list: Vec::new(),
-            index: None,
-        }
+        Subscribers { list: Vec::new(), index: None }
     }
 
     fn position(&self, key: &K) -> Option<usize> {
@@ -251,12 +240,8 @@ impl<K: Eq + Hash + Clone, V> Subscribers<K, V> {
                 index.insert(key.clone(), pos);
             }
             None if pos >= INDEX_THRESHOLD => {
-                let mut index: HashMap<K, usize> = self
-                    .list
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (k, _))| (k.clone(), i))
-                    .collect();
+                let mut index: HashMap<K, usize> =
+                    self.list.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();
                 index.insert(key.clone(), pos);
                 self.index = Some(index);
             }
@@ -300,10 +285,7 @@ struct Entry<K, V> {
 
 impl<K: Eq + Hash + Clone, V> Entry<K, V> {
     fn new() -> Self {
-        Entry {
-            subscribers: Subscribers::new(),
-            groups: Vec::new(),
-        }
+        Entry { subscribers: Subscribers::new(), groups: Vec::new() }
     }
 
     fn is_empty(&self) -> bool {
@@ -366,13 +348,7 @@ struct Node<K, V> {
 
 impl<K: Eq + Hash + Clone, V> Node<K, V> {
     fn new(parent: NodeId) -> Self {
-        Node {
-            parent,
-            children: HashMap::new(),
-            plus: None,
-            hash: None,
-            entry: Entry::new(),
-        }
+        Node { parent, children: HashMap::new(), plus: None, hash: None, entry: Entry::new() }
     }
 
     fn is_unused(&self) -> bool {
@@ -537,11 +513,7 @@ impl<K: Eq + Hash + Clone, V> TopicTree<K, V> {
         let mut id = ROOT;
         for level in path.into_iter().flat_map(|p| p.split('/')) {
             let node = &self.nodes[id as usize];
-            id = if level == "+" {
-                node.plus?
-            } else {
-                *node.children.get(level)?
-            };
+            id = if level == "+" { node.plus? } else { *node.children.get(level)? };
         }
         let node = &mut self.nodes[id as usize];
         let value = if hash {
@@ -560,11 +532,7 @@ impl<K: Eq + Hash + Clone, V> TopicTree<K, V> {
 
     fn child_or_insert(&mut self, parent: NodeId, level: &str) -> NodeId {
         let node = &self.nodes[parent as usize];
-        let existing = if level == "+" {
-            node.plus
-        } else {
-            node.children.get(level).copied()
-        };
+        let existing = if level == "+" { node.plus } else { node.children.get(level).copied() };
         if let Some(id) = existing {
             return id;
         }
@@ -640,9 +608,8 @@ impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for TopicTree<K, V> {
 /// Splits `$share/{group}/{filter}` into the group and the filter; any other
 /// filter has no group.
 fn split_shared(filter: &str) -> (Option<&str>, &str) {
-    if let Some((group, rest)) = filter
-        .strip_prefix("$share/")
-        .and_then(|rest| rest.split_once('/'))
+    if let Some((group, rest)) =
+        filter.strip_prefix("$share/").and_then(|rest| rest.split_once('/'))
     {
         return (Some(group), rest);
     }
@@ -772,11 +739,7 @@ mod tests {
     #[test]
     fn reference_matcher_agrees_with_spec_cases() {
         for &(filter, topic, expected) in CASES {
-            assert_eq!(
-                naive_matches(filter, topic),
-                expected,
-                "{filter} vs {topic}"
-            );
+            assert_eq!(naive_matches(filter, topic), expected, "{filter} vs {topic}");
         }
     }
 
@@ -823,10 +786,7 @@ mod tests {
         tree.insert("a/#", "c1", 4);
         tree.insert("+/b", "c2", 5);
         let (subs, _) = matches(&tree, "a/b");
-        assert_eq!(
-            subs,
-            [("c1", 1), ("c1", 2), ("c1", 3), ("c1", 4), ("c2", 5)]
-        );
+        assert_eq!(subs, [("c1", 1), ("c1", 2), ("c1", 3), ("c1", 4), ("c2", 5)]);
         assert_eq!(tree.len(), 5);
     }
 
@@ -939,18 +899,14 @@ mod tests {
 
     #[test]
     fn many_subscribers_on_one_topic_use_the_index() {
-        let keys: Vec<&'static str> = (0..1000)
-            .map(|i| &*Box::leak(format!("c{i}").into_boxed_str()))
-            .collect();
+        let keys: Vec<&'static str> =
+            (0..1000).map(|i| &*Box::leak(format!("c{i}").into_boxed_str())).collect();
         let mut tree = Tree::new();
         for (i, key) in keys.iter().enumerate() {
             assert_eq!(tree.insert("hot/topic", key, i as u32), None);
         }
         for (i, key) in keys.iter().enumerate().step_by(3) {
-            assert_eq!(
-                tree.insert("hot/topic", key, i as u32 + 5000),
-                Some(i as u32)
-            );
+            assert_eq!(tree.insert("hot/topic", key, i as u32 + 5000), Some(i as u32));
         }
         for key in keys.iter().skip(1).step_by(2) {
             assert!(tree.remove("hot/topic", key).is_some());
@@ -960,16 +916,7 @@ mod tests {
             .iter()
             .enumerate()
             .step_by(2)
-            .map(|(i, k)| {
-                (
-                    *k,
-                    if i % 3 == 0 {
-                        i as u32 + 5000
-                    } else {
-                        i as u32
-                    },
-                )
-            })
+            .map(|(i, k)| (*k, if i % 3 == 0 { i as u32 + 5000 } else { i as u32 }))
             .collect();
         expected.sort();
         assert_eq!(subs, expected);
@@ -994,9 +941,7 @@ mod tests {
         assert_eq!(group.len(), 3);
         let members: Vec<_> = group.members().map(|(k, _)| *k).collect();
         assert_eq!(members, ["k1", "k2", "k3"]);
-        let picks: Vec<_> = (0..7)
-            .map(|_| *group.pick(|_, _| true).unwrap().0)
-            .collect();
+        let picks: Vec<_> = (0..7).map(|_| *group.pick(|_, _| true).unwrap().0).collect();
         assert_eq!(picks, ["k1", "k2", "k3", "k1", "k2", "k3", "k1"]);
     }
 
@@ -1007,14 +952,10 @@ mod tests {
             tree.insert("$share/g/t", k, i as u32);
         }
         let group = first_group(&tree, "t");
-        let picks: Vec<_> = (0..6)
-            .map(|_| *group.pick(|k, _| *k != "k2").unwrap().0)
-            .collect();
+        let picks: Vec<_> = (0..6).map(|_| *group.pick(|k, _| *k != "k2").unwrap().0).collect();
         assert_eq!(picks, ["k1", "k3", "k4", "k1", "k3", "k4"]);
         assert_eq!(group.pick(|_, _| false), None);
-        let only_k4: Vec<_> = (0..3)
-            .map(|_| *group.pick(|k, _| *k == "k4").unwrap().0)
-            .collect();
+        let only_k4: Vec<_> = (0..3).map(|_| *group.pick(|k, _| *k == "k4").unwrap().0).collect();
         assert_eq!(only_k4, ["k4", "k4", "k4"]);
     }
 
@@ -1031,9 +972,7 @@ mod tests {
         assert_eq!(tree.remove("$share/g/a/#", &"k1"), Some(0));
         assert_eq!(tree.len(), 2);
         let group = first_group(&tree, "a");
-        let picks: Vec<_> = (0..4)
-            .map(|_| *group.pick(|_, _| true).unwrap().0)
-            .collect();
+        let picks: Vec<_> = (0..4).map(|_| *group.pick(|_, _| true).unwrap().0).collect();
         assert_eq!(picks, ["k3", "k2", "k3", "k2"]);
         // Removing the member the cursor points at moves on to the next one.
         assert_eq!(tree.remove("$share/g/a/#", &"k3"), Some(0));
@@ -1094,10 +1033,7 @@ mod tests {
         tree.insert("$share/g/a/b", "k", 2);
         assert_eq!(tree.wildcard_subs, 0);
         assert_eq!(tree.node_count(), 0);
-        assert_eq!(
-            matches(&tree, "a/b"),
-            (vec![("k", 1)], vec!["g".to_owned()])
-        );
+        assert_eq!(matches(&tree, "a/b"), (vec![("k", 1)], vec!["g".to_owned()]));
     }
 
     #[test]
@@ -1137,11 +1073,7 @@ mod tests {
             let mut tree = Tree::new();
             tree.insert(&plus, "k", 1);
             tree.insert(&format!("{literal}/#"), "k", 2);
-            tree.insert(
-                &format!("$share/g/{}/#", vec!["+"; LEVELS - 1].join("/")),
-                "k",
-                3,
-            );
+            tree.insert(&format!("$share/g/{}/#", vec!["+"; LEVELS - 1].join("/")), "k", 3);
             let (subs, groups) = matches(&tree, &literal);
             assert_eq!(subs, [("k", 1), ("k", 2)]);
             assert_eq!(groups, ["g"]);
@@ -1192,10 +1124,9 @@ mod tests {
         let mut actual: Expected = (Vec::new(), Vec::new());
         tree.for_each_match(topic, |m| match m {
             Match::Subscriber { key, value } => actual.0.push((*key, *value)),
-            Match::Shared(g) => actual.1.push((
-                g.group_name().to_owned(),
-                g.members().map(|(k, v)| (*k, *v)).collect(),
-            )),
+            Match::Shared(g) => actual
+                .1
+                .push((g.group_name().to_owned(), g.members().map(|(k, v)| (*k, *v)).collect())),
         });
         expected.0.sort();
         expected.1.sort();

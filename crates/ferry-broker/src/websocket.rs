@@ -31,7 +31,10 @@ impl<S> WsByteStream<S> {
 /// Handshake check: only `/mqtt`, and answer with the `mqtt` subprotocol
 /// when the client offers it (clients such as paho require the echo).
 #[allow(clippy::result_large_err)] // the signature is tungstenite's
-pub fn check_handshake(request: &Request, mut response: Response) -> Result<Response, ErrorResponse> {
+pub fn check_handshake(
+    request: &Request,
+    mut response: Response,
+) -> Result<Response, ErrorResponse> {
     if request.uri().path() != MQTT_PATH {
         let mut refusal = ErrorResponse::new(Some(format!("MQTT is served on {MQTT_PATH}")));
         *refusal.status_mut() = StatusCode::NOT_FOUND;
@@ -51,7 +54,11 @@ pub fn check_handshake(request: &Request, mut response: Response) -> Result<Resp
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsByteStream<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         loop {
             if !self.pending.is_empty() {
                 let n = self.pending.len().min(buf.remaining());
@@ -63,7 +70,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsByteStream<S> {
                 Some(Ok(Message::Binary(data))) => self.pending = data,
                 // Ping is answered by tungstenite itself; text frames are not
                 // MQTT (§6: "MUST close") but ignoring them is harmless.
-                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Text(_) | Message::Frame(_))) => {}
+                Some(Ok(
+                    Message::Ping(_) | Message::Pong(_) | Message::Text(_) | Message::Frame(_),
+                )) => {}
                 Some(Ok(Message::Close(_))) | None => return Poll::Ready(Ok(())),
                 Some(Err(error)) => return Poll::Ready(Err(io::Error::other(error))),
             }
@@ -72,7 +81,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsByteStream<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for WsByteStream<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let ws = Pin::new(&mut self.ws);
         ready!(ws.poll_ready(cx)).map_err(io::Error::other)?;
         Pin::new(&mut self.ws)

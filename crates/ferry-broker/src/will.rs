@@ -23,7 +23,14 @@ impl PendingWill {
         let mut properties = will.properties;
         properties.will_delay_interval = None;
         PendingWill {
-            message: Box::new(Message::new(will.topic, will.payload, will.qos, will.retain, properties, origin_session)),
+            message: Box::new(Message::new(
+                will.topic,
+                will.payload,
+                will.qos,
+                will.retain,
+                properties,
+                origin_session,
+            )),
             delay_secs,
         }
     }

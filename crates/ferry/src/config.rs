@@ -91,7 +91,12 @@ impl Config {
             let key = error.path().to_string();
             let inner = error.into_inner();
             let line = inner.span().map_or(0, |span| line_of(text, span.start));
-            ConfigFileError::Invalid { path: path.to_owned(), line, key, message: inner.message().to_string() }
+            ConfigFileError::Invalid {
+                path: path.to_owned(),
+                line,
+                key,
+                message: inner.message().to_string(),
+            }
         })?;
         config.validate(path)?;
         Ok(config)
@@ -103,7 +108,11 @@ impl Config {
             key: format!("broker.{}", error.key),
             message: error.message,
         })?;
-        for (key, value) in [("listeners.mqtt", &self.listeners.mqtt), ("listeners.ws", &self.listeners.ws), ("listeners.http", &self.listeners.http)] {
+        for (key, value) in [
+            ("listeners.mqtt", &self.listeners.mqtt),
+            ("listeners.ws", &self.listeners.ws),
+            ("listeners.http", &self.listeners.http),
+        ] {
             if !value.is_empty() && value.parse::<std::net::SocketAddr>().is_err() {
                 return Err(ConfigFileError::Semantic {
                     path: path.to_owned(),
@@ -138,7 +147,8 @@ mod tests {
 
     #[test]
     fn unknown_key_names_file_line_and_key() {
-        let error = parse("data_dir = \"x\"\n[broker]\nmax_keep_alive_secs = 60\nbogus = 1\n").unwrap_err();
+        let error =
+            parse("data_dir = \"x\"\n[broker]\nmax_keep_alive_secs = 60\nbogus = 1\n").unwrap_err();
         let text = error.to_string();
         assert!(text.starts_with("ferry.toml:4: key `broker"), "{text}");
         assert!(text.contains("bogus"), "{text}");
@@ -154,7 +164,10 @@ mod tests {
     #[test]
     fn out_of_range_values_are_refused() {
         let error = parse("[broker]\nreceive_maximum = 0\n").unwrap_err();
-        assert_eq!(error.to_string(), "ferry.toml: key `broker.receive_maximum`: must be at least 1");
+        assert_eq!(
+            error.to_string(),
+            "ferry.toml: key `broker.receive_maximum`: must be at least 1"
+        );
         let error = parse("[listeners]\nmqtt = \"nowhere\"\n").unwrap_err();
         assert!(error.to_string().contains("listeners.mqtt"), "{error}");
     }

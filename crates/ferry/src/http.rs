@@ -26,7 +26,11 @@ async fn not_found(uri: Uri) -> Response {
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("{method} is not allowed on {}", uri.path()))
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
 }
 
 /// Every HTTP error is JSON `{status, error, message}`, like Ditto's.

@@ -13,7 +13,11 @@ use config::Config;
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "ferry", version, about = "MQTT broker, edge store-and-forward and digital twins in one binary")]
+#[command(
+    name = "ferry",
+    version,
+    about = "MQTT broker, edge store-and-forward and digital twins in one binary"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -32,9 +36,7 @@ enum Command {
     /// line and key of the first problem otherwise.
     ///
     ///     ferry check-config /etc/ferry/ferry.toml
-    CheckConfig {
-        file: PathBuf,
-    },
+    CheckConfig { file: PathBuf },
     /// Load an MQTT broker (Ferry or any other) and report rates, loss,
     /// latency percentiles and, given its pid, the broker's CPU and memory.
     ///
@@ -117,13 +119,16 @@ fn bench(command: ferry_bench::BenchCommand) -> anyhow::Result<()> {
     print!("{report}");
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, text + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(dir) = plots {
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         for (name, svg) in report.charts() {
             let path = dir.join(name);
-            std::fs::write(&path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+            std::fs::write(&path, svg)
+                .with_context(|| format!("cannot write {}", path.display()))?;
         }
     }
     Ok(())

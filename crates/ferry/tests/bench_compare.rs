@@ -102,24 +102,16 @@ args = ["conn", "--connections", "50", "--hold", "0"]
         "compare failed: {}\n{stdout}",
         String::from_utf8_lossy(&output.stderr)
     );
-    for heading in [
-        "=== pubsub QoS 1 — Ferry",
-        "=== pubsub QoS 1 — Mosquitto",
-        "=== conn — Mosquitto",
-    ] {
+    for heading in
+        ["=== pubsub QoS 1 — Ferry", "=== pubsub QoS 1 — Mosquitto", "=== conn — Mosquitto"]
+    {
         assert!(stdout.contains(heading), "{heading:?} in\n{stdout}");
     }
 
     let doc = std::fs::read_to_string(dir.join("docs/benchmarks.md")).expect("the document");
     assert!(doc.contains("# Ferry vs Mosquitto, tiny"), "{doc}");
-    assert!(
-        doc.contains("| | Ferry | Mosquitto | Ferry vs best other |"),
-        "{doc}"
-    );
-    assert!(
-        doc.contains("| Mosquitto | mosquitto version"),
-        "Mosquitto's version: {doc}"
-    );
+    assert!(doc.contains("| | Ferry | Mosquitto | Ferry vs best other |"), "{doc}");
+    assert!(doc.contains("| Mosquitto | mosquitto version"), "Mosquitto's version: {doc}");
     assert_eq!(row(&doc, "delivered ↑")[1..3], ["100%", "100%"], "{doc}");
     assert_eq!(row(&doc, "lost ↓")[1..3], ["0", "0"], "{doc}");
     assert_eq!(row(&doc, "connected ↑")[1..3], ["50", "50"], "{doc}");
@@ -130,19 +122,10 @@ args = ["conn", "--connections", "50", "--hold", "0"]
         let svg =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(svg.contains("<svg"), "{chart}");
-        assert!(
-            svg.contains("Ferry") && svg.contains("Mosquitto"),
-            "a line per broker in {chart}"
-        );
-        assert!(
-            doc.contains(&format!("](bench/{chart})")),
-            "{chart} linked from\n{doc}"
-        );
+        assert!(svg.contains("Ferry") && svg.contains("Mosquitto"), "a line per broker in {chart}");
+        assert!(doc.contains(&format!("](bench/{chart})")), "{chart} linked from\n{doc}");
     }
-    assert!(
-        !dir.join("docs/bench/conn-latency.svg").exists(),
-        "conn measures no latency"
-    );
+    assert!(!dir.join("docs/bench/conn-latency.svg").exists(), "conn measures no latency");
     std::fs::remove_dir_all(dir).expect("clean up");
 }
 
@@ -166,22 +149,10 @@ args = ["pubsub", "--publishers", "1", "--messages", "10"]
     );
     let output = compare(&dir, &suite);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success(),
-        "a broker that exits at start fails the suite"
-    );
-    assert!(
-        stderr.contains("broker Broken: exited at start"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("cannot open the listener"),
-        "the end of its log: {stderr}"
-    );
-    assert!(
-        !dir.join("docs/benchmarks.md").exists(),
-        "no document without results"
-    );
+    assert!(!output.status.success(), "a broker that exits at start fails the suite");
+    assert!(stderr.contains("broker Broken: exited at start"), "{stderr}");
+    assert!(stderr.contains("cannot open the listener"), "the end of its log: {stderr}");
+    assert!(!dir.join("docs/benchmarks.md").exists(), "no document without results");
     std::fs::remove_dir_all(dir).expect("clean up");
 }
 
@@ -202,10 +173,7 @@ args = ["pubsub", "--pubishers", "1"]
     let output = compare(&dir, suite);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
-    assert!(
-        stderr.contains("suite.toml:10: run[0].args: run \"pubsub\""),
-        "{stderr}"
-    );
+    assert!(stderr.contains("suite.toml:10: run[0].args: run \"pubsub\""), "{stderr}");
     assert!(stderr.contains("--pubishers"), "{stderr}");
     std::fs::remove_dir_all(dir).expect("clean up");
 }
@@ -241,22 +209,12 @@ args = ["conn", "--connections", "5", "--hold", "0"]
     let output = compare(&dir, &suite);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        !output.status.success(),
-        "a failed run fails the suite, after the document"
-    );
-    assert!(
-        stderr.contains("1 of 2 runs against a broker failed"),
-        "{stderr}\n{stdout}"
-    );
+    assert!(!output.status.success(), "a failed run fails the suite, after the document");
+    assert!(stderr.contains("1 of 2 runs against a broker failed"), "{stderr}\n{stdout}");
     let doc = std::fs::read_to_string(dir.join("docs/benchmarks.md")).expect("the document");
     assert!(doc.contains("**Dying failed:**"), "{doc}");
     assert!(doc.contains("broker Dying: exited during the run"), "{doc}");
     assert!(doc.contains("segfault, say"), "the end of its log: {doc}");
-    assert_eq!(
-        row(&doc, "connected ↑")[1],
-        "5",
-        "the next run goes on: {doc}"
-    );
+    assert_eq!(row(&doc, "connected ↑")[1], "5", "the next run goes on: {doc}");
     std::fs::remove_dir_all(dir).expect("clean up");
 }

@@ -24,13 +24,16 @@ async fn mqtt311_qos1_and_retained_round_trip() {
     let mut options = MqttOptions::new("rust-sub", "127.0.0.1", ferry.port);
     options.set_keep_alive(Duration::from_secs(30));
     let (subscriber, mut sub_events) = AsyncClient::new(options, 16);
-    let (publisher, mut pub_events) = AsyncClient::new(MqttOptions::new("rust-pub", "127.0.0.1", ferry.port), 16);
+    let (publisher, mut pub_events) =
+        AsyncClient::new(MqttOptions::new("rust-pub", "127.0.0.1", ferry.port), 16);
 
     // The retained message must be stored before the subscription exists,
     // so wait for its PUBACK before subscribing.
     publisher.publish("plant/line1/state", QoS::AtLeastOnce, true, "running").await.unwrap();
     loop {
-        if let Event::Incoming(Packet::PubAck(_)) = pub_events.poll().await.expect("publisher connected") {
+        if let Event::Incoming(Packet::PubAck(_)) =
+            pub_events.poll().await.expect("publisher connected")
+        {
             break;
         }
     }
@@ -56,8 +59,10 @@ async fn mqtt5_user_properties_and_correlation_data_are_forwarded() {
     use rumqttc::v5::{AsyncClient as AsyncClient5, Event as Event5, MqttOptions as MqttOptions5};
 
     let ferry = Ferry::start("rust-client");
-    let (subscriber, mut sub_events) = AsyncClient5::new(MqttOptions5::new("rust5-sub", "127.0.0.1", ferry.port), 16);
-    let (publisher, mut pub_events) = AsyncClient5::new(MqttOptions5::new("rust5-pub", "127.0.0.1", ferry.port), 16);
+    let (subscriber, mut sub_events) =
+        AsyncClient5::new(MqttOptions5::new("rust5-sub", "127.0.0.1", ferry.port), 16);
+    let (publisher, mut pub_events) =
+        AsyncClient5::new(MqttOptions5::new("rust5-pub", "127.0.0.1", ferry.port), 16);
     tokio::spawn(async move { while pub_events.poll().await.is_ok() {} });
 
     subscriber.subscribe("rpc/request", QoS5::ExactlyOnce).await.unwrap();
