@@ -8,14 +8,15 @@ use crate::BenchError;
 use std::fs::File;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
+use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 /// How long a broker may take to accept connections, and to exit after SIGTERM.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// How often a starting broker is probed and a stopping one checked.
+/// How often a starting broker is probed for a listening port.
 const POLL: Duration = Duration::from_millis(25);
 
 /// How long a version command may run.
@@ -25,12 +26,11 @@ const VERSION_PATIENCE: Duration = Duration::from_secs(5);
 const LOG_TAIL_LINES: usize = 20;
 
 /// A child process whose stdout and stderr go to one file. Dropping it kills
-/// and reaps the process, so an error or a panic in the middle of a suite
-/// leaves no broker behind on its port.
+/// the process (Tokio reaps it), so an error or a panic in the middle of a
+/// suite leaves no broker behind on its port.
 struct Process {
     child: Child,
     log: PathBuf,
-    reaped: bool,
 }
 
 impl Process {
@@ -45,37 +45,28 @@ impl Process {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
+            .kill_on_drop(true)
             .spawn()?;
-        Ok(Process { child, log: log.to_owned(), reaped: false })
+        Ok(Process { child, log: log.to_owned() })
     }
 
+    /// The pid; 0 once the process has been reaped.
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.id().unwrap_or(0)
     }
 
     /// The exit status, if the process has exited.
     fn exited(&mut self) -> Option<ExitStatus> {
-        let status = self.child.try_wait().ok().flatten();
-        self.reaped |= status.is_some();
-        status
+        self.child.try_wait().ok().flatten()
     }
 
-    /// Waits up to `patience` for the process to exit, without blocking the runtime.
+    /// Waits up to `patience` for the process to exit.
     async fn wait(&mut self, patience: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + patience;
-        loop {
-            if let Some(status) = self.exited() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        tokio::time::timeout(patience, self.child.wait()).await.ok().and_then(Result::ok)
     }
 
     fn signal(&self, signal: libc::c_int) {
-        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
+        if let Some(pid) = self.child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()) {
             // SAFETY: kill(2) has no memory effects; the pid is our unreaped
             // child, so it cannot have been reused by another process.
             unsafe { libc::kill(pid, signal) };
@@ -89,27 +80,19 @@ impl Process {
         }
         self.signal(libc::SIGTERM);
         if self.wait(PATIENCE).await.is_none() {
-            self.kill();
+            self.kill().await;
         }
     }
 
-    fn kill(&mut self) {
-        if !self.reaped {
-            self.signal(libc::SIGKILL);
-            let _ = self.child.wait();
-            self.reaped = true;
-        }
+    /// SIGKILL, and reap.
+    async fn kill(&mut self) {
+        // Fails only if the process is already reaped, which is the goal.
+        let _ = self.child.kill().await;
     }
 
     /// The last lines the process wrote.
     fn log_tail(&self) -> String {
         log_tail(&self.log, LOG_TAIL_LINES)
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -213,7 +196,7 @@ pub async fn version_line(argv: &[String], dir: &Path) -> Result<String, String>
     let mut process =
         Process::spawn(argv, &log).map_err(|e| format!("cannot run {argv:?}: {e}"))?;
     if process.wait(VERSION_PATIENCE).await.is_none() {
-        process.kill();
+        process.kill().await;
         return Err(format!("{argv:?} still running after {} s", VERSION_PATIENCE.as_secs()));
     }
     let text = std::fs::read(&log).map_err(|e| e.to_string())?;
