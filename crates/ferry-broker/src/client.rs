@@ -2,7 +2,7 @@
 //! packet it sends. I/O stays in `connection.rs`; this file turns packets
 //! into broker operations and responses appended to the write buffer.
 
-use crate::backpressure::{self, Blocked};
+use crate::backpressure::{self, Pace};
 use crate::broker::Broker;
 use crate::close::Close;
 use crate::encode_once::{encode_publish, PublishShape};
@@ -38,8 +38,9 @@ pub(crate) struct Client {
     outbound_alias_max: u16,
     /// False when a v5 client asked for no reason strings (Request Problem Information 0).
     problem_information: bool,
-    /// Set while input is paused because a subscriber is congested.
-    blocked: Option<Blocked>,
+    /// Whether input is paused, or taking a turn, because a subscriber is
+    /// congested.
+    pace: Pace,
 }
 
 /// Source of assigned client identifiers: unique within the process, and
@@ -199,7 +200,7 @@ impl Client {
                 .unwrap_or(0)
                 .min(config.outbound_topic_alias_maximum),
             problem_information: connect.properties.request_problem_information != Some(0),
-            blocked: None,
+            pace: Pace::Free,
         };
         let connack = Packet::ConnAck(ConnAck {
             session_present: attached.session_present,
@@ -373,51 +374,82 @@ impl Client {
     }
 
     /// Routes a client's message; pauses this client's input if a
-    /// subscriber's queue is congested.
+    /// subscriber's queue is congested, or if its turn at one is over.
     fn publish(&mut self, broker: &Broker, publish: Publish) -> usize {
         let published =
             broker.publish_from(Message::from_publish(publish, self.session.id), &self.session);
         if let Some(target) = published.congested {
-            let since_ms = broker.now_ms().max(1);
-            self.session.liveness.set_blocked_since(since_ms);
-            self.blocked = Some(Blocked { target, since_ms });
+            self.block(broker, target);
+        } else if let Pace::Turn { target, left } = &mut self.pace {
+            *left -= 1;
+            if *left == 0 {
+                let target = target.clone();
+                self.end_turn(broker, target);
+            }
         }
         published.delivered
     }
 
-    /// True while the client's input is paused for back-pressure.
-    pub(crate) fn is_blocked(&self) -> bool {
-        self.blocked.is_some()
+    fn block(&mut self, broker: &Broker, target: Arc<Session>) {
+        let since_ms = broker.now_ms().max(1);
+        self.session.liveness.set_blocked_since(since_ms);
+        self.pace = Pace::Blocked { target, since_ms };
     }
 
-    /// Resumes input once the congested subscriber drained, went away, or
-    /// kept us waiting too long (it is then marked stalled).
-    pub(crate) fn check_blocked(&mut self, broker: &Broker) {
-        let Some(blocked) = &self.blocked else { return };
+    /// After a turn: waits again, at the back, if `target` is still above
+    /// the low watermark; goes on freely if it caught up.
+    fn end_turn(&mut self, broker: &Broker, target: Arc<Session>) {
         let low = backpressure::low_watermark(broker.config.max_queued_messages);
-        let waited_too_long = broker.now_ms().saturating_sub(blocked.since_ms)
-            >= backpressure::MAX_WAIT.as_millis() as u64;
-        {
-            let mut state = blocked.target.lock();
-            let drained = state.queue.len() <= low || state.ended || !blocked.target.is_online();
-            if !drained && !waited_too_long {
-                // Woken for another reason, or released and then beaten to
-                // the queue by other publishers: wait again, registered, or
-                // no drain would ever wake us.
+        let congested = {
+            let mut state = target.lock();
+            let congested =
+                state.queue.len() > low && !state.stalled && !state.ended && target.is_online();
+            if congested {
                 state.add_waiter(&self.session);
-                return;
             }
-            if !drained {
+            congested
+        };
+        if congested {
+            self.block(broker, target);
+        } else {
+            self.pace = Pace::Free;
+        }
+    }
+
+    /// True while the client's input is paused for back-pressure.
+    pub(crate) fn is_blocked(&self) -> bool {
+        matches!(self.pace, Pace::Blocked { .. })
+    }
+
+    /// Resumes input once the congested subscriber released us (our turn),
+    /// went away, or kept us waiting too long (it is then marked stalled).
+    pub(crate) fn check_blocked(&mut self, broker: &Broker) {
+        let Pace::Blocked { target, since_ms } = &self.pace else { return };
+        let waited_too_long =
+            broker.now_ms().saturating_sub(*since_ms) >= backpressure::MAX_WAIT.as_millis() as u64;
+        let target = target.clone();
+        let released = {
+            let mut state = target.lock();
+            let gone = state.ended || !target.is_online();
+            let released = !state.is_waiting(self.session.id);
+            if !gone && !released {
+                if !waited_too_long {
+                    // Woken for another reason: still in the line.
+                    return;
+                }
                 state.stalled = true;
+                state.waiters.retain(|waiter| waiter.id != self.session.id);
                 tracing::info!(
-                    client_id = %blocked.target.client_id,
+                    client_id = %target.client_id,
                     "subscriber not draining its queue for {:?}; publishers stop waiting for it",
                     backpressure::MAX_WAIT
                 );
             }
-        }
-        self.blocked = None;
+            released && !gone
+        };
         self.session.liveness.set_blocked_since(0);
+        self.pace =
+            if released { Pace::Turn { target, left: backpressure::TURN } } else { Pace::Free };
     }
 
     fn on_puback(&mut self, ack: PubAck) {
@@ -604,9 +636,10 @@ impl Client {
                 state.inflight.push_back(Inflight::Publish { packet_id, delivery });
             }
         }
-        if state.queue.len() <= backpressure::low_watermark(broker.config.max_queued_messages) {
+        let max_queued = broker.config.max_queued_messages;
+        if state.queue.len() <= backpressure::low_watermark(max_queued) {
             state.stalled = false;
-            state.release_waiters();
+            state.release_turns(backpressure::turns_per_release(max_queued));
         }
         Ok(())
     }

@@ -85,8 +85,9 @@ pub(crate) struct SessionState {
     pub pending_will: Option<Box<Message>>,
     /// The will-delay and session-expiry timers of the last disconnect.
     pub timers: Vec<AbortHandle>,
-    /// Publishers paused until this queue drains (see `backpressure`).
-    pub waiters: Vec<Arc<Session>>,
+    /// Publishers paused until this queue drains, longest waiting first
+    /// (see `backpressure`).
+    pub waiters: VecDeque<Arc<Session>>,
     /// A publisher gave up waiting for this session: nobody waits for it
     /// again until its queue drains.
     pub stalled: bool,
@@ -128,7 +129,7 @@ impl Session {
                 inbound_qos2: HashSet::new(),
                 pending_will: None,
                 timers: Vec::new(),
-                waiters: Vec::new(),
+                waiters: VecDeque::new(),
                 stalled: false,
             }),
         }
@@ -244,17 +245,27 @@ impl SessionState {
     }
 
     pub(crate) fn add_waiter(&mut self, publisher: &Arc<Session>) {
-        if !self.waiters.iter().any(|waiter| waiter.id == publisher.id) {
-            self.waiters.push(publisher.clone());
+        if !self.is_waiting(publisher.id) {
+            self.waiters.push_back(publisher.clone());
         }
     }
 
-    /// Wakes the publishers waiting for this queue: it drained, or it will
-    /// not drain (the session went offline or ended).
-    pub(crate) fn release_waiters(&mut self) {
-        for waiter in self.waiters.drain(..) {
+    /// Whether `publisher` is still waiting for this queue, not released.
+    pub(crate) fn is_waiting(&self, publisher: u64) -> bool {
+        self.waiters.iter().any(|waiter| waiter.id == publisher)
+    }
+
+    /// Wakes the `turns` publishers that waited longest: the queue drained.
+    pub(crate) fn release_turns(&mut self, turns: usize) {
+        for waiter in self.waiters.drain(..turns.min(self.waiters.len())) {
             waiter.wake.notify_one();
         }
+    }
+
+    /// Wakes every publisher waiting for this queue: it will not drain (the
+    /// session went offline or ended).
+    pub(crate) fn release_waiters(&mut self) {
+        self.release_turns(self.waiters.len());
     }
 
     pub(crate) fn cancel_timers(&mut self) {
