@@ -17,6 +17,8 @@ pub struct Report {
     /// The scenario's options, as given or defaulted.
     pub parameters: serde_json::Value,
     pub connections: Connections,
+    /// Every connection sent DISCONNECT and closed, all at once at the end.
+    pub disconnections: Connections,
     /// From the first publish to the last acknowledgement (or last write at QoS 0).
     pub publish: Throughput,
     /// From the first publish to the last arrival at a subscriber.
@@ -321,6 +323,12 @@ impl fmt::Display for Report {
             "  {:<22}{:>14} in {:.3} s  ({:.0} conn/s)",
             "connections", c_.count, c_.seconds, c_.per_second
         )?;
+        let d = &self.disconnections;
+        writeln!(
+            f,
+            "  {:<22}{:>14} in {:.3} s  ({:.0} conn/s)",
+            "disconnections", d.count, d.seconds, d.per_second
+        )?;
         for (name, t) in [("published", &self.publish), ("received", &self.receive)] {
             writeln!(
                 f,
@@ -412,6 +420,7 @@ mod tests {
             scenario: "pubsub",
             parameters: serde_json::json!({"publishers": 4}),
             connections: Connections { count: 5, seconds: 0.01, per_second: 500.0 },
+            disconnections: Connections::new(5, 0.005),
             publish: Throughput::new(100, 16, 1.0),
             receive: Throughput::new(100, 16, 1.0),
             delivery: Delivery::new(Counts { sent: 100, received: 100, ..Counts::default() }, 100),
@@ -433,6 +442,7 @@ mod tests {
         let table = report.to_string();
         assert!(table.contains("p99.9"), "{table}");
         assert!(table.contains("100.000%"), "{table}");
+        assert!(table.contains("disconnections                     5 in 0.005 s"), "{table}");
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["latency"]["p99_9_us"], 42.0);
         assert_eq!(json["delivery"]["lost"], 0);
@@ -459,6 +469,7 @@ mod tests {
             scenario: "conn",
             parameters: serde_json::json!({"connections": 3}),
             connections: Connections { count: 2, seconds: 0.5, per_second: 4.0 },
+            disconnections: Connections::new(2, 0.1),
             publish: Throughput::new(0, 0, 0.0),
             receive: Throughput::new(0, 0, 0.0),
             delivery: Delivery::new(Counts::default(), 0),

@@ -56,6 +56,10 @@ fn assert_complete(report: &Value, sent: u64) {
     }
     assert!(report["broker"]["cpu_seconds"].as_f64().is_some(), "broker sampled: {report:#}");
     assert!(report["bench"]["rss_end_bytes"].as_u64().is_some_and(|v| v > 0));
+    assert_eq!(
+        report["disconnections"]["count"], report["connections"]["count"],
+        "every connection is closed at the end: {report:#}"
+    );
     let cdf = report["latency_cdf"].as_array().expect("latency CDF points");
     assert_eq!(cdf.first().map(|p| &p["percentile"]), Some(&Value::from(0.0)), "{cdf:?}");
     assert_eq!(cdf.last().map(|p| &p["percentile"]), Some(&Value::from(100.0)), "{cdf:?}");

@@ -59,11 +59,17 @@ fn conn(report: &Report) -> Option<&ConnFigures> {
     report.conn.as_ref()
 }
 
-const FIGURES: [Figure; 27] = [
+const FIGURES: [Figure; 28] = [
     Figure {
         label: "connections/s",
         better: Better::Higher,
         value: |r| flow(r).map(|r| r.connections.per_second),
+        show: count,
+    },
+    Figure {
+        label: "disconnections/s",
+        better: Better::Higher,
+        value: |r| flow(r).map(|r| r.disconnections.per_second),
         show: count,
     },
     Figure {
@@ -549,6 +555,7 @@ mod tests {
             scenario: "pubsub",
             parameters: serde_json::json!({}),
             connections: Connections::new(101, 0.1),
+            disconnections: Connections::new(101, 0.01),
             publish: Throughput::new(sent, 16, 1.0),
             receive: Throughput::new(sent - lost, 16, 1.0),
             delivery: Delivery::new(counts, sent),

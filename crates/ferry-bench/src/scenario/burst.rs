@@ -12,8 +12,7 @@
 //! a device whose readings queue up before they leave.
 
 use super::{
-    connect_all, join_publishers, join_subscribers, positive_rate, spawn_open_loop, split,
-    sum_outcomes, Measured, Run, Subscriber,
+    connect_all, positive_rate, spawn_open_loop, split, sum_outcomes, Measured, Run, Subscriber,
 };
 use crate::args::BurstArgs;
 use crate::client::Conn;
@@ -46,9 +45,9 @@ pub async fn run(args: BurstArgs) -> Result<Report, BenchError> {
         format!("bench/burst/{i}")
     });
     let first = run.start_publishing(&publishers, Some(args.burst_length)).await;
-    let published = join_publishers(publishers, first).await?;
+    let published = run.join_publishers(publishers, first).await?;
     let (sent, total_sent) = (&published.sent, published.total());
-    let outcomes = join_subscribers(vec![subscriber], |_| total_sent).await?;
+    let outcomes = run.join_subscribers(vec![subscriber], |_| total_sent).await?;
     let (counts, last_receive) = sum_outcomes(&outcomes, |_| sent, first);
 
     let measured = Measured {

@@ -8,7 +8,10 @@
 //! not limited by, or slowed down by, the ~28,000 ephemeral ports of a
 //! single address.
 
-use super::{default_source_addresses, join, seconds_since, settled_rss, source_address, Sampler};
+use super::{
+    default_source_addresses, disconnect_all, join, seconds_since, settled_rss, source_address,
+    Sampler,
+};
 use crate::args::ConnArgs;
 use crate::client::Conn;
 use crate::histogram::LatencySummary;
@@ -82,12 +85,7 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
 
     tokio::time::sleep(Duration::from_secs_f64(args.hold)).await;
 
-    let disconnect_start = clock::now_ns();
-    let closing: Vec<_> = conns.into_iter().map(|conn| tokio::spawn(conn.disconnect())).collect();
-    for handle in closing {
-        join(handle).await?;
-    }
-    let disconnect_seconds = seconds_since(disconnect_start);
+    let disconnections = disconnect_all(conns).await?;
 
     let figures = ConnFigures {
         attempted: u64::from(args.connections),
@@ -103,9 +101,10 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
             .zip(broker_rss_connected)
             .and_then(|(before, after)| ConnFigures::rss_per_connection(before, after, connected)),
         bench_rss_connected_bytes: bench_usage.rss_end_bytes,
-        disconnect_seconds,
+        disconnect_seconds: disconnections.seconds,
     };
     Ok(Report {
+        disconnections,
         scenario: "conn",
         parameters: serde_json::to_value(&args).unwrap_or_default(),
         connections: Connections {

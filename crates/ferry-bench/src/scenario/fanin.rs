@@ -8,8 +8,7 @@
 //! lost. How many each member got is reported too, showing the spread.
 
 use super::{
-    connect_subscribers_then_publishers, join_publishers, join_subscribers, spawn_closed_loop,
-    split, Measured, Run, Subscriber,
+    connect_subscribers_then_publishers, spawn_closed_loop, split, Measured, Run, Subscriber,
 };
 use crate::args::FaninArgs;
 use crate::report::{Connections, Report};
@@ -49,9 +48,9 @@ pub async fn run(args: FaninArgs) -> Result<Report, BenchError> {
     let publishers =
         spawn_closed_loop(&run, publishers, &counts, common, |i| format!("bench/fanin/{i}"));
     let start = run.start_publishing(&publishers, Some(args.messages)).await;
-    let published = join_publishers(publishers, start).await?;
+    let published = run.join_publishers(publishers, start).await?;
     let (sent, total_sent) = (&published.sent, published.total());
-    let outcomes = join_subscribers(subscribers, |_| total_sent).await?;
+    let outcomes = run.join_subscribers(subscribers, |_| total_sent).await?;
 
     let mut union = Tracker::new(&counts);
     let mut last_receive = start;

@@ -4,8 +4,8 @@
 //! message, so a run of M messages expects M × S deliveries.
 
 use super::{
-    connect_subscribers_then_publishers, join_publishers, join_subscribers, spawn_closed_loop,
-    split, sum_outcomes, Measured, Run, Subscriber,
+    connect_subscribers_then_publishers, spawn_closed_loop, split, sum_outcomes, Measured, Run,
+    Subscriber,
 };
 use crate::args::FanoutArgs;
 use crate::report::{Connections, Report};
@@ -39,9 +39,9 @@ pub async fn run(args: FanoutArgs) -> Result<Report, BenchError> {
     let publishers = spawn_closed_loop(&run, publishers, &counts, common, |_| TOPIC.to_owned());
     let start =
         run.start_publishing(&publishers, Some(args.messages * u64::from(args.subscribers))).await;
-    let published = join_publishers(publishers, start).await?;
+    let published = run.join_publishers(publishers, start).await?;
     let (sent, total_sent) = (&published.sent, published.total());
-    let outcomes = join_subscribers(subscribers, |_| total_sent).await?;
+    let outcomes = run.join_subscribers(subscribers, |_| total_sent).await?;
     let (mut counts, last_receive) = sum_outcomes(&outcomes, |_| sent, start);
     // Summed over subscribers, `sent` would count each message once per
     // subscriber; it stays what was published, and the expected deliveries

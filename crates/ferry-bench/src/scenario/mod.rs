@@ -42,6 +42,8 @@ pub struct Run {
     sampler: Sampler,
     display: Display,
     ticker: Option<Ticker>,
+    /// Connections whose work is done, closed together when the run ends.
+    to_close: Vec<Conn>,
 }
 
 /// What a scenario measured, for [`Run::report`].
@@ -77,6 +79,7 @@ impl Run {
             sampler: Sampler::start(common.broker_pid)?,
             display: Display::detect(common.quiet),
             ticker: None,
+            to_close: Vec::new(),
         })
     }
 
@@ -127,11 +130,13 @@ impl Run {
         // Every subscriber has finished, and flushed its recorder.
         let latency = self.latency.snapshot();
         let (broker, bench) = self.sampler.finish(m.counts.received)?;
+        let disconnections = disconnect_all(std::mem::take(&mut self.to_close)).await?;
         let window = |end_ns| seconds_between(m.publish_start_ns, end_ns);
         Ok(Report {
             scenario,
             parameters: serde_json::to_value(parameters).unwrap_or_default(),
             connections: m.connections,
+            disconnections,
             publish: Throughput::new(m.sent, m.payload_size, window(m.publish_end_ns)),
             receive: Throughput::new(m.counts.received, m.payload_size, window(m.last_receive_ns)),
             delivery: Delivery::new(m.counts, m.expected),
@@ -151,40 +156,80 @@ impl Run {
 /// A subscriber task and the channel that tells it how many messages were
 /// sent once the publishers are done.
 pub struct Subscriber {
-    pub task: JoinHandle<Result<subscriber::Outcome, BenchError>>,
+    pub task: JoinHandle<Result<(subscriber::Outcome, Conn), BenchError>>,
     pub sent: oneshot::Sender<u64>,
 }
 
 impl Subscriber {
-    /// Starts receiving on `conn`; the connection is closed when done.
+    /// Starts receiving on `conn`.
     pub fn spawn(mut conn: Conn, tracker: Tracker, listen: Listen) -> Subscriber {
         let (sent, expected) = oneshot::channel();
         let task = tokio::spawn(async move {
-            let outcome = subscriber::run(&mut conn, tracker, expected, listen).await;
-            conn.disconnect().await;
-            outcome
+            subscriber::run(&mut conn, tracker, expected, listen).await.map(|o| (o, conn))
         });
         Subscriber { task, sent }
     }
 }
 
-/// Tells subscriber `i` how many messages were sent to it, `sent_to(i)`,
-/// and waits for each.
-pub async fn join_subscribers(
-    subscribers: Vec<Subscriber>,
-    sent_to: impl Fn(usize) -> u64,
-) -> Result<Vec<subscriber::Outcome>, BenchError> {
-    let mut tasks = Vec::with_capacity(subscribers.len());
-    for (i, Subscriber { task, sent }) in subscribers.into_iter().enumerate() {
-        // A subscriber may already have stopped with an error; its result says why.
-        let _ = sent.send(sent_to(i));
-        tasks.push(task);
+impl Run {
+    /// Tells subscriber `i` how many messages were sent to it, `sent_to(i)`,
+    /// and waits for each; their connections close when the run ends.
+    pub async fn join_subscribers(
+        &mut self,
+        subscribers: Vec<Subscriber>,
+        sent_to: impl Fn(usize) -> u64,
+    ) -> Result<Vec<subscriber::Outcome>, BenchError> {
+        let mut tasks = Vec::with_capacity(subscribers.len());
+        for (i, Subscriber { task, sent }) in subscribers.into_iter().enumerate() {
+            // A subscriber may already have stopped with an error; its result says why.
+            let _ = sent.send(sent_to(i));
+            tasks.push(task);
+        }
+        let mut outcomes = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            let (outcome, conn) = join(task).await??;
+            outcomes.push(outcome);
+            self.to_close.push(conn);
+        }
+        Ok(outcomes)
     }
-    let mut outcomes = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        outcomes.push(join(task).await??);
+
+    /// Waits for the publishers (no time before `start_ns`); their
+    /// connections close when the run ends.
+    pub async fn join_publishers(
+        &mut self,
+        publishers: Publishers,
+        start_ns: u64,
+    ) -> Result<Published, BenchError> {
+        let handles = publishers.tasks;
+        let mut published = Published {
+            sent: Vec::with_capacity(handles.len()),
+            done_ns: start_ns,
+            last_queued_ns: start_ns,
+            last_stamp_ns: start_ns,
+        };
+        for handle in handles {
+            let (outcome, conn) = join(handle).await??;
+            self.to_close.push(conn);
+            published.sent.push(outcome.sent);
+            published.done_ns = published.done_ns.max(outcome.done_ns);
+            published.last_queued_ns = published.last_queued_ns.max(outcome.last_queued_ns);
+            published.last_stamp_ns = published.last_stamp_ns.max(outcome.last_stamp_ns);
+        }
+        Ok(published)
     }
-    Ok(outcomes)
+}
+
+/// Sends DISCONNECT on every connection at once and closes them: how fast
+/// that went is the run's disconnect rate.
+pub async fn disconnect_all(conns: Vec<Conn>) -> Result<Connections, BenchError> {
+    let start = clock::now_ns();
+    let count = conns.len() as u64;
+    let closing: Vec<_> = conns.into_iter().map(|conn| tokio::spawn(conn.disconnect())).collect();
+    for handle in closing {
+        join(handle).await?;
+    }
+    Ok(Connections::new(count, seconds_since(start)))
 }
 
 /// Sums subscribers' outcomes: counts (subscriber `i` judged against
@@ -299,29 +344,8 @@ pub fn spawn_closed_loop(
     topic: impl Fn(usize) -> String,
 ) -> Publishers {
     let n = publishers.len();
-    let (keeper, gate) = publisher::gate(n);
-    let tasks = publishers
-        .into_iter()
-        .zip(counts)
-        .enumerate()
-        .map(|(i, (conn, &count))| {
-            let schedule = Schedule::ClosedLoop { offset_ns: run.ramp_offset(i, n) };
-            spawn_publisher(conn, plan(run, common, i, topic(i), count, schedule, gate.clone()))
-        })
-        .collect();
-    Publishers { tasks, keeper, margin_ns: 0 }
-}
-
-/// Time between opening the gate and the first due message of an
-/// open-loop run, for a thousand waiting publishers to wake.
-pub const OPEN_LOOP_MARGIN_NS: u64 = 5_000_000;
-
-/// Publisher tasks, set up and waiting at their gate.
-pub struct Publishers {
-    pub tasks: Vec<JoinHandle<Result<publisher::Outcome, BenchError>>>,
-    keeper: GateKeeper,
-    /// From opening the gate to the start of the schedule.
-    margin_ns: u64,
+    let schedule = |i| Schedule::ClosedLoop { offset_ns: run.ramp_offset(i, n) };
+    spawn_publishers(run, publishers, counts, common, topic, schedule, 0)
 }
 
 /// Starts one open-loop publisher per connection, held at a gate until
@@ -340,18 +364,44 @@ pub fn spawn_open_loop(
     let n = publishers.len();
     let gap_ns = 1e9 / rate;
     let interval_ns = (gap_ns * n as f64).round().max(1.0) as u64;
-    let (keeper, gate) = publisher::gate(n);
+    let schedule = |i| Schedule::OpenLoop {
+        offset_ns: run.ramp_offset(i, n) + (gap_ns * i as f64) as u64,
+        interval_ns,
+    };
+    spawn_publishers(run, publishers, counts, common, topic, schedule, OPEN_LOOP_MARGIN_NS)
+}
+
+/// Time between opening the gate and the first due message of an
+/// open-loop run, for a thousand waiting publishers to wake.
+pub const OPEN_LOOP_MARGIN_NS: u64 = 5_000_000;
+
+/// Publisher tasks, set up and waiting at their gate.
+pub struct Publishers {
+    pub tasks: Vec<JoinHandle<Result<(publisher::Outcome, Conn), BenchError>>>,
+    keeper: GateKeeper,
+    /// From opening the gate to the start of the schedule.
+    margin_ns: u64,
+}
+
+fn spawn_publishers(
+    run: &Run,
+    publishers: Vec<(Conn, ConnAck)>,
+    counts: &[u32],
+    common: &CommonArgs,
+    topic: impl Fn(usize) -> String,
+    schedule: impl Fn(usize) -> Schedule,
+    margin_ns: u64,
+) -> Publishers {
+    let (keeper, gate) = publisher::gate(publishers.len());
     let tasks = publishers
         .into_iter()
         .zip(counts)
         .enumerate()
         .map(|(i, (conn, &count))| {
-            let offset_ns = run.ramp_offset(i, n) + (gap_ns * i as f64) as u64;
-            let schedule = Schedule::OpenLoop { offset_ns, interval_ns };
-            spawn_publisher(conn, plan(run, common, i, topic(i), count, schedule, gate.clone()))
+            spawn_publisher(conn, plan(run, common, i, topic(i), count, schedule(i), gate.clone()))
         })
         .collect();
-    Publishers { tasks, keeper, margin_ns: OPEN_LOOP_MARGIN_NS }
+    Publishers { tasks, keeper, margin_ns }
 }
 
 /// Checks an open-loop rate option.
@@ -388,15 +438,14 @@ pub fn plan(
     }
 }
 
-/// Runs `plan` on a connection, then disconnects.
+/// Runs `plan` on a connection and hands the connection back.
 pub fn spawn_publisher(
     (mut conn, connack): (Conn, ConnAck),
     plan: Plan,
-) -> JoinHandle<Result<publisher::Outcome, BenchError>> {
+) -> JoinHandle<Result<(publisher::Outcome, Conn), BenchError>> {
     tokio::spawn(async move {
-        let outcome = publisher::run(&mut conn, &plan, connack.properties.receive_maximum).await;
-        conn.disconnect().await;
-        outcome
+        let receive_maximum = connack.properties.receive_maximum;
+        publisher::run(&mut conn, &plan, receive_maximum).await.map(|outcome| (outcome, conn))
     })
 }
 
@@ -418,28 +467,6 @@ impl Published {
     pub fn total(&self) -> u64 {
         self.sent.iter().map(|&n| u64::from(n)).sum()
     }
-}
-
-/// Waits for the publishers (no time before `start_ns`).
-pub async fn join_publishers(
-    publishers: Publishers,
-    start_ns: u64,
-) -> Result<Published, BenchError> {
-    let handles = publishers.tasks;
-    let mut published = Published {
-        sent: Vec::with_capacity(handles.len()),
-        done_ns: start_ns,
-        last_queued_ns: start_ns,
-        last_stamp_ns: start_ns,
-    };
-    for handle in handles {
-        let outcome = join(handle).await??;
-        published.sent.push(outcome.sent);
-        published.done_ns = published.done_ns.max(outcome.done_ns);
-        published.last_queued_ns = published.last_queued_ns.max(outcome.last_queued_ns);
-        published.last_stamp_ns = published.last_stamp_ns.max(outcome.last_stamp_ns);
-    }
-    Ok(published)
 }
 
 /// Waits for a task, turning a panic into an error.

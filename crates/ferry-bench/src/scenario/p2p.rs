@@ -7,8 +7,8 @@
 //! delayed, not just for the one that was waiting.
 
 use super::{
-    connect_all, join_publishers, join_subscribers, positive_rate, spawn_open_loop, split,
-    subscribe_all, sum_outcomes, Measured, Run, Subscriber,
+    connect_all, positive_rate, spawn_open_loop, split, subscribe_all, sum_outcomes, Measured, Run,
+    Subscriber,
 };
 use crate::args::P2pArgs;
 use crate::report::{Connections, Report};
@@ -59,9 +59,9 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
     let publishers =
         spawn_open_loop(&run, args.rate, publishers, &counts, common, |i| format!("bench/p2p/{i}"));
     let first = run.start_publishing(&publishers, Some(total)).await;
-    let published = join_publishers(publishers, first).await?;
+    let published = run.join_publishers(publishers, first).await?;
     let (sent, total_sent) = (&published.sent, published.total());
-    let outcomes = join_subscribers(subscribers, |i| u64::from(sent[i])).await?;
+    let outcomes = run.join_subscribers(subscribers, |i| u64::from(sent[i])).await?;
     let (counts, last_receive) = sum_outcomes(&outcomes, |i| std::slice::from_ref(&sent[i]), first);
 
     let measured = Measured {

@@ -2,10 +2,7 @@
 //! shape of the Mosquitto performance article (100 publishers, 1,000,000
 //! messages, one subscriber on `#`).
 
-use super::{
-    connect_all, join_publishers, join_subscribers, spawn_closed_loop, split, sum_outcomes,
-    Measured, Run, Subscriber,
-};
+use super::{connect_all, spawn_closed_loop, split, sum_outcomes, Measured, Run, Subscriber};
 use crate::args::PubsubArgs;
 use crate::client::Conn;
 use crate::report::{Connections, Report};
@@ -30,9 +27,9 @@ pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
     let subscriber = Subscriber::spawn(sub, Tracker::new(&counts), run.listen(0, None));
     let publishers = spawn_closed_loop(&run, publishers, &counts, common, |i| format!("bench/{i}"));
     let start = run.start_publishing(&publishers, Some(args.messages)).await;
-    let published = join_publishers(publishers, start).await?;
+    let published = run.join_publishers(publishers, start).await?;
     let (sent, total_sent) = (&published.sent, published.total());
-    let outcomes = join_subscribers(vec![subscriber], |_| total_sent).await?;
+    let outcomes = run.join_subscribers(vec![subscriber], |_| total_sent).await?;
     let (counts, last_receive) = sum_outcomes(&outcomes, |_| sent, start);
 
     let measured = Measured {
