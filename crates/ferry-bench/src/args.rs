@@ -44,6 +44,11 @@ pub enum Scenario {
     /// C publishers → one subscriber on a wildcard, closed loop (the shape
     /// of the Mosquitto performance article).
     ///
+    /// Each publisher is its own connection with up to --inflight messages
+    /// unacknowledged. The article's program drives its connections from
+    /// 100 threads that each wait for one publish at a time: with 100
+    /// connections that is `--publishers 100 --inflight 1`.
+    ///
     /// Example: ferry bench pubsub --publishers 100 --messages 1000000 --qos 1 --broker-pid $(pidof ferry)
     Pubsub(PubsubArgs),
     /// N publisher/subscriber pairs, each pair on its own topic, at a fixed
