@@ -185,15 +185,18 @@ fn compare_records_a_broker_that_dies_mid_run_and_goes_on() {
         "{MOSQUITTO} is missing: install Debian's mosquitto package"
     );
     let dir = scratch("dies");
-    // The broker's pid is the shell's: it takes Mosquitto down a second into
-    // the run and exits, as a crashing broker would.
+    // The first time, the broker's pid is the shell's: it takes Mosquitto
+    // down a second into the run and exits, as a crashing broker would.
+    // After that (the marker exists) it is Mosquitto itself. The trap makes
+    // sure no Mosquitto outlives a shell stopped early.
+    let marker = dir.join("died-once");
     let suite = format!(
         r#"
 title = "A broker that dies"
 
 [[broker]]
 name = "Dying"
-command = ["sh", "-c", "{MOSQUITTO} -p {{port}} & m=$!; sleep 1; kill $m; echo 'segfault, say' >&2; exit 7"]
+command = ["sh", "-c", "if [ -e {marker} ]; then exec {MOSQUITTO} -p {{port}}; fi; touch {marker}; {MOSQUITTO} -p {{port}} & m=$!; trap 'kill $m; exit 0' TERM; sleep 1; kill $m; echo 'segfault, say' >&2; exit 7"]
 port = {port}
 
 [[run]]
@@ -205,6 +208,7 @@ name = "conn"
 args = ["conn", "--connections", "5", "--hold", "0"]
 "#,
         port = free_port(),
+        marker = marker.display(),
     );
     let output = compare(&dir, &suite);
     let stderr = String::from_utf8_lossy(&output.stderr);
