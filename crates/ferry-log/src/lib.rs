@@ -19,9 +19,11 @@
 //! [`Log::flush`] hands buffered records to the operating system (they then
 //! survive the process being killed); [`Log::sync`] also `fdatasync`s them
 //! (they then survive a power cut) and moves [`Log::durable_end`]. When to
-//! sync — after every record, once per batch window (group commit), or
-//! never — is the owner's policy: one sync covers every record appended
-//! before it. A segment is sealed, synced, when the next record would take
+//! sync is a policy: one sync covers every record appended before it, and
+//! [`writer`] is the thread that applies it — it gathers the appends
+//! waiting for it, stores them with one flush or sync as
+//! [`writer::Durability`] says (`Always`, `Batch(window)`, `Never`), and only
+//! then answers each (group commit). A segment is sealed, synced, when the next record would take
 //! it past [`Config::segment_bytes`], and the next segment is created and
 //! its directory entry synced before anything is written to it.
 //!
@@ -53,6 +55,7 @@ mod cursors;
 mod error;
 mod record;
 mod segment;
+pub mod writer;
 
 pub use error::LogError;
 
@@ -258,20 +261,47 @@ impl Log {
 
     /// Writes buffered records to the file: from here on they survive the
     /// process dying, not yet the machine.
+    ///
+    /// If the write fails (disk full, EIO), the records buffered since the
+    /// last flush are dropped and the file is cut back to where they began,
+    /// so a partly written record never sits in front of later ones; what
+    /// was stored before is untouched.
     pub fn flush(&mut self) -> Result<(), LogError> {
-        if !self.buffer.is_empty() {
-            self.active.write(&self.buffer)?;
-            self.buffer.clear();
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let result = self.active.write(&self.buffer);
+        self.buffer.clear();
+        if let Err(error) = result {
+            let good = self.active.len;
+            self.cut_back(good);
+            return Err(error);
         }
         Ok(())
     }
 
+    /// After a failed write or sync: the file ends at `len` again, or the
+    /// failure to get there is logged (the next open cuts the tail anyway).
+    fn cut_back(&mut self, len: u64) {
+        if let Err(error) = self.active.truncate(len) {
+            tracing::error!(%error, "durable log: cannot cut back a failed write; recovery will");
+        }
+    }
+
     /// Flushes and `fdatasync`s: every record appended so far survives a
     /// power cut. Returns the new [`Log::durable_end`].
+    ///
+    /// If `fdatasync` fails, what it was to cover cannot be trusted to be on
+    /// disk (Linux may already have dropped the dirty pages), so the file is
+    /// cut back to the durable end and those records are gone.
     pub fn sync(&mut self) -> Result<u64, LogError> {
         self.flush()?;
         if self.durable_end < self.active.end() {
-            self.active.sync()?;
+            if let Err(error) = self.active.sync() {
+                let durable = self.durable_end - self.active.base;
+                self.cut_back(durable);
+                return Err(error);
+            }
             self.durable_end = self.active.end();
         }
         Ok(self.durable_end)

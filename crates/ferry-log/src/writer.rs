@@ -1,0 +1,331 @@
+//! The log's writer thread and its fsync policy: group commit.
+//!
+//! Appends are sent to one thread that owns the [`Log`]. It takes every
+//! append waiting in its queue, writes them, makes them as safe as the
+//! policy says with one `fdatasync` for the lot, and only then tells each
+//! sender its record is stored. A sender (the broker, about to send PUBACK)
+//! therefore never acknowledges a message the policy does not yet cover,
+//! and a burst of appends costs one sync, not one each.
+
+use crate::{Log, LogError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How safe a record is before its append is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Synced: survives a power cut. Appends that arrive while a sync runs
+    /// share the next one.
+    Always,
+    /// Synced, but the writer waits up to this long after the first
+    /// unsynced append for others to share the sync: fewer syncs under a
+    /// steady stream, at most this much added latency.
+    Batch(Duration),
+    /// Flushed to the operating system only: survives the process being
+    /// killed, not a power cut.
+    Never,
+}
+
+/// A stored record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    pub offset: u64,
+    /// Whether it was synced (always, except with [`Durability::Never`]).
+    pub synced: bool,
+}
+
+/// Called once an append is stored, or failed.
+pub type Done = Box<dyn FnOnce(Result<Stored, StoreError>) + Send>;
+
+/// Why an append was not stored. The log is unchanged by it, and later
+/// appends are tried afresh (a disk that was full may have room again).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Log(String),
+    #[error("the log writer has stopped")]
+    Stopped,
+}
+
+/// Appends waiting for the writer, at most: a sender that outruns the disk
+/// blocks here instead of queueing without bound.
+pub const QUEUE_DEPTH: usize = 16_384;
+
+/// Appends covered by one sync at most: under a stream that never lets the
+/// queue empty (or the batch window end), a sync still comes this often,
+/// and the answers waiting for it stay bounded.
+pub const MAX_BATCH: usize = 4_096;
+
+/// What the writer has done, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    pub appended: u64,
+    pub syncs: u64,
+    /// The longest single `fdatasync`.
+    pub max_sync: Duration,
+    pub total_sync: Duration,
+    pub failed: u64,
+}
+
+enum Request {
+    Append(Vec<u8>, Done),
+    Stats(SyncSender<WriterStats>),
+}
+
+/// The sending side; clone it for every producer.
+#[derive(Clone)]
+pub struct Writer {
+    requests: SyncSender<Request>,
+}
+
+/// The thread; joining it returns the log.
+pub struct WriterThread {
+    handle: JoinHandle<Log>,
+}
+
+/// Starts the writer thread for `log` with `durability`.
+pub fn spawn(log: Log, durability: Durability) -> (Writer, WriterThread) {
+    let (requests, queue) = mpsc::sync_channel(QUEUE_DEPTH);
+    let handle = std::thread::Builder::new()
+        .name("ferry-log-writer".into())
+        .spawn(move || run(log, durability, queue))
+        .unwrap_or_else(|error| panic!("cannot start the log writer thread: {error}"));
+    (Writer { requests }, WriterThread { handle })
+}
+
+impl Writer {
+    /// Queues `payload`; `done` is called once it is stored as the policy
+    /// says, or failed. Blocks while the queue is full.
+    pub fn append(&self, payload: Vec<u8>, done: Done) {
+        if let Err(mpsc::SendError(Request::Append(_, done))) =
+            self.requests.send(Request::Append(payload, done))
+        {
+            done(Err(StoreError::Stopped));
+        }
+    }
+
+    /// What the writer has done so far.
+    pub fn stats(&self) -> Option<WriterStats> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.requests.send(Request::Stats(reply)).ok()?;
+        answer.recv().ok()
+    }
+}
+
+impl WriterThread {
+    /// Waits for the writer to finish (every [`Writer`] dropped, every
+    /// append answered) and returns the log.
+    pub fn join(self) -> Log {
+        match self.handle.join() {
+            Ok(log) => log,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+fn run(mut log: Log, durability: Durability, queue: Receiver<Request>) -> Log {
+    let mut stats = WriterStats::default();
+    let mut waiting: Vec<(u64, Done)> = Vec::new();
+    // When the oldest append in `waiting` arrived (batch policy).
+    let mut since: Option<Instant> = None;
+    loop {
+        let next = match (durability, since) {
+            _ if waiting.len() >= MAX_BATCH => None,
+            (Durability::Batch(window), Some(first)) if !waiting.is_empty() => {
+                let left = window.saturating_sub(first.elapsed());
+                if left.is_zero() {
+                    None
+                } else {
+                    match queue.recv_timeout(left) {
+                        Ok(request) => Some(request),
+                        Err(RecvTimeoutError::Timeout) => None,
+                        Err(RecvTimeoutError::Disconnected) => {
+                            store(&mut log, durability, &mut waiting, &mut stats);
+                            return log;
+                        }
+                    }
+                }
+            }
+            _ if !waiting.is_empty() => queue.try_recv().ok(),
+            _ => match queue.recv() {
+                Ok(request) => Some(request),
+                Err(_) => return log,
+            },
+        };
+        match next {
+            Some(Request::Append(payload, done)) => {
+                match log.append(&payload) {
+                    Ok(offset) => {
+                        since.get_or_insert_with(Instant::now);
+                        waiting.push((offset, done));
+                    }
+                    Err(error) => {
+                        stats.failed += 1;
+                        done(Err(StoreError::Log(error.to_string())));
+                    }
+                }
+                continue;
+            }
+            Some(Request::Stats(reply)) => {
+                let _ = reply.send(stats);
+                continue;
+            }
+            None => {}
+        }
+        // The queue is empty (or the batch window is over): store the lot.
+        store(&mut log, durability, &mut waiting, &mut stats);
+        since = None;
+    }
+}
+
+/// Makes the waiting appends as safe as the policy says, with one flush or
+/// sync, and answers each.
+fn store(
+    log: &mut Log,
+    durability: Durability,
+    waiting: &mut Vec<(u64, Done)>,
+    stats: &mut WriterStats,
+) {
+    if waiting.is_empty() {
+        return;
+    }
+    let synced = durability != Durability::Never;
+    let result: Result<(), LogError> = if synced {
+        let started = Instant::now();
+        let result = log.sync().map(drop);
+        let took = started.elapsed();
+        stats.syncs += 1;
+        stats.total_sync += took;
+        stats.max_sync = stats.max_sync.max(took);
+        result
+    } else {
+        log.flush()
+    };
+    match result {
+        Ok(()) => {
+            stats.appended += waiting.len() as u64;
+            for (offset, done) in waiting.drain(..) {
+                done(Ok(Stored { offset, synced }));
+            }
+        }
+        Err(error) => {
+            tracing::error!(%error, records = waiting.len(), "durable log: could not store records");
+            stats.failed += waiting.len() as u64;
+            let message = error.to_string();
+            for (_, done) in waiting.drain(..) {
+                done(Err(StoreError::Log(message.clone())));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+    use std::sync::mpsc::Sender;
+
+    fn done_into(results: &Sender<Result<Stored, StoreError>>) -> Done {
+        let results = results.clone();
+        Box::new(move |result| {
+            let _ = results.send(result);
+        })
+    }
+
+    /// Appends `n` records from `threads` producers and returns every answer.
+    fn append_all(writer: &Writer, threads: usize, n: usize) -> Vec<Result<Stored, StoreError>> {
+        let (results, answers) = mpsc::channel();
+        std::thread::scope(|scope| {
+            for t in 0..threads {
+                let writer = writer.clone();
+                let results = results.clone();
+                scope.spawn(move || {
+                    for i in 0..n / threads {
+                        writer.append(format!("{t}/{i}").into_bytes(), done_into(&results));
+                    }
+                });
+            }
+        });
+        drop(results);
+        answers.iter().collect()
+    }
+
+    #[test]
+    fn every_policy_stores_every_append_and_says_how_safe() {
+        for durability in
+            [Durability::Always, Durability::Batch(Duration::from_millis(5)), Durability::Never]
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+            let (writer, thread) = spawn(log, durability);
+            let answers = append_all(&writer, 4, 1_000);
+            let stats = writer.stats().unwrap();
+            drop(writer);
+            let mut log = thread.join();
+
+            assert_eq!(answers.len(), 1_000, "{durability:?}");
+            let mut offsets: Vec<u64> =
+                answers.iter().map(|a| a.as_ref().unwrap().offset).collect();
+            offsets.sort_unstable();
+            offsets.dedup();
+            assert_eq!(offsets.len(), 1_000, "one offset per record");
+            let synced = durability != Durability::Never;
+            assert!(answers.iter().all(|a| a.as_ref().unwrap().synced == synced), "{durability:?}");
+            assert_eq!(stats.appended, 1_000);
+            assert_eq!(stats.syncs == 0, !synced, "{durability:?}: {stats:?}");
+            if synced {
+                assert_eq!(log.durable_end(), log.end(), "acknowledged means synced");
+            }
+            let start = log.start();
+            assert_eq!(log.read(start, usize::MAX).unwrap().len(), 1_000);
+        }
+    }
+
+    #[test]
+    fn a_batch_window_shares_one_sync_among_many_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+        let (writer, thread) = spawn(log, Durability::Batch(Duration::from_millis(50)));
+        let answers = append_all(&writer, 1, 1_000);
+        assert!(answers.iter().all(Result::is_ok));
+        let stats = writer.stats().unwrap();
+        assert!(stats.syncs <= 100, "1,000 appends in a burst took {} syncs", stats.syncs);
+        assert!(stats.max_sync <= stats.total_sync);
+        drop(writer);
+        thread.join();
+    }
+
+    #[test]
+    fn a_stream_that_never_pauses_is_still_synced_every_max_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+        let (writer, thread) = spawn(log, Durability::Batch(Duration::from_secs(3600)));
+        // Exactly three batches: each is answered as soon as it is full,
+        // long before the window ends.
+        let n = 3 * MAX_BATCH;
+        let answers = append_all(&writer, 1, n);
+        assert_eq!(answers.len(), n);
+        assert!(writer.stats().unwrap().syncs >= 3);
+        drop(writer);
+        thread.join();
+    }
+
+    #[test]
+    fn a_refused_append_is_answered_and_the_writer_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config { segment_bytes: 1 << 20, max_record_bytes: 16 };
+        let (log, _) = Log::open(dir.path(), config).unwrap();
+        let (writer, thread) = spawn(log, Durability::Always);
+        let (results, answers) = mpsc::channel();
+        writer.append(vec![0; 17], done_into(&results));
+        writer.append(vec![1; 16], done_into(&results));
+        drop(results);
+        let answers: Vec<_> = answers.iter().collect();
+        assert!(matches!(&answers[0], Err(StoreError::Log(m)) if m.contains("16-byte limit")));
+        assert!(answers[1].as_ref().is_ok_and(|stored| stored.synced));
+        assert_eq!(writer.stats().unwrap().failed, 1);
+        drop(writer);
+        thread.join();
+    }
+}
