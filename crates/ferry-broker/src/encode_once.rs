@@ -94,8 +94,12 @@ fn encode_fresh(
 ) -> usize {
     let mut publish =
         publish_packet(message, shape.qos, shape.retain, shape.dup, shape.packet_id, now);
+    // Properties are set only when there is something to set: writing
+    // through them allocates their box, even to write "none".
     if shape.version.is_v5() {
-        publish.properties.subscription_identifiers = shape.subscription_ids.to_vec();
+        if !shape.subscription_ids.is_empty() {
+            publish.properties.subscription_identifiers = shape.subscription_ids.to_vec();
+        }
         if let Some((alias, send_topic)) = shape.topic_alias {
             publish.properties.topic_alias = Some(alias);
             if !send_topic {
@@ -117,7 +121,9 @@ fn publish_packet(
     now: Instant,
 ) -> Publish {
     let mut properties = message.properties.clone();
-    properties.message_expiry_interval = message.remaining_expiry_secs(now);
+    if let Some(remaining) = message.remaining_expiry_secs(now) {
+        properties.message_expiry_interval = Some(remaining);
+    }
     Publish {
         dup,
         qos,
