@@ -7,11 +7,9 @@
 //! that reached two members counts as a duplicate, one that reached none as
 //! lost. How many each member got is reported too, showing the spread.
 
-use super::{
-    connect_subscribers_then_publishers, spawn_closed_loop, split, Measured, Run, Subscriber,
-};
+use super::{spawn_closed_loop, split, Measured, Run, Subscriber};
 use crate::args::FaninArgs;
-use crate::report::{Connections, Report};
+use crate::report::Report;
 use crate::subscriber::Group;
 use crate::tracker::Tracker;
 use crate::BenchError;
@@ -26,16 +24,15 @@ pub async fn run(args: FaninArgs) -> Result<Report, BenchError> {
     let mut run = Run::start(common).await?;
     let counts = split(args.messages, args.publishers)?;
 
-    let (subscribers, publishers, connect_seconds) = connect_subscribers_then_publishers(
-        run.broker,
-        "fanin",
-        run.version,
-        args.subscribers,
-        FILTER,
-        common.sub_qos(),
-        args.publishers,
-    )
-    .await?;
+    let (subscribers, publishers, connections) = run
+        .connect_subscribers_then_publishers(
+            "fanin",
+            args.subscribers,
+            FILTER,
+            common.sub_qos(),
+            args.publishers,
+        )
+        .await?;
     let group = Arc::new(Group::default());
     let subscribers: Vec<_> = subscribers
         .into_iter()
@@ -59,15 +56,10 @@ pub async fn run(args: FaninArgs) -> Result<Report, BenchError> {
         last_receive = last_receive.max(outcome.last_receive_ns);
     }
     let measured = Measured {
-        connections: Connections::new(
-            u64::from(args.publishers) + u64::from(args.subscribers),
-            connect_seconds,
-        ),
-        payload_size: common.payload_size,
+        connections,
         publish_start_ns: start,
-        publish_end_ns: published.done_ns,
+        published: &published,
         last_receive_ns: last_receive,
-        sent: total_sent,
         counts: union.counts(sent),
         expected: total_sent,
         latency_from: "send time",

@@ -3,12 +3,9 @@
 //! and Event Grid's broadcast. Every subscriber is to receive every
 //! message, so a run of M messages expects M × S deliveries.
 
-use super::{
-    connect_subscribers_then_publishers, spawn_closed_loop, split, sum_outcomes, Measured, Run,
-    Subscriber,
-};
+use super::{spawn_closed_loop, split, sum_outcomes, Measured, Run, Subscriber};
 use crate::args::FanoutArgs;
-use crate::report::{Connections, Report};
+use crate::report::Report;
 use crate::tracker::Tracker;
 use crate::BenchError;
 
@@ -21,16 +18,15 @@ pub async fn run(args: FanoutArgs) -> Result<Report, BenchError> {
     let mut run = Run::start(common).await?;
     let counts = split(args.messages, args.publishers)?;
 
-    let (subscribers, publishers, connect_seconds) = connect_subscribers_then_publishers(
-        run.broker,
-        "fanout",
-        run.version,
-        args.subscribers,
-        TOPIC,
-        common.sub_qos(),
-        args.publishers,
-    )
-    .await?;
+    let (subscribers, publishers, connections) = run
+        .connect_subscribers_then_publishers(
+            "fanout",
+            args.subscribers,
+            TOPIC,
+            common.sub_qos(),
+            args.publishers,
+        )
+        .await?;
     let subscribers: Vec<_> = subscribers
         .into_iter()
         .map(|sub| Subscriber::spawn(sub, Tracker::new(&counts), run.listen(0, None)))
@@ -49,15 +45,10 @@ pub async fn run(args: FanoutArgs) -> Result<Report, BenchError> {
     counts.sent = total_sent;
 
     let measured = Measured {
-        connections: Connections::new(
-            u64::from(args.publishers) + u64::from(args.subscribers),
-            connect_seconds,
-        ),
-        payload_size: common.payload_size,
+        connections,
         publish_start_ns: start,
-        publish_end_ns: published.done_ns,
+        published: &published,
         last_receive_ns: last_receive,
-        sent: total_sent,
         counts,
         expected: total_sent * u64::from(args.subscribers),
         latency_from: "send time",

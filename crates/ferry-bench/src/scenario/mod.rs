@@ -38,6 +38,7 @@ pub struct Run {
     /// The histogram every subscriber of the run records latency into.
     latency: Arc<SharedLatency>,
     drain_timeout: Duration,
+    payload_size: usize,
     ramp_up_ns: u64,
     sampler: Sampler,
     display: Display,
@@ -47,17 +48,14 @@ pub struct Run {
 }
 
 /// What a scenario measured, for [`Run::report`].
-pub struct Measured {
+pub struct Measured<'a> {
     pub connections: Connections,
-    pub payload_size: usize,
     /// When publishing started ([`Run::start_publishing`]).
     pub publish_start_ns: u64,
-    /// When the last publisher was done.
-    pub publish_end_ns: u64,
+    /// What the publishers did, from [`Run::join_publishers`].
+    pub published: &'a Published,
     /// When the last message arrived anywhere.
     pub last_receive_ns: u64,
-    /// Messages published.
-    pub sent: u64,
     pub counts: Counts,
     /// Distinct arrivals a perfect broker would produce.
     pub expected: u64,
@@ -75,6 +73,7 @@ impl Run {
             progress: Progress::new(),
             latency: SharedLatency::new(),
             drain_timeout: Duration::from_secs_f64(common.drain_timeout),
+            payload_size: common.payload_size,
             ramp_up_ns: (common.ramp_up * 1e9) as u64,
             sampler: Sampler::start(common.broker_pid)?,
             display: Display::detect(common.quiet),
@@ -120,7 +119,7 @@ impl Run {
         mut self,
         scenario: &'static str,
         parameters: &impl Serialize,
-        measured: Measured,
+        measured: Measured<'_>,
     ) -> Result<Report, BenchError> {
         let timeline = match self.ticker.take() {
             Some(ticker) => ticker.finish().await,
@@ -137,8 +136,16 @@ impl Run {
             parameters: serde_json::to_value(parameters).unwrap_or_default(),
             connections: m.connections,
             disconnections,
-            publish: Throughput::new(m.sent, m.payload_size, window(m.publish_end_ns)),
-            receive: Throughput::new(m.counts.received, m.payload_size, window(m.last_receive_ns)),
+            publish: Throughput::new(
+                m.published.total(),
+                self.payload_size,
+                window(m.published.done_ns),
+            ),
+            receive: Throughput::new(
+                m.counts.received,
+                self.payload_size,
+                window(m.last_receive_ns),
+            ),
             delivery: Delivery::new(m.counts, m.expected),
             latency: latency.summary(),
             latency_from: m.latency_from,
@@ -280,38 +287,41 @@ pub async fn connect_all(
     Ok((conns, seconds_since(start)))
 }
 
-/// Subscribes connection `i` to `filter(i)` at `qos`, all at once, and
-/// returns the connections in order once every SUBACK has arrived.
-/// Connects `subscribers` clients subscribed to `filter` (every SUBACK
-/// received, so no message is published before its subscription exists),
-/// then `publishers` clients; ids are `ferry-bench-{pid}-{scenario}-sub-{i}`
-/// and `-pub-{i}`. Returns both groups and the seconds it took.
-pub async fn connect_subscribers_then_publishers(
-    broker: SocketAddr,
-    scenario: &str,
-    version: ProtocolVersion,
-    subscribers: u32,
-    filter: &str,
-    sub_qos: QoS,
-    publishers: u32,
-) -> Result<(Vec<Conn>, Vec<(Conn, ConnAck)>, f64), BenchError> {
-    let tag = std::process::id();
-    let start = clock::now_ns();
-    let sub_ids =
-        (0..subscribers).map(|i| format!("ferry-bench-{tag}-{scenario}-sub-{i}")).collect();
-    let (connected, _) = connect_all(broker, sub_ids, version).await?;
-    let subscribed = subscribe_all(
-        connected.into_iter().map(|(conn, _)| conn).collect(),
-        |_| filter.to_owned(),
-        sub_qos,
-    )
-    .await?;
-    let pub_ids =
-        (0..publishers).map(|i| format!("ferry-bench-{tag}-{scenario}-pub-{i}")).collect();
-    let (publishers, _) = connect_all(broker, pub_ids, version).await?;
-    Ok((subscribed, publishers, seconds_since(start)))
+impl Run {
+    /// Connects `subscribers` clients subscribed to `filter` (every SUBACK
+    /// received, so no message is published before its subscription
+    /// exists), then `publishers` clients; ids are
+    /// `ferry-bench-{pid}-{scenario}-sub-{i}` and `-pub-{i}`. Returns both
+    /// groups and how fast they connected.
+    pub async fn connect_subscribers_then_publishers(
+        &self,
+        scenario: &str,
+        subscribers: u32,
+        filter: &str,
+        sub_qos: QoS,
+        publishers: u32,
+    ) -> Result<(Vec<Conn>, Vec<(Conn, ConnAck)>, Connections), BenchError> {
+        let tag = std::process::id();
+        let start = clock::now_ns();
+        let sub_ids =
+            (0..subscribers).map(|i| format!("ferry-bench-{tag}-{scenario}-sub-{i}")).collect();
+        let (connected, _) = connect_all(self.broker, sub_ids, self.version).await?;
+        let subscribed = subscribe_all(
+            connected.into_iter().map(|(conn, _)| conn).collect(),
+            |_| filter.to_owned(),
+            sub_qos,
+        )
+        .await?;
+        let pub_ids =
+            (0..publishers).map(|i| format!("ferry-bench-{tag}-{scenario}-pub-{i}")).collect();
+        let (publishers, _) = connect_all(self.broker, pub_ids, self.version).await?;
+        let count = (subscribed.len() + publishers.len()) as u64;
+        Ok((subscribed, publishers, Connections::new(count, seconds_since(start))))
+    }
 }
 
+/// Subscribes connection `i` to `filter(i)` at `qos`, all at once, and
+/// returns the connections in order once every SUBACK has arrived.
 pub async fn subscribe_all(
     conns: Vec<Conn>,
     filter: impl Fn(usize) -> String,

@@ -66,11 +66,9 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
 
     let measured = Measured {
         connections: Connections::new(2 * u64::from(args.pairs), connect_seconds),
-        payload_size: common.payload_size,
         publish_start_ns: first,
-        publish_end_ns: published.done_ns,
+        published: &published,
         last_receive_ns: last_receive,
-        sent: total_sent,
         counts,
         expected: total_sent,
         latency_from: "intended send time",
