@@ -6,10 +6,19 @@
 //! sender its record is stored. A sender (the broker, about to send PUBACK)
 //! therefore never acknowledges a message the policy does not yet cover,
 //! and a burst of appends costs one sync, not one each.
+//!
+//! Answers run on the writer thread, in the order the appends were made,
+//! and may append again (a stored message, say, whose delivery to a full
+//! queue dropped an older one). Such an append cannot wait for room in the
+//! queue the thread itself empties, so it goes on a side list that joins
+//! the next batch. After every batch the owner's `after_store` hook gets
+//! the log, with every answer given: the moment its view of the log is
+//! exactly the log's, for checkpoints and cursors.
 
 use crate::{Log, LogError};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 /// How safe a record is before its append is acknowledged.
@@ -71,12 +80,21 @@ pub struct WriterStats {
 enum Request {
     Append(Vec<u8>, Done),
     Stats(SyncSender<WriterStats>),
+    Close,
 }
+
+/// Appends made by answers, on the writer thread itself.
+type SideList = Arc<Mutex<Vec<(Vec<u8>, Done)>>>;
+
+/// Called on the writer thread after each stored batch.
+pub type AfterStore = Box<dyn FnMut(&mut Log) + Send>;
 
 /// The sending side; clone it for every producer.
 #[derive(Clone)]
 pub struct Writer {
     requests: SyncSender<Request>,
+    side: SideList,
+    thread: ThreadId,
 }
 
 /// The thread; joining it returns the log.
@@ -84,25 +102,45 @@ pub struct WriterThread {
     handle: JoinHandle<Log>,
 }
 
-/// Starts the writer thread for `log` with `durability`.
-pub fn spawn(log: Log, durability: Durability) -> (Writer, WriterThread) {
+/// Starts the writer thread for `log` with `durability`; `after_store`
+/// runs after every stored batch.
+pub fn spawn(
+    log: Log,
+    durability: Durability,
+    after_store: impl FnMut(&mut Log) + Send + 'static,
+) -> (Writer, WriterThread) {
     let (requests, queue) = mpsc::sync_channel(QUEUE_DEPTH);
+    let side = SideList::default();
+    let thread_side = side.clone();
+    let after_store: AfterStore = Box::new(after_store);
     let handle = std::thread::Builder::new()
         .name("ferry-log-writer".into())
-        .spawn(move || run(log, durability, queue))
+        .spawn(move || run(log, durability, queue, &thread_side, after_store))
         .unwrap_or_else(|error| panic!("cannot start the log writer thread: {error}"));
-    (Writer { requests }, WriterThread { handle })
+    let thread = handle.thread().id();
+    (Writer { requests, side, thread }, WriterThread { handle })
 }
 
 impl Writer {
     /// Queues `payload`; `done` is called once it is stored as the policy
-    /// says, or failed. Blocks while the queue is full.
+    /// says, or failed. Blocks while the queue is full, except when called
+    /// from an answer on the writer thread.
     pub fn append(&self, payload: Vec<u8>, done: Done) {
+        if std::thread::current().id() == self.thread {
+            self.side.lock().unwrap_or_else(PoisonError::into_inner).push((payload, done));
+            return;
+        }
         if let Err(mpsc::SendError(Request::Append(_, done))) =
             self.requests.send(Request::Append(payload, done))
         {
             done(Err(StoreError::Stopped));
         }
+    }
+
+    /// Stores what was appended so far and stops the thread; later appends
+    /// are answered [`StoreError::Stopped`].
+    pub fn close(&self) {
+        let _ = self.requests.send(Request::Close);
     }
 
     /// What the writer has done so far.
@@ -124,12 +162,19 @@ impl WriterThread {
     }
 }
 
-fn run(mut log: Log, durability: Durability, queue: Receiver<Request>) -> Log {
+fn run(
+    mut log: Log,
+    durability: Durability,
+    queue: Receiver<Request>,
+    side: &SideList,
+    mut after_store: AfterStore,
+) -> Log {
     let mut stats = WriterStats::default();
     let mut waiting: Vec<(u64, Done)> = Vec::new();
     // When the oldest append in `waiting` arrived (batch policy).
     let mut since: Option<Instant> = None;
     loop {
+        take_side(&mut log, side, &mut waiting, &mut since, &mut stats);
         let next = match (durability, since) {
             _ if waiting.len() >= MAX_BATCH => None,
             (Durability::Batch(window), Some(first)) if !waiting.is_empty() => {
@@ -141,7 +186,8 @@ fn run(mut log: Log, durability: Durability, queue: Receiver<Request>) -> Log {
                         Ok(request) => Some(request),
                         Err(RecvTimeoutError::Timeout) => None,
                         Err(RecvTimeoutError::Disconnected) => {
-                            store(&mut log, durability, &mut waiting, &mut stats);
+                            finish(&mut log, durability, side, &mut waiting, &mut stats);
+                            after_store(&mut log);
                             return log;
                         }
                     }
@@ -150,32 +196,88 @@ fn run(mut log: Log, durability: Durability, queue: Receiver<Request>) -> Log {
             _ if !waiting.is_empty() => queue.try_recv().ok(),
             _ => match queue.recv() {
                 Ok(request) => Some(request),
-                Err(_) => return log,
+                Err(_) => {
+                    finish(&mut log, durability, side, &mut waiting, &mut stats);
+                    after_store(&mut log);
+                    return log;
+                }
             },
         };
         match next {
             Some(Request::Append(payload, done)) => {
-                match log.append(&payload) {
-                    Ok(offset) => {
-                        since.get_or_insert_with(Instant::now);
-                        waiting.push((offset, done));
-                    }
-                    Err(error) => {
-                        stats.failed += 1;
-                        done(Err(StoreError::Log(error.to_string())));
-                    }
-                }
+                take_append(&mut log, payload, done, &mut waiting, &mut since, &mut stats);
                 continue;
             }
             Some(Request::Stats(reply)) => {
                 let _ = reply.send(stats);
                 continue;
             }
+            Some(Request::Close) => {
+                finish(&mut log, durability, side, &mut waiting, &mut stats);
+                after_store(&mut log);
+                return log;
+            }
             None => {}
         }
         // The queue is empty (or the batch window is over): store the lot.
         store(&mut log, durability, &mut waiting, &mut stats);
         since = None;
+        after_store(&mut log);
+    }
+}
+
+/// Stores what is waiting and whatever its answers append, until they
+/// append nothing more: every append made before the end is answered.
+fn finish(
+    log: &mut Log,
+    durability: Durability,
+    side: &SideList,
+    waiting: &mut Vec<(u64, Done)>,
+    stats: &mut WriterStats,
+) {
+    let mut since = None;
+    loop {
+        store(log, durability, waiting, stats);
+        if !take_side(log, side, waiting, &mut since, stats) {
+            return;
+        }
+    }
+}
+
+/// Moves the appends answers made into the batch; false if there were none.
+fn take_side(
+    log: &mut Log,
+    side: &SideList,
+    waiting: &mut Vec<(u64, Done)>,
+    since: &mut Option<Instant>,
+    stats: &mut WriterStats,
+) -> bool {
+    let from_answers = std::mem::take(&mut *side.lock().unwrap_or_else(PoisonError::into_inner));
+    let any = !from_answers.is_empty();
+    for (payload, done) in from_answers {
+        take_append(log, payload, done, waiting, since, stats);
+    }
+    any
+}
+
+/// Appends one record to the batch being gathered, or answers its failure.
+fn take_append(
+    log: &mut Log,
+    payload: Vec<u8>,
+    done: Done,
+    waiting: &mut Vec<(u64, Done)>,
+    since: &mut Option<Instant>,
+    stats: &mut WriterStats,
+) {
+    match log.append(&payload) {
+        Ok(offset) => {
+            since.get_or_insert_with(Instant::now);
+            waiting.push((offset, done));
+        }
+        Err(error) => {
+            stats.failed += 1;
+            done(Err(StoreError::Log(error.to_string())));
+        }
     }
 }
 
@@ -258,7 +360,7 @@ mod tests {
         {
             let dir = tempfile::tempdir().unwrap();
             let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
-            let (writer, thread) = spawn(log, durability);
+            let (writer, thread) = spawn(log, durability, |_| {});
             let answers = append_all(&writer, 4, 1_000);
             let stats = writer.stats().unwrap();
             drop(writer);
@@ -286,7 +388,7 @@ mod tests {
     fn a_batch_window_shares_one_sync_among_many_appends() {
         let dir = tempfile::tempdir().unwrap();
         let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
-        let (writer, thread) = spawn(log, Durability::Batch(Duration::from_millis(50)));
+        let (writer, thread) = spawn(log, Durability::Batch(Duration::from_millis(50)), |_| {});
         let answers = append_all(&writer, 1, 1_000);
         assert!(answers.iter().all(Result::is_ok));
         let stats = writer.stats().unwrap();
@@ -300,7 +402,7 @@ mod tests {
     fn a_stream_that_never_pauses_is_still_synced_every_max_batch() {
         let dir = tempfile::tempdir().unwrap();
         let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
-        let (writer, thread) = spawn(log, Durability::Batch(Duration::from_secs(3600)));
+        let (writer, thread) = spawn(log, Durability::Batch(Duration::from_secs(3600)), |_| {});
         // Exactly three batches: each is answered as soon as it is full,
         // long before the window ends.
         let n = 3 * MAX_BATCH;
@@ -316,7 +418,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = Config { segment_bytes: 1 << 20, max_record_bytes: 16 };
         let (log, _) = Log::open(dir.path(), config).unwrap();
-        let (writer, thread) = spawn(log, Durability::Always);
+        let (writer, thread) = spawn(log, Durability::Always, |_| {});
         let (results, answers) = mpsc::channel();
         writer.append(vec![0; 17], done_into(&results));
         writer.append(vec![1; 16], done_into(&results));
@@ -327,5 +429,42 @@ mod tests {
         assert_eq!(writer.stats().unwrap().failed, 1);
         drop(writer);
         thread.join();
+    }
+
+    #[test]
+    fn an_answer_may_append_again_without_waiting_for_its_own_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+        let ends = Arc::new(Mutex::new(Vec::new()));
+        let seen = ends.clone();
+        let (writer, thread) = spawn(log, Durability::Never, move |log: &mut Log| {
+            seen.lock().unwrap().push(log.end())
+        });
+        let (results, answers) = mpsc::channel();
+        // Every answer appends a follow-up record from the writer thread:
+        // with more of them than the queue holds, a blocking send there
+        // would deadlock.
+        for i in 0..QUEUE_DEPTH + 10 {
+            let again = writer.clone();
+            let results = results.clone();
+            writer.append(
+                format!("first {i}").into_bytes(),
+                Box::new(move |first| {
+                    assert!(first.is_ok());
+                    again.append(format!("again {i}").into_bytes(), done_into(&results));
+                }),
+            );
+        }
+        drop(results);
+        writer.close();
+        let answers: Vec<_> = answers.iter().collect();
+        let mut log = thread.join();
+        assert_eq!(answers.len(), QUEUE_DEPTH + 10);
+        assert!(answers.iter().all(Result::is_ok));
+        let start = log.start();
+        assert_eq!(log.read(start, usize::MAX).unwrap().len(), 2 * (QUEUE_DEPTH + 10));
+        assert_eq!(ends.lock().unwrap().last(), Some(&log.end()), "the hook saw the final log");
+        writer
+            .append(b"late".to_vec(), Box::new(|late| assert_eq!(late, Err(StoreError::Stopped))));
     }
 }
