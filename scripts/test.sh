@@ -72,7 +72,7 @@ fi
 # ---------------------------------------------------------------- cargo
 if [ "$TARGET" = "ferry" ]; then
     if ! command -v cargo >/dev/null 2>&1; then
-        echo "error: cargo not found; install a Rust toolchain (rustup, Rust >= 1.85)" >&2
+        echo "error: cargo not found; install a Rust toolchain (rustup, Rust >= 1.89)" >&2
         exit 1
     fi
     log "cargo build --release -p ferry"

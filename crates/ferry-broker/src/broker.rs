@@ -8,17 +8,20 @@
 
 use crate::backpressure;
 use crate::config::BrokerConfig;
+use crate::durable::record::{self, Record, Target};
+use crate::durable::{Store, StoreError};
 use crate::message::Message;
 use crate::retained::RetainedStore;
-use crate::session::{Delivery, Enqueued, Publisher, Session};
+use crate::session::{Delivery, Enqueued, Publisher, Reply, Session};
 use crate::stats::Stats;
 use crate::topic_tree::{Match, TopicTree};
 use crate::will::PendingWill;
-use ferry_mqtt::{ByteStr, ReasonCode, RetainHandling, SubscriptionOptions};
+use ferry_mqtt::{ByteStr, Packet, PubAck, QoS, ReasonCode, RetainHandling, SubscriptionOptions};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
@@ -38,16 +41,50 @@ pub struct Broker {
     pub config: BrokerConfig,
     pub stats: Stats,
     pub started_at: Instant,
-    subscriptions: RwLock<TopicTree<u64, Subscription>>,
-    retained: RwLock<RetainedStore<Arc<Message>>>,
-    sessions: Mutex<HashMap<Arc<str>, Arc<Session>>>,
-    next_session_id: AtomicU64,
+    /// The durable log, when durability is on.
+    pub(crate) store: Option<Store>,
+    /// This broker, for the answers of the durable log, which run after
+    /// the call that appended has returned.
+    me: Weak<Broker>,
+    pub(crate) subscriptions: RwLock<TopicTree<u64, Subscription>>,
+    pub(crate) retained: RwLock<RetainedStore<Arc<Message>>>,
+    pub(crate) sessions: Mutex<HashMap<Arc<str>, Arc<Session>>>,
+    pub(crate) next_session_id: AtomicU64,
     /// Read on every drain, so a plain flag rather than the watch's lock.
     shutting_down: AtomicBool,
     /// Wakes the listeners' accept loops at shutdown.
     shutdown: watch::Sender<bool>,
     /// Every connection task, so shutdown can wait for them to finish.
     pub(crate) connections: TaskTracker,
+}
+
+/// What became of a publish.
+pub(crate) enum Routed {
+    /// Delivered now: acknowledge at once.
+    Now(Published),
+    /// Being stored; it is delivered, and its acknowledgement takes its
+    /// place in the publisher's replies, once the log has it.
+    Storing,
+}
+
+/// The acknowledgement a publisher waits for.
+pub(crate) struct Answer {
+    pub session: Arc<Session>,
+    pub generation: u64,
+    pub packet_id: u16,
+    /// PUBREC (QoS 2) rather than PUBACK.
+    pub exactly_once: bool,
+}
+
+impl Answer {
+    fn packet(&self, reason: ReasonCode) -> Packet {
+        let ack = PubAck::new(self.packet_id, reason);
+        if self.exactly_once {
+            Packet::PubRec(ack)
+        } else {
+            Packet::PubAck(ack)
+        }
+    }
 }
 
 /// What a client's publish did.
@@ -66,11 +103,18 @@ pub(crate) struct Attached {
 }
 
 impl Broker {
+    /// A broker whose state lives as long as the process.
     pub fn new(config: BrokerConfig) -> Arc<Broker> {
-        Arc::new(Broker {
+        Broker::with_store(config, None)
+    }
+
+    pub(crate) fn with_store(config: BrokerConfig, store: Option<Store>) -> Arc<Broker> {
+        Arc::new_cyclic(|me| Broker {
             config,
             stats: Stats::default(),
             started_at: Instant::now(),
+            store,
+            me: me.clone(),
             subscriptions: RwLock::new(TopicTree::new()),
             retained: RwLock::new(RetainedStore::new()),
             sessions: Mutex::new(HashMap::new()),
@@ -97,6 +141,14 @@ impl Broker {
     pub async fn wait_for_connections(&self, grace: Duration) {
         self.connections.close();
         let _ = tokio::time::timeout(grace, self.connections.wait()).await;
+    }
+
+    /// Stores what the durable log has been given and stops its writer:
+    /// the last step of a graceful shutdown.
+    pub fn close_store(&self) {
+        if let Some(store) = &self.store {
+            store.close();
+        }
     }
 
     /// Milliseconds since the broker started: the clock of keep-alive.
@@ -149,11 +201,14 @@ impl Broker {
                 state.cancel_timers();
                 state.pending_will = None;
                 state.generation += 1;
+                state.replies.clear();
+                let expiry_changed = state.expiry_secs != expiry_secs;
                 state.expiry_secs = expiry_secs;
                 let generation = state.generation;
                 drop(state);
                 existing.set_online(true);
                 existing.wake.notify_one();
+                self.persist_resumed(&existing, expiry_changed, expiry_secs);
                 return Attached { session: existing, session_present: true, generation };
             }
             drop(state);
@@ -168,12 +223,48 @@ impl Broker {
         session.lock().generation = 1;
         session.set_online(true);
         sessions.insert(client_id.clone(), session.clone());
+        self.persist_expiry(&session, expiry_secs);
         Attached { session, session_present: false, generation: 1 }
+    }
+
+    pub(crate) fn me(&self) -> Weak<Broker> {
+        self.me.clone()
+    }
+
+    /// The durable log, if there is one and `session` is in it.
+    pub(crate) fn store_for(&self, session: &Session) -> Option<&Store> {
+        self.store.as_ref().filter(|_| session.is_persistent())
+    }
+
+    /// Puts the session in the durable log with its expiry interval, or
+    /// takes it out if the interval is 0 (it ends with its connection).
+    pub(crate) fn persist_expiry(&self, session: &Session, expiry_secs: u32) {
+        let Some(store) = &self.store else { return };
+        if expiry_secs > 0 {
+            session.set_persistent(true);
+            store.note(Record::SessionOpened {
+                session: session.id,
+                client_id: session.client_id.to_string(),
+                expiry_secs,
+            });
+        } else if session.is_persistent() {
+            session.set_persistent(false);
+            store.note(Record::SessionEnded { session: session.id });
+        }
+    }
+
+    fn persist_resumed(&self, session: &Session, expiry_changed: bool, expiry_secs: u32) {
+        if expiry_changed || (expiry_secs > 0 && !session.is_persistent()) {
+            self.persist_expiry(session, expiry_secs);
+        }
+        if let Some(store) = self.store_for(session) {
+            store.note(Record::Connected { session: session.id });
+        }
     }
 
     /// Ends a session: its subscriptions leave the tree, its queue is
     /// dropped, and a connection still attached is woken to leave.
-    fn end_session(&self, session: &Arc<Session>) {
+    pub(crate) fn end_session(&self, session: &Arc<Session>) {
         let (subscriptions, orphans, will) = {
             let mut state = session.lock();
             if state.ended {
@@ -196,8 +287,12 @@ impl Broker {
                 tree.remove(filter, &session.id);
             }
         }
+        if let Some(store) = self.store_for(session) {
+            session.set_persistent(false);
+            store.note(Record::SessionEnded { session: session.id });
+        }
         session.wake.notify_one();
-        self.redistribute(orphans, session.id);
+        self.redistribute(orphans, session);
         if let Some(will) = will {
             self.publish(*will);
         }
@@ -221,11 +316,21 @@ impl Broker {
             let orphans = state.take_shared_deliveries();
             (state.expiry_secs, orphans)
         };
-        self.redistribute(orphans, session.id);
+        self.redistribute(orphans, session);
+        if let Some(store) = self.store_for(session) {
+            store.note(Record::Disconnected { session: session.id, at_ms: unix_ms() });
+        }
         if let Some(will) = will {
             if will.delay_secs == 0 {
                 self.publish(*will.message);
             } else {
+                if let Some(store) = self.store_for(session) {
+                    store.note(Record::WillPending {
+                        session: session.id,
+                        delay_secs: will.delay_secs,
+                        message: stored_message(&will.message),
+                    });
+                }
                 let mut state = session.lock();
                 state.pending_will = Some(will.message);
                 if will.delay_secs < expiry_secs {
@@ -237,18 +342,32 @@ impl Broker {
         if expiry_secs == 0 {
             self.expire(session, generation);
         } else if expiry_secs != u32::MAX {
-            let broker = self.clone();
-            let expiring = session.clone();
-            let timer = tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(u64::from(expiry_secs))).await;
-                broker.expire(&expiring, generation);
-            });
-            session.lock().timers.push(timer.abort_handle());
+            self.start_expiry_clock(
+                session,
+                generation,
+                Duration::from_secs(u64::from(expiry_secs)),
+            );
         }
     }
 
+    /// Ends the session after `after`, unless a connection attaches first.
+    pub(crate) fn start_expiry_clock(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        generation: u64,
+        after: Duration,
+    ) {
+        let broker = self.clone();
+        let expiring = session.clone();
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            broker.expire(&expiring, generation);
+        });
+        session.lock().timers.push(timer.abort_handle());
+    }
+
     /// Ends the session if no connection attached to it since `generation`.
-    fn expire(&self, session: &Arc<Session>, generation: u64) {
+    pub(crate) fn expire(&self, session: &Arc<Session>, generation: u64) {
         let mut sessions = self.sessions.lock();
         {
             let state = session.lock();
@@ -313,6 +432,9 @@ impl Broker {
                 retain: true,
                 subscription_ids: identifier.into_iter().collect(),
                 shared_filter: None,
+                offset: None,
+                packet_id: 0,
+                restored: false,
                 message,
             };
             self.enqueue(session, delivery, None);
@@ -327,39 +449,83 @@ impl Broker {
     }
 
     /// Stores or clears the retained message of the topic (if RETAIN is set)
-    /// and delivers the message to every matching subscription. Returns the
-    /// number of sessions it was delivered to. For messages the broker makes
-    /// itself (wills, `$SYS`), which have no connection to slow down.
-    pub fn publish(&self, message: Message) -> usize {
-        self.publish_with(message, None).delivered
+    /// and delivers the message to every matching subscription. For
+    /// messages the broker makes itself (wills, `$SYS`), which have no
+    /// connection to slow down or acknowledge.
+    pub fn publish(&self, message: Message) {
+        self.publish_with(message, None, None);
     }
 
-    /// Publishes for a client's session; `congested` names a subscriber
-    /// whose queue reached its high watermark, which the publisher should
-    /// wait for (see `backpressure`).
-    pub(crate) fn publish_from(&self, message: Message, publisher: &Arc<Session>) -> Published {
+    /// Publishes for a client's session. When delivered at once,
+    /// `congested` names a subscriber whose queue reached its high
+    /// watermark, which the publisher should wait for (see `backpressure`);
+    /// when the message must be stored first, `answer` is queued in the
+    /// publisher's replies once it is.
+    pub(crate) fn publish_from(
+        &self,
+        message: Message,
+        publisher: &Arc<Session>,
+        answer: Option<Answer>,
+    ) -> Routed {
         let publisher = Publisher {
             session: publisher,
             high_watermark: backpressure::high_watermark(self.config.max_queued_messages),
         };
-        self.publish_with(message, Some(&publisher))
+        self.publish_with(message, Some(&publisher), answer)
     }
 
-    fn publish_with(&self, message: Message, publisher: Option<&Publisher<'_>>) -> Published {
+    fn publish_with(
+        &self,
+        message: Message,
+        publisher: Option<&Publisher<'_>>,
+        answer: Option<Answer>,
+    ) -> Routed {
         let message = Arc::new(message);
-        if message.retain {
-            let mut retained = self.retained.write();
-            if message.payload.is_empty() {
-                retained.remove(&message.topic);
-            } else {
-                retained.insert(&message.topic, message.clone());
+        // `$SYS` is remade every interval from live counters: storing it
+        // would only fill the log.
+        let store = self.store.as_ref().filter(|_| !message.topic.starts_with("$SYS"));
+        if store.is_none() && message.retain {
+            self.retain(&message);
+        }
+        let tree = self.subscriptions.read();
+        let targets = self.targets(&tree, &message);
+        if let Some(store) = store {
+            let persistent = |(subscription, _): &(&Subscription, bool)| {
+                subscription.session.is_persistent() && subscription.options.qos != QoS::AtMostOnce
+            };
+            let must_store = message.retain
+                || (message.qos != QoS::AtMostOnce && targets.iter().any(persistent));
+            if must_store {
+                let mut plan = Vec::with_capacity(targets.len());
+                for_each_delivery(&message, &targets, |subscription, delivery| {
+                    plan.push((subscription.session.clone(), delivery));
+                });
+                drop(tree);
+                self.store_then_deliver(store, message, plan, answer);
+                return Routed::Storing;
             }
         }
-        self.route(&message, publisher)
+        let mut published = Published { delivered: 0, congested: None };
+        for_each_delivery(&message, &targets, |subscription, delivery| {
+            // Register the publisher with the first congested subscriber
+            // only: waiting for one is enough to slow it down.
+            let waiter = if published.congested.is_none() { publisher } else { None };
+            if self.enqueue(&subscription.session, delivery, waiter) == Enqueued::Congested {
+                published.congested = Some(subscription.session.clone());
+            }
+            published.delivered += 1;
+        });
+        Routed::Now(published)
     }
 
-    fn route(&self, message: &Arc<Message>, publisher: Option<&Publisher<'_>>) -> Published {
-        let tree = self.subscriptions.read();
+    /// The subscriptions a message goes to, each with whether it came
+    /// through a shared group, sorted by session so that one session's
+    /// overlapping subscriptions are next to each other.
+    fn targets<'t>(
+        &self,
+        tree: &'t TopicTree<u64, Subscription>,
+        message: &Message,
+    ) -> Vec<(&'t Subscription, bool)> {
         let mut targets: Vec<(&Subscription, bool)> = Vec::new();
         tree.for_each_match(&message.topic, |found| match found {
             Match::Subscriber { value, .. } => {
@@ -380,47 +546,101 @@ impl Broker {
             targets
                 .sort_unstable_by_key(|(subscription, shared)| (subscription.session.id, *shared));
         }
-        let mut index = 0;
-        let mut published = Published { delivered: 0, congested: None };
-        while index < targets.len() {
-            let (first, shared) = targets[index];
-            let mut delivery = self.delivery_for(message, first, shared);
-            index += 1;
-            // A client whose subscriptions overlap gets the message once, at
-            // the highest granted QoS, with every matching identifier (§3.3.4).
-            while !shared && index < targets.len() {
-                let (next, next_shared) = targets[index];
-                if next_shared || next.session.id != first.session.id {
-                    break;
-                }
-                delivery.qos = delivery.qos.max(message.qos.min(next.options.qos));
-                delivery.retain |= message.retain && next.options.retain_as_published;
-                delivery.subscription_ids.extend(next.identifier);
-                index += 1;
-            }
-            // Register the publisher with the first congested subscriber
-            // only: waiting for one is enough to slow it down.
-            let waiter = if published.congested.is_none() { publisher } else { None };
-            if self.enqueue(&first.session, delivery, waiter) == Enqueued::Congested {
-                published.congested = Some(first.session.clone());
-            }
-            published.delivered += 1;
-        }
-        published
+        targets
     }
 
-    fn delivery_for(
+    /// Appends the message's record; once it is stored, delivers it as
+    /// `plan` says and answers the publisher. Persistent sessions get their
+    /// packet ids now, so the record holds them.
+    fn store_then_deliver(
         &self,
+        store: &Store,
+        message: Arc<Message>,
+        mut plan: Vec<(Arc<Session>, Delivery)>,
+        answer: Option<Answer>,
+    ) {
+        let mut targets = Vec::new();
+        for (session, delivery) in &mut plan {
+            if !session.is_persistent() || delivery.qos == QoS::AtMostOnce {
+                continue;
+            }
+            let mut state = session.lock();
+            if state.ended {
+                continue;
+            }
+            delivery.packet_id = state.next_packet_id();
+            drop(state);
+            targets.push(Target {
+                session: session.id,
+                qos: delivery.qos,
+                retain: delivery.retain,
+                packet_id: delivery.packet_id,
+                subscription_ids: delivery.subscription_ids.clone(),
+            });
+        }
+        let inbound = answer
+            .as_ref()
+            .filter(|answer| answer.exactly_once && answer.session.is_persistent())
+            .map(|answer| (answer.session.id, answer.packet_id));
+        if let Some(answer) = &answer {
+            answer.session.lock().replies.push_back((answer.generation, Reply::Waiting));
+        }
+        let record = Record::Published(Box::new(record::Published {
+            message: stored_message(&message),
+            inbound,
+            targets,
+        }));
+        let broker = self.me.upgrade();
+        store.append(record, move |result| {
+            if let Some(broker) = broker {
+                broker.deliver_stored(result, &message, plan, answer);
+            }
+        });
+    }
+
+    /// On the log writer's thread: the message's record is stored (or not).
+    fn deliver_stored(
+        &self,
+        result: Result<u64, StoreError>,
         message: &Arc<Message>,
-        subscription: &Subscription,
-        shared: bool,
-    ) -> Delivery {
-        Delivery {
-            message: message.clone(),
-            qos: message.qos.min(subscription.options.qos),
-            retain: message.retain && subscription.options.retain_as_published,
-            subscription_ids: subscription.identifier.into_iter().collect(),
-            shared_filter: shared.then(|| subscription.filter.clone()),
+        plan: Vec<(Arc<Session>, Delivery)>,
+        answer: Option<Answer>,
+    ) {
+        let reason = match result {
+            Ok(offset) => {
+                if message.retain {
+                    self.retain(message);
+                }
+                let delivered = plan.len();
+                for (session, mut delivery) in plan {
+                    if delivery.packet_id != 0 {
+                        delivery.offset = NonZeroU64::new(offset);
+                    }
+                    self.enqueue(&session, delivery, None);
+                }
+                publish_reason(delivered)
+            }
+            Err(error) => {
+                self.stats.store_failures.inc();
+                tracing::warn!(%error, topic = %message.topic, "message refused: the durable log could not store it");
+                if let Some(answer) = answer.as_ref().filter(|answer| answer.exactly_once) {
+                    // Not taken: a retransmission must be treated as new.
+                    answer.session.lock().inbound_qos2.remove(&answer.packet_id);
+                }
+                ReasonCode::UnspecifiedError
+            }
+        };
+        if let Some(answer) = answer {
+            answer.session.fill_reply(answer.generation, answer.packet(reason));
+        }
+    }
+
+    fn retain(&self, message: &Arc<Message>) {
+        let mut retained = self.retained.write();
+        if message.payload.is_empty() {
+            retained.remove(&message.topic);
+        } else {
+            retained.insert(&message.topic, message.clone());
         }
     }
 
@@ -430,22 +650,35 @@ impl Broker {
         delivery: Delivery,
         publisher: Option<&Publisher<'_>>,
     ) -> Enqueued {
-        let outcome = session.enqueue(
+        let (outcome, evicted) = session.enqueue(
             delivery,
             self.config.max_queued_messages,
             self.config.queue_overflow,
             &self.stats,
             publisher,
         );
+        if let Some(evicted) = evicted {
+            self.delivery_over(session, &evicted);
+        }
         if outcome == Enqueued::Dropped {
             tracing::trace!(client_id = %session.client_id, "message dropped for session");
         }
         outcome
     }
 
+    /// Records that a persistent session is done with a stored delivery
+    /// (acknowledged, expired or dropped), so a restart does not send it
+    /// again.
+    pub(crate) fn delivery_over(&self, session: &Session, delivery: &Delivery) {
+        if let (Some(store), Some(offset)) = (self.store_for(session), delivery.offset) {
+            store.note(Record::Delivered { session: session.id, offset: offset.get() });
+        }
+    }
+
     /// Hands deliveries of a shared subscription that a leaving member never
     /// completed to another member of the same group.
-    fn redistribute(&self, orphans: Vec<Delivery>, leaving_session: u64) {
+    fn redistribute(&self, orphans: Vec<Delivery>, leaving: &Session) {
+        let leaving_session = leaving.id;
         if orphans.is_empty() {
             return;
         }
@@ -468,7 +701,9 @@ impl Broker {
                 }
             });
             if let Some(session) = chosen {
-                self.enqueue(&session, Delivery { retain: false, ..orphan }, None);
+                self.delivery_over(leaving, &orphan);
+                let handed_over = Delivery { retain: false, offset: None, packet_id: 0, ..orphan };
+                self.enqueue(&session, handed_over, None);
             }
         }
     }
@@ -478,9 +713,81 @@ impl Broker {
         self.retained.read().get(topic).cloned()
     }
 
-    /// Drops retained messages whose expiry interval ran out.
+    /// Drops retained messages whose expiry interval ran out. (The log
+    /// keeps them until the next snapshot, which recovery applies expiry to.)
     pub fn sweep_expired_retained(&self) {
         let now = Instant::now();
         self.retained.write().retain(|_, message| !message.is_expired(now));
+    }
+}
+
+/// A for-each over the deliveries of a message to `targets`: one per
+/// session, except that each shared subscription is its own. A client whose
+/// subscriptions overlap gets the message once, at the highest granted QoS,
+/// with every matching identifier (§3.3.4).
+fn for_each_delivery(
+    message: &Arc<Message>,
+    targets: &[(&Subscription, bool)],
+    mut deliver: impl FnMut(&Subscription, Delivery),
+) {
+    let mut index = 0;
+    while index < targets.len() {
+        let (first, shared) = targets[index];
+        let mut delivery = Delivery {
+            message: message.clone(),
+            qos: message.qos.min(first.options.qos),
+            retain: message.retain && first.options.retain_as_published,
+            subscription_ids: first.identifier.into_iter().collect(),
+            shared_filter: shared.then(|| first.filter.clone()),
+            offset: None,
+            packet_id: 0,
+            restored: false,
+        };
+        index += 1;
+        while !shared && index < targets.len() {
+            let (next, next_shared) = targets[index];
+            if next_shared || next.session.id != first.session.id {
+                break;
+            }
+            delivery.qos = delivery.qos.max(message.qos.min(next.options.qos));
+            delivery.retain |= message.retain && next.options.retain_as_published;
+            delivery.subscription_ids.extend(next.identifier);
+            index += 1;
+        }
+        deliver(first, delivery);
+    }
+}
+
+/// PUBACK/PUBREC reason for a publish delivered to `delivered` sessions.
+pub(crate) fn publish_reason(delivered: usize) -> ReasonCode {
+    if delivered == 0 {
+        ReasonCode::NoMatchingSubscribers
+    } else {
+        ReasonCode::Success
+    }
+}
+
+/// Wall-clock milliseconds since the Unix epoch: durable times must mean
+/// the same after a restart, which `Instant`s do not.
+pub(crate) fn unix_ms() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The message as the durable log keeps it.
+pub(crate) fn stored_message(message: &Message) -> record::StoredMessage {
+    let age = u64::try_from(message.received_at.elapsed().as_millis()).unwrap_or(0);
+    record::StoredMessage {
+        publish: ferry_mqtt::Publish {
+            dup: false,
+            qos: message.qos,
+            retain: message.retain,
+            topic: message.topic.clone(),
+            packet_id: 0,
+            properties: message.properties.clone(),
+            payload: message.payload.clone(),
+        },
+        received_at_ms: unix_ms().saturating_sub(age),
+        origin: message.origin_session,
     }
 }

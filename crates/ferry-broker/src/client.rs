@@ -3,11 +3,13 @@
 //! into broker operations and responses appended to the write buffer.
 
 use crate::backpressure::{self, Pace};
-use crate::broker::Broker;
+use crate::broker::{publish_reason, Answer, Broker, Routed};
 use crate::close::Close;
+use crate::durable::record::{Record, StoredSubscription};
+use crate::durable::Store;
 use crate::encode_once::{encode_publish, PublishShape};
 use crate::message::Message;
-use crate::session::{Inflight, Session};
+use crate::session::{Inflight, Reply, Session};
 use crate::will::PendingWill;
 use bytes::BytesMut;
 use ferry_mqtt::{
@@ -41,6 +43,9 @@ pub(crate) struct Client {
     /// Whether input is paused, or taking a turn, because a subscriber is
     /// congested.
     pace: Pace,
+    /// Answers this connection put in line in the session's replies and has
+    /// not sent yet. While there are any, every answer joins the line.
+    replies_held: u32,
 }
 
 /// Source of assigned client identifiers: unique within the process, and
@@ -201,6 +206,7 @@ impl Client {
                 .min(config.outbound_topic_alias_maximum),
             problem_information: connect.properties.request_problem_information != Some(0),
             pace: Pace::Free,
+            replies_held: 0,
         };
         let connack = Packet::ConnAck(ConnAck {
             session_present: attached.session_present,
@@ -238,19 +244,25 @@ impl Client {
         match packet {
             Packet::Publish(publish) => self.on_publish(broker, publish, wbuf),
             Packet::PubAck(ack) => {
-                self.on_puback(ack);
+                self.on_puback(broker, ack);
                 Ok(())
             }
             Packet::PubRec(rec) => {
-                self.on_pubrec(rec, wbuf);
+                self.on_pubrec(broker, rec, wbuf);
                 Ok(())
             }
             Packet::PubRel(rel) => {
-                self.on_pubrel(rel, wbuf);
+                self.on_pubrel(broker, rel, wbuf);
                 Ok(())
             }
             Packet::PubComp(comp) => {
-                self.session.lock().take_inflight(comp.packet_id);
+                let completed = self.session.lock().take_inflight(comp.packet_id);
+                if let (Some(Inflight::Release { offset: Some(offset), .. }), Some(store)) =
+                    (completed, broker.store_for(&self.session))
+                {
+                    store
+                        .note(Record::Delivered { session: self.session.id, offset: offset.get() });
+                }
                 Ok(())
             }
             Packet::Subscribe(subscribe) => {
@@ -275,7 +287,15 @@ impl Client {
                             "session expiry set on DISCONNECT after 0 on CONNECT",
                         ));
                     }
-                    state.expiry_secs = expiry.min(broker.config.max_session_expiry_secs);
+                    let expiry = expiry.min(broker.config.max_session_expiry_secs);
+                    let changed = state.expiry_secs != expiry;
+                    state.expiry_secs = expiry;
+                    drop(state);
+                    // Set to 0 the session ends when the connection does,
+                    // which records that.
+                    if changed && expiry > 0 {
+                        broker.persist_expiry(&self.session, expiry);
+                    }
                 }
                 Err(Close::Disconnected {
                     publish_will: disconnect.reason_code == ReasonCode::DisconnectWithWillMessage,
@@ -332,14 +352,13 @@ impl Client {
         let packet_id = publish.packet_id;
         match publish.qos {
             QoS::AtMostOnce => {
-                self.publish(broker, publish);
+                self.publish(broker, publish, false);
             }
             QoS::AtLeastOnce => {
-                let delivered = self.publish(broker, publish);
-                self.encode(
-                    &Packet::PubAck(PubAck::new(packet_id, publish_reason(delivered))),
-                    wbuf,
-                );
+                if let Some(delivered) = self.publish(broker, publish, false) {
+                    let ack = PubAck::new(packet_id, publish_reason(delivered));
+                    self.reply(Packet::PubAck(ack), wbuf);
+                }
             }
             QoS::ExactlyOnce => {
                 let first_time = {
@@ -363,21 +382,38 @@ impl Client {
                 // A retransmission of a QoS 2 PUBLISH we already took must
                 // not be routed again: that is what makes it exactly once.
                 let reason = if first_time {
-                    publish_reason(self.publish(broker, publish))
+                    self.publish(broker, publish, true).map(publish_reason)
                 } else {
-                    ReasonCode::Success
+                    Some(ReasonCode::Success)
                 };
-                self.encode(&Packet::PubRec(PubAck::new(packet_id, reason)), wbuf);
+                if let Some(reason) = reason {
+                    self.reply(Packet::PubRec(PubAck::new(packet_id, reason)), wbuf);
+                }
             }
         }
         Ok(())
     }
 
-    /// Routes a client's message; pauses this client's input if a
-    /// subscriber's queue is congested, or if its turn at one is over.
-    fn publish(&mut self, broker: &Broker, publish: Publish) -> usize {
-        let published =
-            broker.publish_from(Message::from_publish(publish, self.session.id), &self.session);
+    /// Routes a client's message and returns how many sessions it went to,
+    /// or `None` if it is being stored first (its acknowledgement then
+    /// waits in line). Pauses this client's input if a subscriber's queue
+    /// is congested, or if its turn at one is over.
+    fn publish(&mut self, broker: &Broker, publish: Publish, exactly_once: bool) -> Option<usize> {
+        let answer = (publish.qos != QoS::AtMostOnce).then(|| Answer {
+            session: self.session.clone(),
+            generation: self.generation,
+            packet_id: publish.packet_id,
+            exactly_once,
+        });
+        let acknowledged = answer.is_some();
+        let message = Message::from_publish(publish, self.session.id);
+        let published = match broker.publish_from(message, &self.session, answer) {
+            Routed::Now(published) => published,
+            Routed::Storing => {
+                self.replies_held += u32::from(acknowledged);
+                return None;
+            }
+        };
         if let Some(target) = published.congested {
             self.block(broker, target);
         } else if let Pace::Turn { target, left } = &mut self.pace {
@@ -387,7 +423,44 @@ impl Client {
                 self.end_turn(broker, target);
             }
         }
-        published.delivered
+        Some(published.delivered)
+    }
+
+    /// Sends an answer to the client, behind those still waiting for the
+    /// durable log if there are any.
+    fn reply(&mut self, packet: Packet, wbuf: &mut BytesMut) {
+        if self.replies_held == 0 {
+            self.encode(&packet, wbuf);
+        } else {
+            self.session.lock().replies.push_back((self.generation, Reply::Ready(packet)));
+            self.replies_held += 1;
+        }
+    }
+
+    /// Appends `record` and sends `packet` once it is stored. If it cannot
+    /// be, the answer goes anyway (the change holds until a restart) and
+    /// the failure is logged and counted.
+    fn reply_when_stored(
+        &mut self,
+        broker: &Broker,
+        store: &Store,
+        record: Record,
+        packet: Packet,
+    ) {
+        self.session.lock().replies.push_back((self.generation, Reply::Waiting));
+        self.replies_held += 1;
+        let session = self.session.clone();
+        let generation = self.generation;
+        let failures = broker.me();
+        store.append(record, move |result| {
+            if let Err(error) = result {
+                if let Some(broker) = failures.upgrade() {
+                    broker.stats.store_failures.inc();
+                }
+                tracing::warn!(client_id = %session.client_id, %error, "session change not stored; it holds until a restart");
+            }
+            session.fill_reply(generation, packet);
+        });
     }
 
     fn block(&mut self, broker: &Broker, target: Arc<Session>) {
@@ -452,10 +525,14 @@ impl Client {
             if released { Pace::Turn { target, left: backpressure::TURN } } else { Pace::Free };
     }
 
-    fn on_puback(&mut self, ack: PubAck) {
+    fn on_puback(&mut self, broker: &Broker, ack: PubAck) {
         let mut state = self.session.lock();
         match state.take_inflight(ack.packet_id) {
-            Some(Inflight::Publish { .. }) | None => {}
+            Some(Inflight::Publish { delivery, .. }) => {
+                drop(state);
+                broker.delivery_over(&self.session, &delivery);
+            }
+            None => {}
             Some(release @ Inflight::Release { .. }) => {
                 // A PUBACK for an id in the PUBREL phase is a client bug; keep
                 // the exchange so PUBCOMP can still finish it.
@@ -464,30 +541,57 @@ impl Client {
         }
     }
 
-    fn on_pubrec(&mut self, rec: PubAck, wbuf: &mut BytesMut) {
-        let reason = {
+    fn on_pubrec(&mut self, broker: &Broker, rec: PubAck, wbuf: &mut BytesMut) {
+        let (reason, offset) = {
             let mut state = self.session.lock();
             let position =
                 state.inflight.iter().position(|entry| entry.packet_id() == rec.packet_id);
             match position {
                 Some(index) if rec.reason_code.is_error() => {
-                    state.inflight.remove(index);
+                    if let Some(Inflight::Publish { delivery, .. }) = state.inflight.remove(index) {
+                        drop(state);
+                        broker.delivery_over(&self.session, &delivery);
+                    }
                     return;
                 }
                 Some(index) => {
-                    state.inflight[index] = Inflight::Release { packet_id: rec.packet_id };
-                    ReasonCode::Success
+                    let offset = match &state.inflight[index] {
+                        Inflight::Publish { delivery, .. } => delivery.offset,
+                        Inflight::Release { offset, .. } => *offset,
+                    };
+                    state.inflight[index] = Inflight::Release { packet_id: rec.packet_id, offset };
+                    (ReasonCode::Success, offset)
                 }
-                None => ReasonCode::PacketIdentifierNotFound,
+                None => (ReasonCode::PacketIdentifierNotFound, None),
             }
         };
-        self.encode(&Packet::PubRel(PubAck::new(rec.packet_id, reason)), wbuf);
+        let pubrel = Packet::PubRel(PubAck::new(rec.packet_id, reason));
+        // Once PUBREL is out the client may forget the packet id, so a
+        // restart must not send the PUBLISH again: the log hears of the
+        // PUBREC first.
+        match (offset, broker.store_for(&self.session)) {
+            (Some(offset), Some(store)) => {
+                let record = Record::Released { session: self.session.id, offset: offset.get() };
+                self.reply_when_stored(broker, store, record, pubrel);
+            }
+            _ => self.reply(pubrel, wbuf),
+        }
     }
 
-    fn on_pubrel(&mut self, rel: PubAck, wbuf: &mut BytesMut) {
+    fn on_pubrel(&mut self, broker: &Broker, rel: PubAck, wbuf: &mut BytesMut) {
         let known = self.session.lock().inbound_qos2.remove(&rel.packet_id);
         let reason = if known { ReasonCode::Success } else { ReasonCode::PacketIdentifierNotFound };
-        self.encode(&Packet::PubComp(PubAck::new(rel.packet_id, reason)), wbuf);
+        let pubcomp = Packet::PubComp(PubAck::new(rel.packet_id, reason));
+        // After PUBCOMP the client may use the id for a new message, which
+        // a restart must not take for a retransmission of this one.
+        match broker.store_for(&self.session).filter(|_| known) {
+            Some(store) => {
+                let record =
+                    Record::InboundReleased { session: self.session.id, packet_id: rel.packet_id };
+                self.reply_when_stored(broker, store, record, pubcomp);
+            }
+            None => self.reply(pubcomp, wbuf),
+        }
     }
 
     fn on_subscribe(&mut self, broker: &Arc<Broker>, subscribe: Subscribe, wbuf: &mut BytesMut) {
@@ -511,9 +615,27 @@ impl Client {
         } else {
             Properties::default()
         };
+        let granted: Vec<StoredSubscription> = subscribe
+            .filters
+            .iter()
+            .zip(&reason_codes)
+            .filter(|(_, reason)| !reason.is_error())
+            .map(|((filter, options), _)| StoredSubscription {
+                filter: filter.to_string(),
+                options: *options,
+                identifier,
+            })
+            .collect();
         let suback =
             Packet::SubAck(SubAck { packet_id: subscribe.packet_id, properties, reason_codes });
-        self.encode(&suback, wbuf);
+        match broker.store_for(&self.session).filter(|_| !granted.is_empty()) {
+            Some(store) => {
+                let record =
+                    Record::Subscribed { session: self.session.id, subscriptions: granted };
+                self.reply_when_stored(broker, store, record, suback);
+            }
+            None => self.reply(suback, wbuf),
+        }
     }
 
     fn on_unsubscribe(
@@ -538,7 +660,14 @@ impl Client {
             properties: Properties::default(),
             reason_codes,
         });
-        self.encode(&unsuback, wbuf);
+        match broker.store_for(&self.session) {
+            Some(store) => {
+                let filters = unsubscribe.filters.iter().map(ToString::to_string).collect();
+                let record = Record::Unsubscribed { session: self.session.id, filters };
+                self.reply_when_stored(broker, store, record, unsuback);
+            }
+            None => self.reply(unsuback, wbuf),
+        }
     }
 
     /// Retransmits what the previous connection of this session left
@@ -568,7 +697,7 @@ impl Client {
                     encode_publish(&delivery.message, &shape, now, wbuf);
                     broker.stats.publishes_sent.inc();
                 }
-                Inflight::Release { packet_id } => {
+                Inflight::Release { packet_id, .. } => {
                     self.encode(
                         &Packet::PubRel(PubAck::new(*packet_id, ReasonCode::Success)),
                         wbuf,
@@ -594,6 +723,15 @@ impl Client {
         if state.ended || state.generation != self.generation {
             return Err(Close::TakenOver);
         }
+        while self.replies_held > 0 {
+            let Some((_, Reply::Ready(_))) = state.replies.front() else { break };
+            let Some((_, Reply::Ready(packet))) = state.replies.pop_front() else { break };
+            self.replies_held -= 1;
+            if let Some(refusal) = self.refusal_without_reason_codes(&packet) {
+                return Err(refusal);
+            }
+            self.encode(&packet, wbuf);
+        }
         while wbuf.len() < write_cap {
             let Some(front) = state.queue.front() else { break };
             // A QoS 0 message behind a blocked QoS 1 message waits too, so
@@ -601,19 +739,29 @@ impl Client {
             if front.qos != QoS::AtMostOnce && state.inflight.len() >= self.send_window {
                 break;
             }
+            // An id chosen when the message was stored may, after 65,535
+            // others, still be in flight: wait for it like a full window.
+            let chosen = front.packet_id;
+            if chosen != 0 && state.inflight.iter().any(|entry| entry.packet_id() == chosen) {
+                break;
+            }
             let Some(delivery) = state.queue.pop_front() else { break };
             if delivery.message.is_expired(now) {
                 broker.stats.dropped_expired.inc();
+                broker.delivery_over(&self.session, &delivery);
                 continue;
             }
-            let packet_id =
-                if delivery.qos == QoS::AtMostOnce { 0 } else { state.next_packet_id() };
+            let packet_id = match delivery.qos {
+                QoS::AtMostOnce => 0,
+                _ if chosen != 0 => chosen,
+                _ => state.next_packet_id(),
+            };
             let alias = self.outbound_alias(&delivery.message.topic);
             let shape = PublishShape {
                 version: self.version,
                 qos: delivery.qos,
                 retain: delivery.retain,
-                dup: false,
+                dup: delivery.restored,
                 packet_id,
                 subscription_ids: &delivery.subscription_ids,
                 topic_alias: alias,
@@ -625,6 +773,7 @@ impl Client {
                 // discarded as if it had been delivered.
                 wbuf.truncate(start);
                 broker.stats.dropped_too_large.inc();
+                broker.delivery_over(&self.session, &delivery);
                 continue;
             }
             if let Some((alias, true)) = alias {
@@ -642,6 +791,14 @@ impl Client {
             state.release_turns(backpressure::turns_per_release(max_queued));
         }
         Ok(())
+    }
+
+    /// A 3.1.1 acknowledgement cannot say a publish was refused: the
+    /// connection is closed instead, so the client sends it again later.
+    fn refusal_without_reason_codes(&self, packet: &Packet) -> Option<Close> {
+        let (Packet::PubAck(ack) | Packet::PubRec(ack)) = packet else { return None };
+        (!self.version.is_v5() && ack.reason_code.is_error())
+            .then(|| Close::protocol(ack.reason_code, "a message could not be stored"))
     }
 
     /// The alias to use for `topic`: an existing one, a new one while the
@@ -673,14 +830,5 @@ impl Client {
             return;
         }
         broker.detach(&self.session, self.generation, will);
-    }
-}
-
-/// PUBACK/PUBREC reason for a publish delivered to `delivered` sessions.
-fn publish_reason(delivered: usize) -> ReasonCode {
-    if delivered == 0 {
-        ReasonCode::NoMatchingSubscribers
-    } else {
-        ReasonCode::Success
     }
 }

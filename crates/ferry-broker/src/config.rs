@@ -76,8 +76,9 @@ impl Default for BrokerConfig {
 
 /// A value that passed deserialization but makes no sense.
 #[derive(Debug, thiserror::Error)]
-#[error("broker.{key}: {message}")]
+#[error("{section}.{key}: {message}")]
 pub struct ConfigError {
+    pub section: &'static str,
     pub key: &'static str,
     pub message: String,
 }
@@ -85,7 +86,9 @@ pub struct ConfigError {
 impl BrokerConfig {
     /// Checks ranges that serde cannot express.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let fail = |key, message: &str| Err(ConfigError { key, message: message.to_string() });
+        let fail = |key, message: &str| {
+            Err(ConfigError { section: "broker", key, message: message.to_string() })
+        };
         if self.receive_maximum == 0 {
             return fail("receive_maximum", "must be at least 1");
         }

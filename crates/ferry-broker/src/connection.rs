@@ -297,6 +297,7 @@ mod tests {
             std::mem::size_of::<Client>()
         );
         let session = std::mem::size_of::<crate::session::Session>();
-        assert!(session <= 352, "Session is {session} bytes");
+        // 376: the replies waiting for the durable log took the last 24 bytes.
+        assert!(session <= 376, "Session is {session} bytes");
     }
 }

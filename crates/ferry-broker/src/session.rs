@@ -11,9 +11,10 @@ use crate::config::QueueOverflow;
 use crate::keep_alive::Liveness;
 use crate::message::Message;
 use crate::stats::Stats;
-use ferry_mqtt::{ByteStr, QoS};
+use ferry_mqtt::{ByteStr, Packet, QoS};
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::{HashSet, VecDeque};
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -32,6 +33,15 @@ pub struct Delivery {
     /// Set when the delivery came through a shared subscription, so that it
     /// can be handed to another member if this one leaves before acking.
     pub shared_filter: Option<ByteStr>,
+    /// Where the message is in the durable log, for a persistent session:
+    /// the end of the delivery is recorded against it.
+    pub offset: Option<NonZeroU64>,
+    /// Chosen when the message was stored (0: chosen when it is sent), so
+    /// that a resend after a restart uses the id the client may hold.
+    pub packet_id: u16,
+    /// Read back from the log at startup: it may have been sent before,
+    /// so it goes out with DUP set (§4.4).
+    pub restored: bool,
 }
 
 /// An outbound QoS 1/2 exchange awaiting the client's answer.
@@ -40,13 +50,13 @@ pub(crate) enum Inflight {
     /// PUBLISH sent; waiting for PUBACK (QoS 1) or PUBREC (QoS 2).
     Publish { packet_id: u16, delivery: Delivery },
     /// PUBREL sent; waiting for PUBCOMP.
-    Release { packet_id: u16 },
+    Release { packet_id: u16, offset: Option<NonZeroU64> },
 }
 
 impl Inflight {
     pub(crate) fn packet_id(&self) -> u16 {
         match self {
-            Inflight::Publish { packet_id, .. } | Inflight::Release { packet_id } => *packet_id,
+            Inflight::Publish { packet_id, .. } | Inflight::Release { packet_id, .. } => *packet_id,
         }
     }
 }
@@ -58,6 +68,9 @@ pub struct Session {
     pub id: u64,
     pub client_id: Arc<str>,
     online: AtomicBool,
+    /// Whether the session is in the durable log (it has an expiry
+    /// interval and durability is on). Read on the publish path unlocked.
+    persistent: AtomicBool,
     /// Wakes the connection task: new messages, or it has been taken over.
     pub(crate) wake: Notify,
     pub(crate) liveness: Liveness,
@@ -91,6 +104,18 @@ pub(crate) struct SessionState {
     /// A publisher gave up waiting for this session: nobody waits for it
     /// again until its queue drains.
     pub stalled: bool,
+    /// Answers to the client that wait for the durable log, in the order
+    /// the client's packets came (acknowledgements must keep it, §4.6),
+    /// each tagged with the generation of the connection it is for.
+    pub replies: VecDeque<(u64, Reply)>,
+}
+
+/// An answer to a client packet, in its place in line.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// Its record is being stored.
+    Waiting,
+    Ready(Packet),
 }
 
 /// What became of an enqueue.
@@ -116,6 +141,7 @@ impl Session {
             id,
             client_id,
             online: AtomicBool::new(false),
+            persistent: AtomicBool::new(false),
             wake: Notify::new(),
             liveness: Liveness::default(),
             state: Mutex::new(SessionState {
@@ -131,6 +157,7 @@ impl Session {
                 timers: Vec::new(),
                 waiters: VecDeque::new(),
                 stalled: false,
+                replies: VecDeque::new(),
             }),
         }
     }
@@ -143,12 +170,36 @@ impl Session {
         self.online.store(online, Ordering::Release);
     }
 
+    pub fn is_persistent(&self) -> bool {
+        self.persistent.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_persistent(&self, persistent: bool) {
+        self.persistent.store(persistent, Ordering::Release);
+    }
+
+    /// Puts `reply` in the first place held for connection `generation`;
+    /// nothing if that connection is gone (its places went with it).
+    pub(crate) fn fill_reply(&self, generation: u64, reply: Packet) {
+        let mut state = self.state.lock();
+        let place = state
+            .replies
+            .iter_mut()
+            .find(|(owner, held)| *owner == generation && matches!(held, Reply::Waiting));
+        if let Some((_, held)) = place {
+            *held = Reply::Ready(reply);
+            drop(state);
+            self.wake.notify_one();
+        }
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, SessionState> {
         self.state.lock()
     }
 
     /// Queues a delivery, applying the session's bound. QoS 0 messages are
     /// not queued for an offline session: at-most-once means no storage.
+    /// Also returns the delivery the bound pushed out, if one was.
     pub(crate) fn enqueue(
         &self,
         delivery: Delivery,
@@ -156,22 +207,18 @@ impl Session {
         overflow: QueueOverflow,
         stats: &Stats,
         publisher: Option<&Publisher<'_>>,
-    ) -> Enqueued {
+    ) -> (Enqueued, Option<Delivery>) {
         let online = self.is_online();
         let mut state = self.state.lock();
         if state.ended || (!online && delivery.qos == QoS::AtMostOnce) {
-            return Enqueued::Dropped;
+            return (Enqueued::Dropped, None);
         }
+        let mut evicted = None;
         if state.queue.len() >= max_queued {
+            stats.dropped_queue_full.inc();
             match overflow {
-                QueueOverflow::DropNew => {
-                    stats.dropped_queue_full.inc();
-                    return Enqueued::Dropped;
-                }
-                QueueOverflow::DropOldest => {
-                    state.queue.pop_front();
-                    stats.dropped_queue_full.inc();
-                }
+                QueueOverflow::DropNew => return (Enqueued::Dropped, Some(delivery)),
+                QueueOverflow::DropOldest => evicted = state.queue.pop_front(),
             }
         }
         let was_empty = state.queue.is_empty();
@@ -196,7 +243,7 @@ impl Session {
         if was_empty && online {
             self.wake.notify_one();
         }
-        outcome
+        (outcome, evicted)
     }
 }
 
@@ -214,6 +261,12 @@ impl SessionState {
                 return candidate;
             }
         }
+    }
+
+    /// New packet ids follow `packet_id`: after a restart, the ids the
+    /// stored queue already holds are not handed out again soon.
+    pub(crate) fn continue_packet_ids_after(&mut self, packet_id: u16) {
+        self.next_packet_id = packet_id;
     }
 
     /// Removes the in-flight entry for `packet_id`, if there is one.

@@ -42,6 +42,8 @@ pub struct Stats {
     pub dropped_too_large: Counter,
     /// Messages whose expiry interval ran out before delivery.
     pub dropped_expired: Counter,
+    /// Messages and changes the durable log failed to store (each refused).
+    pub store_failures: Counter,
     /// Connections closed because of a malformed or illegal packet.
     pub protocol_errors: Counter,
 }

@@ -2,6 +2,7 @@
 //! DISCONNECT, after the will delay if the client asked for one.
 
 use crate::broker::Broker;
+use crate::durable::record::Record;
 use crate::message::Message;
 use crate::session::Session;
 use ferry_mqtt::Will;
@@ -45,6 +46,9 @@ pub(crate) fn schedule(broker: Arc<Broker>, session: Arc<Session>, delay: Durati
         let will = session.lock().pending_will.take();
         if let Some(message) = will {
             broker.publish(*message);
+            if let Some(store) = broker.store_for(&session) {
+                store.note(Record::WillDone { session: session.id });
+            }
         }
     })
     .abort_handle()

@@ -2,7 +2,7 @@
 //! default safe (listeners on localhost only, like Mosquitto 2).
 //! docs/configuration.md lists each key; keep the two in step.
 
-use ferry_broker::BrokerConfig;
+use ferry_broker::{BrokerConfig, DurabilityConfig};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -13,6 +13,7 @@ pub struct Config {
     pub log: LogConfig,
     pub listeners: ListenersConfig,
     pub broker: BrokerConfig,
+    pub durability: DurabilityConfig,
 }
 
 impl Default for Config {
@@ -22,6 +23,7 @@ impl Default for Config {
             log: LogConfig::default(),
             listeners: ListenersConfig::default(),
             broker: BrokerConfig::default(),
+            durability: DurabilityConfig::default(),
         }
     }
 }
@@ -103,10 +105,12 @@ impl Config {
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigFileError> {
-        self.broker.validate().map_err(|error| ConfigFileError::Semantic {
-            path: path.to_owned(),
-            key: format!("broker.{}", error.key),
-            message: error.message,
+        self.broker.validate().and_then(|()| self.durability.validate()).map_err(|error| {
+            ConfigFileError::Semantic {
+                path: path.to_owned(),
+                key: format!("{}.{}", error.section, error.key),
+                message: error.message,
+            }
         })?;
         for (key, value) in [
             ("listeners.mqtt", &self.listeners.mqtt),

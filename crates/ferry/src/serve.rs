@@ -33,7 +33,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // set up must stop Ferry gracefully, not kill it.
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
-    let broker = Broker::new(config.broker.clone());
+    let broker = Broker::open(config.broker.clone(), &config.durability, &config.data_dir)
+        .with_context(|| {
+            format!("cannot open the durable state in {}", config.data_dir.display())
+        })?;
     let mut tasks = Vec::new();
 
     if let Some(listener) = bind(&config.listeners.mqtt, "mqtt").await? {
@@ -71,6 +74,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let _ = task.await;
     }
     broker.wait_for_connections(SHUTDOWN_GRACE).await;
+    broker.close_store();
     tracing::info!("stopped");
     Ok(())
 }

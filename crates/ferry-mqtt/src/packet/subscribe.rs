@@ -47,7 +47,7 @@ mod option {
 
 impl SubscriptionOptions {
     /// Decodes the options byte of `filter`.
-    fn decode(
+    pub fn decode(
         byte: u8,
         filter: &str,
         version: ProtocolVersion,
@@ -78,7 +78,7 @@ impl SubscriptionOptions {
     }
 
     /// The options byte; 3.1.1 has only the QoS.
-    fn to_byte(self, version: ProtocolVersion) -> u8 {
+    pub fn to_byte(self, version: ProtocolVersion) -> u8 {
         let mut byte = self.qos as u8;
         if version.is_v5() {
             if self.no_local {

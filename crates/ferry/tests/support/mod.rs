@@ -7,17 +7,22 @@ use std::process::{Child, Command, Stdio};
 pub struct Ferry {
     child: Child,
     pub port: u16,
+    _data_dir: tempfile::TempDir,
 }
 
 impl Ferry {
-    /// Starts the broker with MQTT only, its data in a temporary directory
-    /// named after `test`, and waits until it logs its MQTT address.
+    /// Starts the broker with MQTT only, its data in a fresh temporary
+    /// directory named after `test`, and waits until it logs its MQTT
+    /// address.
     pub fn start(test: &str) -> Ferry {
-        let data_dir = std::env::temp_dir().join(format!("ferry-{test}-{}", std::process::id()));
+        let data_dir = tempfile::Builder::new()
+            .prefix(&format!("ferry-{test}-"))
+            .tempdir()
+            .expect("a temporary data directory");
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
             .args(["serve", "--mqtt", "127.0.0.1:0", "--ws", "", "--http", ""])
             .arg("--data-dir")
-            .arg(&data_dir)
+            .arg(data_dir.path())
             .stderr(Stdio::piped())
             .spawn()
             .expect("ferry starts");
@@ -31,7 +36,7 @@ impl Ferry {
         };
         // Keep draining stderr so the broker never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        Ferry { child, port }
+        Ferry { child, port, _data_dir: data_dir }
     }
 
     /// The broker's process id, for `--broker-pid`.

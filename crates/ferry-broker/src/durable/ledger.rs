@@ -1,0 +1,278 @@
+//! The durable state as the log says it is: the fold of every stored
+//! record. The writer thread applies each record once it is stored, so the
+//! ledger is always exactly the log up to its end; a snapshot is the ledger
+//! written out as records, and recovery is a snapshot plus the records
+//! after it, applied by this same code.
+//!
+//! Queued messages are held here by offset only: the message stays in the
+//! log, and a session's entry costs its offset and one flag.
+
+use super::record::{Published, Record, StoredMessage, StoredSubscription};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Ledger {
+    pub sessions: HashMap<u64, DurableSession>,
+    /// Retained messages by topic.
+    pub retained: BTreeMap<String, StoredMessage>,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DurableSession {
+    pub client_id: String,
+    pub expiry_secs: u32,
+    /// Unix ms of the last disconnect; `None` while a connection is (or,
+    /// after a crash, was) attached.
+    pub disconnected_at_ms: Option<u64>,
+    pub subscriptions: BTreeMap<String, StoredSubscription>,
+    /// Offsets of messages still to deliver, and whether each is released
+    /// (PUBREC received, only PUBREL left to resend).
+    pub pending: BTreeMap<u64, bool>,
+    /// QoS 2 packet ids received from the client and not yet released.
+    pub inbound: BTreeSet<u16>,
+    pub will: Option<(u32, StoredMessage)>,
+}
+
+impl Ledger {
+    /// Applies a record stored at `offset`. Records naming a session that
+    /// no longer exists are ignored: it ended after the record was made.
+    pub fn apply(&mut self, offset: u64, record: &Record) {
+        match record {
+            Record::SessionOpened { session, client_id, expiry_secs } => {
+                let entry = self.sessions.entry(*session).or_default();
+                entry.client_id.clone_from(client_id);
+                entry.expiry_secs = *expiry_secs;
+            }
+            Record::SessionEnded { session } => {
+                self.sessions.remove(session);
+            }
+            Record::Connected { session } => self.with(*session, |state| {
+                state.disconnected_at_ms = None;
+                state.will = None;
+            }),
+            Record::Disconnected { session, at_ms } => {
+                self.with(*session, |state| state.disconnected_at_ms = Some(*at_ms));
+            }
+            Record::Subscribed { session, subscriptions } => self.with(*session, |state| {
+                for subscription in subscriptions {
+                    state.subscriptions.insert(subscription.filter.clone(), subscription.clone());
+                }
+            }),
+            Record::Unsubscribed { session, filters } => self.with(*session, |state| {
+                for filter in filters {
+                    state.subscriptions.remove(filter);
+                }
+            }),
+            Record::Published(published) => self.apply_published(offset, published),
+            Record::Delivered { session, offset } => {
+                self.with(*session, |state| state.pending.remove(offset));
+            }
+            Record::Released { session, offset } => self.with(*session, |state| {
+                if let Some(released) = state.pending.get_mut(offset) {
+                    *released = true;
+                }
+            }),
+            Record::InboundReceived { session, packet_id } => {
+                self.with(*session, |state| state.inbound.insert(*packet_id));
+            }
+            Record::InboundReleased { session, packet_id } => {
+                self.with(*session, |state| state.inbound.remove(packet_id));
+            }
+            Record::WillPending { session, delay_secs, message } => {
+                self.with(*session, |state| state.will = Some((*delay_secs, message.clone())));
+            }
+            Record::WillDone { session } => self.with(*session, |state| state.will = None),
+            Record::Pending { session, offset, released } => {
+                self.with(*session, |state| state.pending.insert(*offset, *released));
+            }
+        }
+    }
+
+    fn apply_published(&mut self, offset: u64, published: &Published) {
+        for target in &published.targets {
+            self.with(target.session, |state| state.pending.insert(offset, false));
+        }
+        if let Some((session, packet_id)) = published.inbound {
+            self.with(session, |state| state.inbound.insert(packet_id));
+        }
+        let publish = &published.message.publish;
+        if publish.retain {
+            if publish.payload.is_empty() {
+                self.retained.remove(publish.topic.as_str());
+            } else {
+                self.retained.insert(publish.topic.to_string(), published.message.clone());
+            }
+        }
+    }
+
+    fn with<R>(&mut self, session: u64, change: impl FnOnce(&mut DurableSession) -> R) {
+        if let Some(state) = self.sessions.get_mut(&session) {
+            change(state);
+        }
+    }
+
+    /// The oldest offset a session still needs: the log before it may go.
+    pub fn oldest_pending(&self) -> Option<u64> {
+        self.sessions.values().filter_map(|state| state.pending.keys().next().copied()).min()
+    }
+
+    /// Messages waiting for persistent sessions, all sessions together.
+    pub fn pending_count(&self) -> usize {
+        self.sessions.values().map(|state| state.pending.len()).sum()
+    }
+
+    /// The ledger as records: applied to an empty ledger, in order, they
+    /// rebuild this one. That is what a snapshot holds.
+    pub fn to_records(&self) -> impl Iterator<Item = Record> + '_ {
+        let sessions = self.sessions.iter().flat_map(|(&session, state)| {
+            let opened = Record::SessionOpened {
+                session,
+                client_id: state.client_id.clone(),
+                expiry_secs: state.expiry_secs,
+            };
+            let disconnected =
+                state.disconnected_at_ms.map(|at_ms| Record::Disconnected { session, at_ms });
+            let subscribed = (!state.subscriptions.is_empty()).then(|| Record::Subscribed {
+                session,
+                subscriptions: state.subscriptions.values().cloned().collect(),
+            });
+            let will = state.will.as_ref().map(|(delay_secs, message)| Record::WillPending {
+                session,
+                delay_secs: *delay_secs,
+                message: message.clone(),
+            });
+            let inbound = state
+                .inbound
+                .iter()
+                .map(move |&packet_id| Record::InboundReceived { session, packet_id });
+            let pending = state.pending.iter().map(move |(&offset, &released)| Record::Pending {
+                session,
+                offset,
+                released,
+            });
+            [Some(opened), disconnected, subscribed, will]
+                .into_iter()
+                .flatten()
+                .chain(inbound)
+                .chain(pending)
+        });
+        let retained = self.retained.values().map(|message| {
+            Record::Published(Box::new(Published {
+                message: message.clone(),
+                inbound: None,
+                targets: Vec::new(),
+            }))
+        });
+        sessions.chain(retained)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durable::record::{message, Target};
+    use ferry_mqtt::{QoS, SubscriptionOptions};
+
+    fn published(targets: &[u64], inbound: Option<(u64, u16)>, retain: bool) -> Record {
+        Record::Published(Box::new(Published {
+            message: message("t", b"x", QoS::ExactlyOnce, retain),
+            inbound,
+            targets: targets
+                .iter()
+                .map(|&session| Target {
+                    session,
+                    qos: QoS::ExactlyOnce,
+                    retain: false,
+                    packet_id: 1,
+                    subscription_ids: vec![],
+                })
+                .collect(),
+        }))
+    }
+
+    fn history() -> Vec<(u64, Record)> {
+        vec![
+            (24, Record::SessionOpened { session: 1, client_id: "a".into(), expiry_secs: 60 }),
+            (40, Record::SessionOpened { session: 2, client_id: "b".into(), expiry_secs: 60 }),
+            (
+                56,
+                Record::Subscribed {
+                    session: 1,
+                    subscriptions: vec![StoredSubscription {
+                        filter: "t".into(),
+                        options: SubscriptionOptions::default(),
+                        identifier: Some(5),
+                    }],
+                },
+            ),
+            (80, published(&[1, 2], Some((2, 9)), true)),
+            (200, published(&[1], None, false)),
+            (300, Record::Released { session: 1, offset: 80 }),
+            (320, Record::Delivered { session: 2, offset: 80 }),
+            (340, Record::Disconnected { session: 1, at_ms: 1000 }),
+            (
+                360,
+                Record::WillPending {
+                    session: 1,
+                    delay_secs: 5,
+                    message: message("w", b"", QoS::AtMostOnce, false),
+                },
+            ),
+            (400, Record::SessionOpened { session: 3, client_id: "c".into(), expiry_secs: 1 }),
+            (420, published(&[3], None, false)),
+            (500, Record::SessionEnded { session: 3 }),
+        ]
+    }
+
+    fn replay(records: &[(u64, Record)]) -> Ledger {
+        let mut ledger = Ledger::default();
+        for (offset, record) in records {
+            ledger.apply(*offset, record);
+        }
+        ledger
+    }
+
+    #[test]
+    fn replay_tracks_sessions_queues_and_retained() {
+        let ledger = replay(&history());
+        assert_eq!(ledger.sessions.len(), 2, "session 3 ended");
+        let one = &ledger.sessions[&1];
+        assert_eq!(one.pending, BTreeMap::from([(80, true), (200, false)]));
+        assert_eq!(one.disconnected_at_ms, Some(1000));
+        assert!(one.will.is_some());
+        assert_eq!(one.subscriptions["t"].identifier, Some(5));
+        let two = &ledger.sessions[&2];
+        assert!(two.pending.is_empty());
+        assert_eq!(two.inbound, BTreeSet::from([9]));
+        assert_eq!(ledger.retained.len(), 1);
+        assert_eq!(ledger.oldest_pending(), Some(80));
+        assert_eq!(ledger.pending_count(), 2);
+    }
+
+    #[test]
+    fn a_snapshot_rebuilds_the_same_ledger() {
+        let ledger = replay(&history());
+        let snapshot: Vec<(u64, Record)> = ledger.to_records().map(|record| (0, record)).collect();
+        assert_eq!(replay(&snapshot), ledger);
+    }
+
+    #[test]
+    fn reconnecting_cancels_the_will_and_an_empty_retained_message_clears_the_topic() {
+        let mut records = history();
+        records.push((600, Record::Connected { session: 1 }));
+        let mut clear = message("t", b"", QoS::AtMostOnce, true);
+        clear.publish.payload = bytes::Bytes::new();
+        records.push((
+            700,
+            Record::Published(Box::new(Published {
+                message: clear,
+                inbound: None,
+                targets: vec![],
+            })),
+        ));
+        let ledger = replay(&records);
+        assert_eq!(ledger.sessions[&1].will, None);
+        assert_eq!(ledger.sessions[&1].disconnected_at_ms, None);
+        assert!(ledger.retained.is_empty());
+    }
+}

@@ -1,0 +1,300 @@
+//! The broker's durable state on `ferry-log`: persistent sessions, their
+//! subscriptions and queued messages, QoS 1/2 exchanges, retained messages
+//! and delayed wills survive a restart and a `kill -9`.
+//!
+//! Every change to durable state is a `record` appended to one log in
+//! `{data_dir}/log`. A message that must be kept (QoS ≥ 1 for a persistent
+//! session, or retained) is routed only once its record is stored as the
+//! fsync policy says, and only then acknowledged: whoever saw it, the log
+//! has it. The writer thread folds each stored record into the `ledger`;
+//! every segment's worth of log it writes the ledger out as a `snapshot`
+//! and lets the log before the oldest message still queued go. Recovery
+//! loads the newest snapshot and replays the log after it. The design and
+//! its guarantees are in docs/durability.md.
+
+mod ledger;
+pub(crate) mod record;
+mod snapshot;
+
+pub use ledger::{DurableSession, Ledger};
+
+use ferry_log::writer::{self, Durability, Writer, WriterThread};
+use ferry_log::{Log, LogError};
+use parking_lot::Mutex;
+use record::{Published, Record, RecordError};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The `[durability]` section of the configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DurabilityConfig {
+    /// Off, nothing is written: sessions and retained messages last as long
+    /// as the process, as with Mosquitto's `persistence false`.
+    pub enabled: bool,
+    pub fsync: Fsync,
+    /// With `fsync = "batch"`: how long the first record of a batch may wait
+    /// for others to share its fsync.
+    pub fsync_batch_ms: u64,
+    /// Size of a log segment, and how much log is written between two
+    /// snapshots. Recovery reads at most about this much log.
+    pub segment_bytes: u64,
+}
+
+impl Default for DurabilityConfig {
+    fn default() -> Self {
+        DurabilityConfig {
+            enabled: true,
+            fsync: Fsync::Batch,
+            fsync_batch_ms: 2,
+            segment_bytes: 64 << 20,
+        }
+    }
+}
+
+/// When an acknowledged message is on disk (docs/durability.md has what
+/// each survives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fsync {
+    Always,
+    Batch,
+    Never,
+}
+
+impl DurabilityConfig {
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        let fail = |key, message: &str| {
+            Err(crate::ConfigError { section: "durability", key, message: message.to_string() })
+        };
+        if self.segment_bytes < 1 << 20 || self.segment_bytes > ferry_log::MAX_SEGMENT_BYTES {
+            return fail("segment_bytes", "must be between 1 MiB and 1 GiB");
+        }
+        if self.fsync_batch_ms > 1000 {
+            return fail("fsync_batch_ms", "must be at most 1000");
+        }
+        Ok(())
+    }
+
+    fn durability(&self) -> Durability {
+        match self.fsync {
+            Fsync::Always => Durability::Always,
+            Fsync::Batch => Durability::Batch(Duration::from_millis(self.fsync_batch_ms)),
+            Fsync::Never => Durability::Never,
+        }
+    }
+
+    fn log_config(&self) -> ferry_log::Config {
+        // Anything that fits in a segment: the record of a large message
+        // fanned out to many sessions is the message plus a few bytes each.
+        let max_record_bytes = usize::try_from(self.segment_bytes - 64).unwrap_or(usize::MAX);
+        ferry_log::Config { segment_bytes: self.segment_bytes, max_record_bytes }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("damaged durable state: {0}")]
+    Record(#[from] RecordError),
+    #[error("not stored: {0}")]
+    Write(#[from] writer::StoreError),
+    #[error("{0} is in use by another ferry process")]
+    InUse(PathBuf),
+}
+
+impl StoreError {
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+        move |source| StoreError::Io { path: path.to_owned(), source }
+    }
+}
+
+/// Takes the data directory for this process: two brokers writing one log
+/// would destroy it. The lock goes when the process does, however it ends.
+fn lock(data_dir: &Path) -> Result<std::fs::File, StoreError> {
+    std::fs::create_dir_all(data_dir).map_err(StoreError::io(data_dir))?;
+    let path = data_dir.join("lock");
+    let file = std::fs::File::create(&path).map_err(StoreError::io(&path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::InUse(data_dir.to_owned())),
+        Err(std::fs::TryLockError::Error(error)) => Err(StoreError::io(&path)(error)),
+    }
+}
+
+/// The cursor that holds the log back for the broker's own state.
+const CURSOR: &str = "broker";
+
+/// The durable state read back at startup, with the log still in hand to
+/// read queued messages from, before the writer takes it.
+pub struct Recovery {
+    pub ledger: Ledger,
+    log: Log,
+    lock: std::fs::File,
+    snapshots: PathBuf,
+    config: DurabilityConfig,
+    /// Log records replayed after the snapshot.
+    pub replayed: u64,
+    pub elapsed: Duration,
+}
+
+/// Opens the durable state in `data_dir`: the newest snapshot, then every
+/// record stored after it.
+pub fn recover(data_dir: &Path, config: &DurabilityConfig) -> Result<Recovery, StoreError> {
+    let started = std::time::Instant::now();
+    let lock = lock(data_dir)?;
+    let snapshots = data_dir.join("snapshots");
+    let (mut log, _) = Log::open(&data_dir.join("log"), config.log_config())?;
+    let mut ledger = Ledger::default();
+    let mut from = log.start();
+    if let Some((offset, records)) = snapshot::load_latest(&snapshots)? {
+        for record in &records {
+            ledger.apply(0, record);
+        }
+        from = offset;
+    }
+    let mut replayed = 0;
+    loop {
+        let batch = log.read(from, 4096)?;
+        let Some((last, payload)) = batch.last() else { break };
+        from = ferry_log::next_offset(*last, payload);
+        for (offset, payload) in &batch {
+            ledger.apply(*offset, &Record::decode(payload)?);
+        }
+        replayed += batch.len() as u64;
+    }
+    Ok(Recovery {
+        ledger,
+        log,
+        lock,
+        snapshots,
+        config: config.clone(),
+        replayed,
+        elapsed: started.elapsed(),
+    })
+}
+
+impl Recovery {
+    /// The message stored at `offset`, where the ledger says one is queued.
+    pub fn published_at(&mut self, offset: u64) -> Result<Published, StoreError> {
+        let record = self.log.read(offset, 1)?;
+        let Some((_, payload)) = record.first() else {
+            return Err(LogError::BadOffset { offset, reason: "no record there" }.into());
+        };
+        match Record::decode(payload)? {
+            Record::Published(published) => Ok(*published),
+            other => Err(RecordError::Invalid {
+                field: "queued message",
+                reason: format!("offset {offset} holds {other:?}"),
+            }
+            .into()),
+        }
+    }
+
+    /// Writes a fresh snapshot (so the next recovery starts here) and starts
+    /// the writer thread.
+    pub fn start(mut self) -> Result<Store, StoreError> {
+        let mut checkpoint = Checkpoint {
+            snapshots: self.snapshots,
+            every_bytes: self.config.segment_bytes,
+            last: 0,
+            ledger: Arc::new(Mutex::new(self.ledger)),
+        };
+        checkpoint.write(&mut self.log)?;
+        let ledger = checkpoint.ledger.clone();
+        let (writer, thread) = writer::spawn(
+            self.log,
+            self.config.durability(),
+            move |log: &mut Log| {
+                if log.end() - checkpoint.last >= checkpoint.every_bytes {
+                    if let Err(error) = checkpoint.write(log) {
+                        tracing::error!(%error, "durable state: snapshot failed; the log keeps growing until one succeeds");
+                    }
+                }
+            },
+        );
+        Ok(Store { writer, thread: Mutex::new(Some(thread)), ledger, _lock: self.lock })
+    }
+}
+
+/// Snapshots and the space they free, on the writer thread.
+struct Checkpoint {
+    snapshots: PathBuf,
+    every_bytes: u64,
+    /// Log offset of the last snapshot.
+    last: u64,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl Checkpoint {
+    fn write(&mut self, log: &mut Log) -> Result<(), StoreError> {
+        let end = log.end();
+        let ledger = self.ledger.lock();
+        snapshot::write(&self.snapshots, end, ledger.to_records())?;
+        self.last = end;
+        let keep = ledger.oldest_pending().map_or(end, |oldest| oldest.min(end));
+        drop(ledger);
+        log.set_cursor(CURSOR, keep)?;
+        let freed = log.reclaim()?;
+        if freed > 0 {
+            tracing::debug!(freed_bytes = freed, "durable log: deleted consumed segments");
+        }
+        Ok(())
+    }
+}
+
+/// The running durable state: appends records, and closes at shutdown.
+pub struct Store {
+    writer: Writer,
+    thread: Mutex<Option<WriterThread>>,
+    ledger: Arc<Mutex<Ledger>>,
+    /// Held for the life of the process.
+    _lock: std::fs::File,
+}
+
+impl Store {
+    /// Appends `record`; `done` runs on the writer thread once it is stored
+    /// as the fsync policy says (with its offset), or could not be.
+    pub fn append(
+        &self,
+        record: Record,
+        done: impl FnOnce(Result<u64, StoreError>) + Send + 'static,
+    ) {
+        let payload = record.encode();
+        let ledger = self.ledger.clone();
+        self.writer.append(
+            payload,
+            Box::new(move |result| match result {
+                Ok(stored) => {
+                    ledger.lock().apply(stored.offset, &record);
+                    done(Ok(stored.offset));
+                }
+                Err(error) => done(Err(error.into())),
+            }),
+        );
+    }
+
+    /// Appends a record nobody waits for. Losing one in a crash costs no
+    /// acknowledged data: these say a delivery ended, so at worst it is
+    /// made again.
+    pub fn note(&self, record: Record) {
+        self.append(record, |result| {
+            if let Err(error) = result {
+                tracing::warn!(%error, "durable state: could not record a change");
+            }
+        });
+    }
+
+    /// Stores everything appended so far and stops the writer.
+    pub fn close(&self) {
+        self.writer.close();
+        if let Some(thread) = self.thread.lock().take() {
+            drop(thread.join());
+        }
+    }
+}
