@@ -65,6 +65,9 @@ pub(crate) enum Routed {
     /// Being stored; it is delivered, and its acknowledgement takes its
     /// place in the publisher's replies, once the log has it.
     Storing,
+    /// It must be stored and cannot be now (the disk limits): answer with
+    /// this reason.
+    Refused(ReasonCode),
 }
 
 /// The acknowledgement a publisher waits for.
@@ -141,6 +144,11 @@ impl Broker {
     pub async fn wait_for_connections(&self, grace: Duration) {
         self.connections.close();
         let _ = tokio::time::timeout(grace, self.connections.wait()).await;
+    }
+
+    /// The durable state's figures, when durability is on.
+    pub fn store_figures(&self) -> Option<crate::durable::StoreFigures> {
+        self.store.as_ref().map(Store::figures)
     }
 
     /// Stores what the durable log has been given and stops its writer:
@@ -495,6 +503,14 @@ impl Broker {
             };
             let must_store = message.retain
                 || (message.qos != QoS::AtMostOnce && targets.iter().any(persistent));
+            if must_store && !store.has_room() {
+                drop(tree);
+                self.stats.refused_disk_full.inc();
+                if let Some(answer) = answer.as_ref().filter(|answer| answer.exactly_once) {
+                    answer.session.lock().inbound_qos2.remove(&answer.packet_id);
+                }
+                return Routed::Refused(ReasonCode::QuotaExceeded);
+            }
             if must_store {
                 let mut plan = Vec::with_capacity(targets.len());
                 for_each_delivery(&message, &targets, |subscription, delivery| {

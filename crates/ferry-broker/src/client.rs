@@ -355,9 +355,8 @@ impl Client {
                 self.publish(broker, publish, false);
             }
             QoS::AtLeastOnce => {
-                if let Some(delivered) = self.publish(broker, publish, false) {
-                    let ack = PubAck::new(packet_id, publish_reason(delivered));
-                    self.reply(Packet::PubAck(ack), wbuf);
+                if let Some(reason) = self.publish(broker, publish, false) {
+                    self.acknowledge(Packet::PubAck(PubAck::new(packet_id, reason)), wbuf)?;
                 }
             }
             QoS::ExactlyOnce => {
@@ -382,23 +381,28 @@ impl Client {
                 // A retransmission of a QoS 2 PUBLISH we already took must
                 // not be routed again: that is what makes it exactly once.
                 let reason = if first_time {
-                    self.publish(broker, publish, true).map(publish_reason)
+                    self.publish(broker, publish, true)
                 } else {
                     Some(ReasonCode::Success)
                 };
                 if let Some(reason) = reason {
-                    self.reply(Packet::PubRec(PubAck::new(packet_id, reason)), wbuf);
+                    self.acknowledge(Packet::PubRec(PubAck::new(packet_id, reason)), wbuf)?;
                 }
             }
         }
         Ok(())
     }
 
-    /// Routes a client's message and returns how many sessions it went to,
-    /// or `None` if it is being stored first (its acknowledgement then
-    /// waits in line). Pauses this client's input if a subscriber's queue
-    /// is congested, or if its turn at one is over.
-    fn publish(&mut self, broker: &Broker, publish: Publish, exactly_once: bool) -> Option<usize> {
+    /// Routes a client's message and returns the reason code to answer it
+    /// with, or `None` if it is being stored first (its answer then waits
+    /// in line). Pauses this client's input if a subscriber's queue is
+    /// congested, or if its turn at one is over.
+    fn publish(
+        &mut self,
+        broker: &Broker,
+        publish: Publish,
+        exactly_once: bool,
+    ) -> Option<ReasonCode> {
         let answer = (publish.qos != QoS::AtMostOnce).then(|| Answer {
             session: self.session.clone(),
             generation: self.generation,
@@ -413,6 +417,7 @@ impl Client {
                 self.replies_held += u32::from(acknowledged);
                 return None;
             }
+            Routed::Refused(reason) => return Some(reason),
         };
         if let Some(target) = published.congested {
             self.block(broker, target);
@@ -423,7 +428,7 @@ impl Client {
                 self.end_turn(broker, target);
             }
         }
-        Some(published.delivered)
+        Some(publish_reason(published.delivered))
     }
 
     /// Sends an answer to the client, behind those still waiting for the
@@ -435,6 +440,18 @@ impl Client {
             self.session.lock().replies.push_back((self.generation, Reply::Ready(packet)));
             self.replies_held += 1;
         }
+    }
+
+    /// Answers a PUBLISH: a reply, unless it is a refusal a 3.1.1 client
+    /// cannot be told of, which closes the connection.
+    fn acknowledge(&mut self, ack: Packet, wbuf: &mut BytesMut) -> Result<(), Close> {
+        if self.replies_held == 0 {
+            if let Some(refusal) = self.refusal_without_reason_codes(&ack) {
+                return Err(refusal);
+            }
+        }
+        self.reply(ack, wbuf);
+        Ok(())
     }
 
     /// Appends `record` and sends `packet` once it is stored. If it cannot

@@ -34,7 +34,7 @@ mod will;
 
 pub use broker::Broker;
 pub use config::{BrokerConfig, ConfigError, QueueOverflow};
-pub use durable::{DurabilityConfig, Fsync, StoreError};
+pub use durable::{DurabilityConfig, Fsync, StoreError, StoreFigures};
 pub use message::Message;
 pub use stats::Stats;
 pub use websocket::MQTT_PATH;

@@ -44,6 +44,8 @@ pub struct Stats {
     pub dropped_expired: Counter,
     /// Messages and changes the durable log failed to store (each refused).
     pub store_failures: Counter,
+    /// Messages refused (0x97) because the durable log reached a disk limit.
+    pub refused_disk_full: Counter,
     /// Connections closed because of a malformed or illegal packet.
     pub protocol_errors: Counter,
 }

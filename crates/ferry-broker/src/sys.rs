@@ -28,7 +28,7 @@ pub async fn run(broker: Arc<Broker>) {
 
 fn publish_all(broker: &Broker) {
     let stats = &broker.stats;
-    let figures: [(&str, String); 12] = [
+    let mut figures: Vec<(&str, String)> = vec![
         ("version", format!("ferry {}", env!("CARGO_PKG_VERSION"))),
         ("uptime", format!("{} seconds", broker.started_at.elapsed().as_secs())),
         ("clients/connected", stats.clients_connected.get().to_string()),
@@ -44,7 +44,29 @@ fn publish_all(broker: &Broker) {
         ("bytes/received", stats.bytes_received.get().to_string()),
         ("bytes/sent", stats.bytes_sent.get().to_string()),
         ("subscriptions/count", broker.subscription_count().to_string()),
+        ("publish/messages/dropped/queue full", stats.dropped_queue_full.get().to_string()),
+        ("publish/messages/dropped/too large", stats.dropped_too_large.get().to_string()),
+        ("publish/messages/dropped/expired", stats.dropped_expired.get().to_string()),
     ];
+    if let Some(store) = broker.store_figures() {
+        let micros = |quantile: Option<Duration>| quantile.map_or(0, |d| d.as_micros()).to_string();
+        figures.extend([
+            ("store/bytes", store.log_bytes.to_string()),
+            ("store/segments", store.segments.to_string()),
+            ("store/free disk bytes", store.free_disk_bytes.to_string()),
+            ("store/full", u8::from(store.full).to_string()),
+            ("store/queued messages", store.queued.to_string()),
+            ("store/records", store.writer.appended.to_string()),
+            ("store/fsync/count", store.writer.syncs.to_string()),
+            ("store/fsync/p50 us", micros(store.writer.sync_quantile(0.5))),
+            ("store/fsync/p99 us", micros(store.writer.sync_quantile(0.99))),
+            ("store/fsync/max us", store.writer.max_sync.as_micros().to_string()),
+            ("store/failures", stats.store_failures.get().to_string()),
+            ("store/refused", stats.refused_disk_full.get().to_string()),
+            ("store/recovery/records", store.recovery_records.to_string()),
+            ("store/recovery/ms", store.recovery_time.as_millis().to_string()),
+        ]);
+    }
     for (name, value) in figures {
         let topic = ByteStr::from(format!("$SYS/broker/{name}"));
         broker.publish(Message::new(

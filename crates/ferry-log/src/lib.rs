@@ -333,6 +333,11 @@ impl Log {
         self.sealed.len() + 1
     }
 
+    /// Bytes an unprivileged writer may still use on the log's file system.
+    pub fn available_bytes(&self) -> Result<u64, LogError> {
+        available_bytes(&self.dir)
+    }
+
     /// Up to `max_records` records from offset `from` on, each with its
     /// offset; the offset after the last one returned is where to go on.
     /// `from` is an offset [`Log::append`] returned, one after a record, or
@@ -449,6 +454,25 @@ impl Drop for Log {
             tracing::error!(%error, "durable log: appended records lost at close");
         }
     }
+}
+
+/// Bytes an unprivileged writer may still use on the file system of `dir`.
+pub fn available_bytes(dir: &Path) -> Result<u64, LogError> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| LogError::Config(format!("{} contains a NUL byte", dir.display())))?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is NUL-terminated and outlives the call; `stat` points
+    // to memory the size and alignment of `statvfs`, which the call fills.
+    let rc = unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(LogError::io(dir)(std::io::Error::last_os_error()));
+    }
+    // SAFETY: statvfs returned 0, so it initialised every field of `stat`.
+    let stat = unsafe { stat.assume_init() };
+    // The fields are 32-bit on some targets.
+    #[allow(clippy::useless_conversion)]
+    Ok(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
 }
 
 /// Opens the last segment; one cut short while it was being created (no

@@ -16,6 +16,7 @@
 //! exactly the log's, for checkpoints and cursors.
 
 use crate::{Log, LogError};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{JoinHandle, ThreadId};
@@ -66,6 +67,10 @@ pub const QUEUE_DEPTH: usize = 16_384;
 /// and the answers waiting for it stay bounded.
 pub const MAX_BATCH: usize = 4_096;
 
+/// Buckets of the sync-latency histogram: bucket `i` counts syncs that
+/// took under 2^i µs, the last one everything slower (over ~0.5 s).
+pub const SYNC_BUCKETS: usize = 20;
+
 /// What the writer has done, for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriterStats {
@@ -75,11 +80,67 @@ pub struct WriterStats {
     pub max_sync: Duration,
     pub total_sync: Duration,
     pub failed: u64,
+    /// Syncs by duration, in [`SYNC_BUCKETS`] powers of two of µs.
+    pub sync_histogram: [u64; SYNC_BUCKETS],
+}
+
+impl WriterStats {
+    /// The upper bound of the bucket holding quantile `q` (0–1) of syncs.
+    pub fn sync_quantile(&self, q: f64) -> Option<Duration> {
+        let rank = (q.clamp(0.0, 1.0) * self.syncs as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (bucket, count) in self.sync_histogram.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return Some(Duration::from_micros(1 << bucket));
+            }
+        }
+        None
+    }
+}
+
+/// The writer's counters, read by any thread without asking the writer
+/// (which may be in the middle of an fsync).
+#[derive(Default)]
+struct Counters {
+    appended: AtomicU64,
+    syncs: AtomicU64,
+    total_sync_ns: AtomicU64,
+    max_sync_ns: AtomicU64,
+    failed: AtomicU64,
+    sync_histogram: [AtomicU64; SYNC_BUCKETS],
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn record_sync(&self, took: Duration) {
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        Counters::add(&self.syncs, 1);
+        Counters::add(&self.total_sync_ns, nanos);
+        self.max_sync_ns.fetch_max(nanos, Ordering::Relaxed);
+        let micros = nanos / 1000;
+        let bucket = (u64::BITS - micros.leading_zeros()) as usize;
+        Counters::add(&self.sync_histogram[bucket.min(SYNC_BUCKETS - 1)], 1);
+    }
+
+    fn read(&self) -> WriterStats {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        WriterStats {
+            appended: get(&self.appended),
+            syncs: get(&self.syncs),
+            max_sync: Duration::from_nanos(get(&self.max_sync_ns)),
+            total_sync: Duration::from_nanos(get(&self.total_sync_ns)),
+            failed: get(&self.failed),
+            sync_histogram: std::array::from_fn(|bucket| get(&self.sync_histogram[bucket])),
+        }
+    }
 }
 
 enum Request {
     Append(Vec<u8>, Done),
-    Stats(SyncSender<WriterStats>),
     Close,
 }
 
@@ -95,6 +156,7 @@ pub struct Writer {
     requests: SyncSender<Request>,
     side: SideList,
     thread: ThreadId,
+    counters: Arc<Counters>,
 }
 
 /// The thread; joining it returns the log.
@@ -113,12 +175,14 @@ pub fn spawn(
     let side = SideList::default();
     let thread_side = side.clone();
     let after_store: AfterStore = Box::new(after_store);
+    let counters = Arc::new(Counters::default());
+    let thread_counters = counters.clone();
     let handle = std::thread::Builder::new()
         .name("ferry-log-writer".into())
-        .spawn(move || run(log, durability, queue, &thread_side, after_store))
+        .spawn(move || run(log, durability, queue, &thread_side, &thread_counters, after_store))
         .unwrap_or_else(|error| panic!("cannot start the log writer thread: {error}"));
     let thread = handle.thread().id();
-    (Writer { requests, side, thread }, WriterThread { handle })
+    (Writer { requests, side, thread, counters }, WriterThread { handle })
 }
 
 impl Writer {
@@ -144,10 +208,8 @@ impl Writer {
     }
 
     /// What the writer has done so far.
-    pub fn stats(&self) -> Option<WriterStats> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        self.requests.send(Request::Stats(reply)).ok()?;
-        answer.recv().ok()
+    pub fn stats(&self) -> WriterStats {
+        self.counters.read()
     }
 }
 
@@ -167,14 +229,14 @@ fn run(
     durability: Durability,
     queue: Receiver<Request>,
     side: &SideList,
+    stats: &Counters,
     mut after_store: AfterStore,
 ) -> Log {
-    let mut stats = WriterStats::default();
     let mut waiting: Vec<(u64, Done)> = Vec::new();
     // When the oldest append in `waiting` arrived (batch policy).
     let mut since: Option<Instant> = None;
     loop {
-        take_side(&mut log, side, &mut waiting, &mut since, &mut stats);
+        take_side(&mut log, side, &mut waiting, &mut since, stats);
         let next = match (durability, since) {
             _ if waiting.len() >= MAX_BATCH => None,
             (Durability::Batch(window), Some(first)) if !waiting.is_empty() => {
@@ -186,7 +248,7 @@ fn run(
                         Ok(request) => Some(request),
                         Err(RecvTimeoutError::Timeout) => None,
                         Err(RecvTimeoutError::Disconnected) => {
-                            finish(&mut log, durability, side, &mut waiting, &mut stats);
+                            finish(&mut log, durability, side, &mut waiting, stats);
                             after_store(&mut log);
                             return log;
                         }
@@ -197,7 +259,7 @@ fn run(
             _ => match queue.recv() {
                 Ok(request) => Some(request),
                 Err(_) => {
-                    finish(&mut log, durability, side, &mut waiting, &mut stats);
+                    finish(&mut log, durability, side, &mut waiting, stats);
                     after_store(&mut log);
                     return log;
                 }
@@ -205,22 +267,18 @@ fn run(
         };
         match next {
             Some(Request::Append(payload, done)) => {
-                take_append(&mut log, payload, done, &mut waiting, &mut since, &mut stats);
-                continue;
-            }
-            Some(Request::Stats(reply)) => {
-                let _ = reply.send(stats);
+                take_append(&mut log, payload, done, &mut waiting, &mut since, stats);
                 continue;
             }
             Some(Request::Close) => {
-                finish(&mut log, durability, side, &mut waiting, &mut stats);
+                finish(&mut log, durability, side, &mut waiting, stats);
                 after_store(&mut log);
                 return log;
             }
             None => {}
         }
         // The queue is empty (or the batch window is over): store the lot.
-        store(&mut log, durability, &mut waiting, &mut stats);
+        store(&mut log, durability, &mut waiting, stats);
         since = None;
         after_store(&mut log);
     }
@@ -233,7 +291,7 @@ fn finish(
     durability: Durability,
     side: &SideList,
     waiting: &mut Vec<(u64, Done)>,
-    stats: &mut WriterStats,
+    stats: &Counters,
 ) {
     let mut since = None;
     loop {
@@ -250,7 +308,7 @@ fn take_side(
     side: &SideList,
     waiting: &mut Vec<(u64, Done)>,
     since: &mut Option<Instant>,
-    stats: &mut WriterStats,
+    stats: &Counters,
 ) -> bool {
     let from_answers = std::mem::take(&mut *side.lock().unwrap_or_else(PoisonError::into_inner));
     let any = !from_answers.is_empty();
@@ -267,7 +325,7 @@ fn take_append(
     done: Done,
     waiting: &mut Vec<(u64, Done)>,
     since: &mut Option<Instant>,
-    stats: &mut WriterStats,
+    stats: &Counters,
 ) {
     match log.append(&payload) {
         Ok(offset) => {
@@ -275,7 +333,7 @@ fn take_append(
             waiting.push((offset, done));
         }
         Err(error) => {
-            stats.failed += 1;
+            Counters::add(&stats.failed, 1);
             done(Err(StoreError::Log(error.to_string())));
         }
     }
@@ -283,12 +341,7 @@ fn take_append(
 
 /// Makes the waiting appends as safe as the policy says, with one flush or
 /// sync, and answers each.
-fn store(
-    log: &mut Log,
-    durability: Durability,
-    waiting: &mut Vec<(u64, Done)>,
-    stats: &mut WriterStats,
-) {
+fn store(log: &mut Log, durability: Durability, waiting: &mut Vec<(u64, Done)>, stats: &Counters) {
     if waiting.is_empty() {
         return;
     }
@@ -296,24 +349,21 @@ fn store(
     let result: Result<(), LogError> = if synced {
         let started = Instant::now();
         let result = log.sync().map(drop);
-        let took = started.elapsed();
-        stats.syncs += 1;
-        stats.total_sync += took;
-        stats.max_sync = stats.max_sync.max(took);
+        stats.record_sync(started.elapsed());
         result
     } else {
         log.flush()
     };
     match result {
         Ok(()) => {
-            stats.appended += waiting.len() as u64;
+            Counters::add(&stats.appended, waiting.len() as u64);
             for (offset, done) in waiting.drain(..) {
                 done(Ok(Stored { offset, synced }));
             }
         }
         Err(error) => {
             tracing::error!(%error, records = waiting.len(), "durable log: could not store records");
-            stats.failed += waiting.len() as u64;
+            Counters::add(&stats.failed, waiting.len() as u64);
             let message = error.to_string();
             for (_, done) in waiting.drain(..) {
                 done(Err(StoreError::Log(message.clone())));
@@ -362,7 +412,7 @@ mod tests {
             let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
             let (writer, thread) = spawn(log, durability, |_| {});
             let answers = append_all(&writer, 4, 1_000);
-            let stats = writer.stats().unwrap();
+            let stats = writer.stats();
             drop(writer);
             let mut log = thread.join();
 
@@ -391,9 +441,13 @@ mod tests {
         let (writer, thread) = spawn(log, Durability::Batch(Duration::from_millis(50)), |_| {});
         let answers = append_all(&writer, 1, 1_000);
         assert!(answers.iter().all(Result::is_ok));
-        let stats = writer.stats().unwrap();
+        let stats = writer.stats();
         assert!(stats.syncs <= 100, "1,000 appends in a burst took {} syncs", stats.syncs);
         assert!(stats.max_sync <= stats.total_sync);
+        assert_eq!(stats.sync_histogram.iter().sum::<u64>(), stats.syncs);
+        let p99 = stats.sync_quantile(0.99).unwrap();
+        assert!(p99 >= stats.sync_quantile(0.5).unwrap());
+        assert!(p99 <= stats.max_sync * 2, "{p99:?} vs max {:?}", stats.max_sync);
         drop(writer);
         thread.join();
     }
@@ -408,7 +462,7 @@ mod tests {
         let n = 3 * MAX_BATCH;
         let answers = append_all(&writer, 1, n);
         assert_eq!(answers.len(), n);
-        assert!(writer.stats().unwrap().syncs >= 3);
+        assert!(writer.stats().syncs >= 3);
         drop(writer);
         thread.join();
     }
@@ -426,7 +480,7 @@ mod tests {
         let answers: Vec<_> = answers.iter().collect();
         assert!(matches!(&answers[0], Err(StoreError::Log(m)) if m.contains("16-byte limit")));
         assert!(answers[1].as_ref().is_ok_and(|stored| stored.synced));
-        assert_eq!(writer.stats().unwrap().failed, 1);
+        assert_eq!(writer.stats().failed, 1);
         drop(writer);
         thread.join();
     }

@@ -303,3 +303,13 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+#[test]
+fn free_space_is_that_of_the_log_file_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+    let available = log.available_bytes().unwrap();
+    assert!(available > 0);
+    assert!(ferry_log::available_bytes(dir.path()).unwrap() > 0);
+    assert!(ferry_log::available_bytes(&dir.path().join("missing")).is_err());
+}

@@ -15,17 +15,19 @@
 mod ledger;
 pub(crate) mod record;
 mod snapshot;
+mod space;
 
 pub use ledger::{DurableSession, Ledger};
 
-use ferry_log::writer::{self, Durability, Writer, WriterThread};
+use ferry_log::writer::{self, Durability, Writer, WriterStats, WriterThread};
 use ferry_log::{Log, LogError};
 use parking_lot::Mutex;
 use record::{Published, Record, RecordError};
 use serde::Deserialize;
+use space::Space;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The `[durability]` section of the configuration file.
 #[derive(Debug, Clone, Deserialize)]
@@ -41,6 +43,12 @@ pub struct DurabilityConfig {
     /// Size of a log segment, and how much log is written between two
     /// snapshots. Recovery reads at most about this much log.
     pub segment_bytes: u64,
+    /// Cap on the log's size; 0 for none but `min_free_disk_bytes`. Past
+    /// it, messages that must be stored are refused with 0x97.
+    pub max_disk_bytes: u64,
+    /// Free space to leave on the data directory's file system: below it,
+    /// messages that must be stored are refused with 0x97.
+    pub min_free_disk_bytes: u64,
 }
 
 impl Default for DurabilityConfig {
@@ -50,6 +58,8 @@ impl Default for DurabilityConfig {
             fsync: Fsync::Batch,
             fsync_batch_ms: 2,
             segment_bytes: 64 << 20,
+            max_disk_bytes: 0,
+            min_free_disk_bytes: 256 << 20,
         }
     }
 }
@@ -74,6 +84,11 @@ impl DurabilityConfig {
         }
         if self.fsync_batch_ms > 1000 {
             return fail("fsync_batch_ms", "must be at most 1000");
+        }
+        // The active segment is never deleted and a sealed one only whole:
+        // a cap of a few segments is the least that can ever drain.
+        if self.max_disk_bytes != 0 && self.max_disk_bytes < 4 * self.segment_bytes {
+            return fail("max_disk_bytes", "must be 0 (no cap) or at least 4 × segment_bytes");
         }
         Ok(())
     }
@@ -137,6 +152,7 @@ pub struct Recovery {
     log: Log,
     lock: std::fs::File,
     snapshots: PathBuf,
+    log_dir: PathBuf,
     config: DurabilityConfig,
     /// Log records replayed after the snapshot.
     pub replayed: u64,
@@ -149,7 +165,8 @@ pub fn recover(data_dir: &Path, config: &DurabilityConfig) -> Result<Recovery, S
     let started = std::time::Instant::now();
     let lock = lock(data_dir)?;
     let snapshots = data_dir.join("snapshots");
-    let (mut log, _) = Log::open(&data_dir.join("log"), config.log_config())?;
+    let log_dir = data_dir.join("log");
+    let (mut log, _) = Log::open(&log_dir, config.log_config())?;
     let mut ledger = Ledger::default();
     let mut from = log.start();
     if let Some((offset, records)) = snapshot::load_latest(&snapshots)? {
@@ -173,6 +190,7 @@ pub fn recover(data_dir: &Path, config: &DurabilityConfig) -> Result<Recovery, S
         log,
         lock,
         snapshots,
+        log_dir,
         config: config.clone(),
         replayed,
         elapsed: started.elapsed(),
@@ -203,22 +221,42 @@ impl Recovery {
             snapshots: self.snapshots,
             every_bytes: self.config.segment_bytes,
             last: 0,
+            at: Instant::now(),
             ledger: Arc::new(Mutex::new(self.ledger)),
         };
         checkpoint.write(&mut self.log)?;
+        let space = Arc::new(Space::new(
+            self.log_dir,
+            self.config.max_disk_bytes,
+            self.config.min_free_disk_bytes,
+        ));
+        space.measure(&self.log);
         let ledger = checkpoint.ledger.clone();
-        let (writer, thread) = writer::spawn(
-            self.log,
-            self.config.durability(),
-            move |log: &mut Log| {
-                if log.end() - checkpoint.last >= checkpoint.every_bytes {
-                    if let Err(error) = checkpoint.write(log) {
-                        tracing::error!(%error, "durable state: snapshot failed; the log keeps growing until one succeeds");
+        let measured = space.clone();
+        let after_store = move |log: &mut Log| {
+            measured.measure(log);
+            // Full, a snapshot is what frees the segments consumers have
+            // passed: take one as soon as they move, not a segment later.
+            let due = log.end() - checkpoint.last >= checkpoint.every_bytes
+                || (measured.is_full() && checkpoint.at.elapsed() >= Duration::from_secs(1));
+            if due {
+                match checkpoint.write(log) {
+                    Ok(()) => measured.measure(log),
+                    Err(error) => {
+                        tracing::error!(%error, "durable state: snapshot failed; the log keeps growing until one succeeds")
                     }
                 }
-            },
-        );
-        Ok(Store { writer, thread: Mutex::new(Some(thread)), ledger, _lock: self.lock })
+            }
+        };
+        let (writer, thread) = writer::spawn(self.log, self.config.durability(), after_store);
+        Ok(Store {
+            writer,
+            thread: Mutex::new(Some(thread)),
+            ledger,
+            space,
+            recovery: (self.replayed, self.elapsed),
+            _lock: self.lock,
+        })
     }
 }
 
@@ -226,8 +264,9 @@ impl Recovery {
 struct Checkpoint {
     snapshots: PathBuf,
     every_bytes: u64,
-    /// Log offset of the last snapshot.
+    /// Log offset and time of the last snapshot.
     last: u64,
+    at: Instant,
     ledger: Arc<Mutex<Ledger>>,
 }
 
@@ -237,6 +276,7 @@ impl Checkpoint {
         let ledger = self.ledger.lock();
         snapshot::write(&self.snapshots, end, ledger.to_records())?;
         self.last = end;
+        self.at = Instant::now();
         let keep = ledger.oldest_pending().map_or(end, |oldest| oldest.min(end));
         drop(ledger);
         log.set_cursor(CURSOR, keep)?;
@@ -253,8 +293,25 @@ pub struct Store {
     writer: Writer,
     thread: Mutex<Option<WriterThread>>,
     ledger: Arc<Mutex<Ledger>>,
+    space: Arc<Space>,
+    /// Records replayed and time taken at startup.
+    recovery: (u64, Duration),
     /// Held for the life of the process.
     _lock: std::fs::File,
+}
+
+/// The durable state's figures, for `$SYS` and metrics.
+#[derive(Debug, Clone)]
+pub struct StoreFigures {
+    pub log_bytes: u64,
+    pub segments: u64,
+    pub free_disk_bytes: u64,
+    pub full: bool,
+    /// Messages queued for persistent sessions, all together.
+    pub queued: usize,
+    pub writer: WriterStats,
+    pub recovery_records: u64,
+    pub recovery_time: Duration,
 }
 
 impl Store {
@@ -288,6 +345,24 @@ impl Store {
                 tracing::warn!(%error, "durable state: could not record a change");
             }
         });
+    }
+
+    /// Whether new durable work may be taken (the disk limits allow it).
+    pub fn has_room(&self) -> bool {
+        self.space.has_room()
+    }
+
+    pub fn figures(&self) -> StoreFigures {
+        StoreFigures {
+            log_bytes: self.space.log_bytes(),
+            segments: self.space.segments(),
+            free_disk_bytes: self.space.free_bytes(),
+            full: self.space.is_full(),
+            queued: self.ledger.lock().pending_count(),
+            writer: self.writer.stats(),
+            recovery_records: self.recovery.0,
+            recovery_time: self.recovery.1,
+        }
     }
 
     /// Stores everything appended so far and stops the writer.
