@@ -3,7 +3,8 @@
 `broker` / `broker_factory` start the ferry binary (or, with
 FERRY_TEST_TARGET=mosquitto, /usr/sbin/mosquitto with an equivalent
 configuration) on ephemeral ports and stop it with SIGTERM at teardown,
-asserting a clean exit (status 0).
+asserting a clean exit (status 0). `Broker.restart(kill=...)` stops one
+(SIGTERM or SIGKILL) and starts it again on the same data directory.
 
 Markers:
   ferry_only                -- exercises something Mosquitto does not have
@@ -206,6 +207,10 @@ class Broker:
         self._clients: list = []
         self.returncode: int | None = None
         self.proc: subprocess.Popen | None = None
+        self._drainer: threading.Thread | None = None
+        # index in log_lines() of the first line of the current process (for
+        # wait_log(since=...) after a restart)
+        self.log_start = 0
 
     @property
     def is_ferry(self) -> bool:
@@ -213,13 +218,31 @@ class Broker:
 
     # ------------------------------------------------------------- process
     def start(self) -> "Broker":
+        """Starts the command and waits until the broker is ready. Also
+        starts it again after stop() (same command, so the same data
+        directory; ephemeral ports change, and self.port etc. follow)."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                raise RuntimeError(f"{self.kind} is already running (pid {self.proc.pid})")
+            self.proc.wait()
+            if self._drainer is not None:
+                # the last lines of the previous run, before this one's
+                self._drainer.join(SHUTDOWN_TIMEOUT)
+        attrs = {"mqtt": "port", "ws": "ws_port", "http": "http_port"}
+        for name in self._wait_for:
+            if name in attrs:
+                setattr(self, attrs[name], None)
+        self.returncode = None
+        with self._cond:
+            self.log_start = since = len(self._lines)
         self.proc = subprocess.Popen(self.cmd, cwd=self.workdir, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
+        self._drainer.start()
         found: dict[str, re.Match] = {}
 
         def ready():
-            for line in self._lines:
+            for line in self._lines[since:]:
                 for name, rx in self._wait_for.items():
                     if name not in found:
                         m = rx.search(line)
@@ -232,21 +255,24 @@ class Broker:
             while not (ok := ready()) and time.monotonic() < deadline:
                 self._cond.wait(0.1)  # woken by every new log line
         if len(found) != len(self._wait_for):
-            log = "\n".join(self.log_lines()[-50:])
+            lines = self.log_lines()[since:]  # this run's (the error, then any backtrace)
+            if len(lines) > 50:
+                lines = lines[:25] + [f"[... {len(lines) - 50} lines ...]"] + lines[-25:]
+            log = "\n".join(lines)
             self.proc.kill()
             self.proc.wait()
+            self.returncode = self.proc.returncode  # already reported: not again at teardown
             why = (f"exited with status {self.proc.returncode}" if ok else
                    f"did not report {sorted(set(self._wait_for) - set(found))} within "
                    f"{STARTUP_TIMEOUT}s")
             raise RuntimeError(f"{self.kind} {why}\ncommand: {self.cmd}\nstderr:\n{log}")
-        attrs = {"mqtt": "port", "ws": "ws_port", "http": "http_port"}
         for name, m in found.items():
             if name in attrs:
                 setattr(self, attrs[name], int(m.group(2)))
         return self
 
-    def _drain(self):
-        for raw in self.proc.stderr:
+    def _drain(self, proc: subprocess.Popen):
+        for raw in proc.stderr:
             line = ANSI.sub("", raw.decode("utf-8", "replace")).rstrip("\r\n")
             with self._cond:
                 self._lines.append(line)
@@ -288,6 +314,11 @@ class Broker:
             return self.returncode
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
+        return self._wait_exit(sig, timeout)
+
+    def _wait_exit(self, sig, timeout: float = SHUTDOWN_TIMEOUT) -> int:
+        if self.returncode is not None:
+            return self.returncode
         try:
             self.returncode = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -296,6 +327,35 @@ class Broker:
             self.returncode = self.proc.returncode
             raise AssertionError(f"{self.kind} did not exit within {timeout}s of {sig!r}")
         return self.returncode
+
+    def restart(self, kill: bool = False) -> "Broker":
+        """Stops the broker -- SIGKILL with kill=True, else SIGTERM, after
+        which the exit status must be 0 -- and starts the same command again
+        on the same data directory, waiting until it is ready (new ports).
+
+        The broker goes away under its clients: they are not closed first,
+        so none sends DISCONNECT. On SIGTERM they close their end once the
+        broker has closed its own, as real clients do (paho by itself, raw
+        clients here: the broker lingers up to 2 s for that). They are all
+        dropped afterwards; connect new ones to the restarted broker."""
+        sig = signal.SIGKILL if kill else signal.SIGTERM
+        if self.returncode is None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            if not kill:
+                for c in self._clients:
+                    if isinstance(c, rawmqtt.RawClient) and not c.closed:
+                        try:
+                            c.read_until_closed(SHUTDOWN_TIMEOUT)
+                        except Exception:
+                            pass  # closing is all that matters here
+                        c.close()
+        rc = self._wait_exit(sig)
+        self.close_clients()
+        if not kill and rc != 0:
+            tail = "\n".join(self.log_lines()[-20:])
+            raise AssertionError(f"{self.kind} exited with status {rc} on SIGTERM; "
+                                 f"log tail:\n{tail}")
+        return self.start()
 
     # ------------------------------------------------------------- clients
     def close_clients(self) -> None:

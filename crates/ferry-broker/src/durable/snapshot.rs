@@ -23,6 +23,13 @@ pub fn write(
     records: impl Iterator<Item = Record>,
 ) -> Result<(), StoreError> {
     let name = format!("{PREFIX}{offset:020}");
+    let done = dir.join(&name);
+    if done.exists() {
+        // Written at this offset already (a restart with nothing stored
+        // since the last): the same log up to the same offset folds into
+        // the same state.
+        return Ok(());
+    }
     let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).map_err(StoreError::io(&tmp))?;
@@ -34,7 +41,6 @@ pub fn write(
         }
         log.sync()?;
     }
-    let done = dir.join(&name);
     std::fs::rename(&tmp, &done).map_err(StoreError::io(&done))?;
     sync_dir(dir)?;
     for (older, path) in list(dir)? {
@@ -120,6 +126,8 @@ mod tests {
         write(dir.path(), 500, records(5).into_iter()).unwrap();
         // A snapshot cut short by a crash, before its rename.
         std::fs::create_dir(dir.path().join("snapshot-00000000000000000900.tmp")).unwrap();
+        // Again at the same offset (a restart with nothing new): a no-op.
+        write(dir.path(), 500, records(5).into_iter()).unwrap();
         let (offset, loaded) = load_latest(dir.path()).unwrap().unwrap();
         assert_eq!((offset, loaded), (500, records(5)));
         let left: Vec<_> =
