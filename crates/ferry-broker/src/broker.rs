@@ -63,8 +63,9 @@ pub(crate) enum Routed {
     /// Delivered now: acknowledge at once.
     Now(Published),
     /// Being stored; it is delivered, and its acknowledgement takes its
-    /// place in the publisher's replies, once the log has it.
-    Storing,
+    /// place in the publisher's replies, once the log has it. `congested`
+    /// is as in `Published`.
+    Storing { congested: Option<Arc<Session>> },
     /// It must be stored and cannot be now (the disk limits): answer with
     /// this reason.
     Refused(ReasonCode),
@@ -517,8 +518,8 @@ impl Broker {
                     plan.push((subscription.session.clone(), delivery));
                 });
                 drop(tree);
-                self.store_then_deliver(store, message, plan, answer);
-                return Routed::Storing;
+                let congested = self.store_then_deliver(store, message, plan, publisher, answer);
+                return Routed::Storing { congested };
             }
         }
         let mut published = Published { delivered: 0, congested: None };
@@ -567,33 +568,40 @@ impl Broker {
 
     /// Appends the message's record; once it is stored, delivers it as
     /// `plan` says and answers the publisher. Persistent sessions get their
-    /// packet ids now, so the record holds them.
+    /// packet ids now, so the record holds them; every target counts the
+    /// delivery as coming, so back-pressure sees it. Returns the subscriber
+    /// the publisher should wait for, if one is congested.
     fn store_then_deliver(
         &self,
         store: &Store,
         message: Arc<Message>,
         mut plan: Vec<(Arc<Session>, Delivery)>,
+        publisher: Option<&Publisher<'_>>,
         answer: Option<Answer>,
-    ) {
+    ) -> Option<Arc<Session>> {
         let mut targets = Vec::new();
-        for (session, delivery) in &mut plan {
-            if !session.is_persistent() || delivery.qos == QoS::AtMostOnce {
-                continue;
+        let mut congested = None;
+        plan.retain_mut(|(session, delivery)| {
+            let persistent = session.is_persistent() && delivery.qos != QoS::AtMostOnce;
+            let waiter = if congested.is_none() { publisher } else { None };
+            let (expected, packet_id) = session.expect(waiter, persistent);
+            match expected {
+                Enqueued::Dropped => return false,
+                Enqueued::Congested => congested = Some(session.clone()),
+                Enqueued::Queued => {}
             }
-            let mut state = session.lock();
-            if state.ended {
-                continue;
+            if persistent {
+                delivery.packet_id = packet_id;
+                targets.push(Target {
+                    session: session.id,
+                    qos: delivery.qos,
+                    retain: delivery.retain,
+                    packet_id,
+                    subscription_ids: delivery.subscription_ids.clone(),
+                });
             }
-            delivery.packet_id = state.next_packet_id();
-            drop(state);
-            targets.push(Target {
-                session: session.id,
-                qos: delivery.qos,
-                retain: delivery.retain,
-                packet_id: delivery.packet_id,
-                subscription_ids: delivery.subscription_ids.clone(),
-            });
-        }
+            true
+        });
         let inbound = answer
             .as_ref()
             .filter(|answer| answer.exactly_once && answer.session.is_persistent())
@@ -612,6 +620,7 @@ impl Broker {
                 broker.deliver_stored(result, &message, plan, answer);
             }
         });
+        congested
     }
 
     /// On the log writer's thread: the message's record is stored (or not).
@@ -632,11 +641,14 @@ impl Broker {
                     if delivery.packet_id != 0 {
                         delivery.offset = NonZeroU64::new(offset);
                     }
-                    self.enqueue(&session, delivery, None);
+                    self.enqueue_expected(&session, delivery);
                 }
                 publish_reason(delivered)
             }
             Err(error) => {
+                for (session, _) in &plan {
+                    session.unexpect();
+                }
                 self.stats.store_failures.inc();
                 tracing::warn!(%error, topic = %message.topic, "message refused: the durable log could not store it");
                 if let Some(answer) = answer.as_ref().filter(|answer| answer.exactly_once) {
@@ -666,12 +678,28 @@ impl Broker {
         delivery: Delivery,
         publisher: Option<&Publisher<'_>>,
     ) -> Enqueued {
+        self.enqueue_counted(session, delivery, publisher, false)
+    }
+
+    /// Queues a delivery that `Session::expect` counted as coming.
+    fn enqueue_expected(&self, session: &Session, delivery: Delivery) {
+        self.enqueue_counted(session, delivery, None, true);
+    }
+
+    fn enqueue_counted(
+        &self,
+        session: &Session,
+        delivery: Delivery,
+        publisher: Option<&Publisher<'_>>,
+        expected: bool,
+    ) -> Enqueued {
         let (outcome, evicted) = session.enqueue(
             delivery,
             self.config.max_queued_messages,
             self.config.queue_overflow,
             &self.stats,
             publisher,
+            expected,
         );
         if let Some(evicted) = evicted {
             self.delivery_over(session, &evicted);

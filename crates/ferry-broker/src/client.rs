@@ -411,15 +411,17 @@ impl Client {
         });
         let acknowledged = answer.is_some();
         let message = Message::from_publish(publish, self.session.id);
-        let published = match broker.publish_from(message, &self.session, answer) {
-            Routed::Now(published) => published,
-            Routed::Storing => {
+        let (congested, reason) = match broker.publish_from(message, &self.session, answer) {
+            Routed::Now(published) => {
+                (published.congested, Some(publish_reason(published.delivered)))
+            }
+            Routed::Storing { congested } => {
                 self.replies_held += u32::from(acknowledged);
-                return None;
+                (congested, None)
             }
             Routed::Refused(reason) => return Some(reason),
         };
-        if let Some(target) = published.congested {
+        if let Some(target) = congested {
             self.block(broker, target);
         } else if let Pace::Turn { target, left } = &mut self.pace {
             *left -= 1;
@@ -428,7 +430,7 @@ impl Client {
                 self.end_turn(broker, target);
             }
         }
-        Some(publish_reason(published.delivered))
+        reason
     }
 
     /// Sends an answer to the client, behind those still waiting for the

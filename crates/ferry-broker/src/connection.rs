@@ -297,7 +297,9 @@ mod tests {
             std::mem::size_of::<Client>()
         );
         let session = std::mem::size_of::<crate::session::Session>();
-        // 376: the replies waiting for the durable log took the last 24 bytes.
-        assert!(session <= 376, "Session is {session} bytes");
+        // 384: the replies waiting for the durable log and the count of
+        // deliveries on their way through it took the last 32 bytes (10,000
+        // idle connections still measure 1,880 B of RSS each).
+        assert!(session <= 384, "Session is {session} bytes");
     }
 }

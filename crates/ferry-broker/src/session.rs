@@ -104,6 +104,10 @@ pub(crate) struct SessionState {
     /// A publisher gave up waiting for this session: nobody waits for it
     /// again until its queue drains.
     pub stalled: bool,
+    /// Deliveries on their way through the durable log: not queued yet,
+    /// but counted by back-pressure, which would otherwise let a whole
+    /// pipeline of them overrun the queue.
+    pub incoming: u32,
     /// Answers to the client that wait for the durable log, in the order
     /// the client's packets came (acknowledgements must keep it, §4.6),
     /// each tagged with the generation of the connection it is for.
@@ -157,6 +161,7 @@ impl Session {
                 timers: Vec::new(),
                 waiters: VecDeque::new(),
                 stalled: false,
+                incoming: 0,
                 replies: VecDeque::new(),
             }),
         }
@@ -197,9 +202,42 @@ impl Session {
         self.state.lock()
     }
 
+    /// Counts a delivery that will be queued once the durable log has its
+    /// message, and registers the publisher as a waiter if that makes the
+    /// queue congested (`Enqueued::Congested`), as a direct enqueue would.
+    /// With `reserve_packet_id`, also chooses the delivery's packet id now
+    /// (for the record); `Dropped` if the session has ended.
+    pub(crate) fn expect(
+        &self,
+        publisher: Option<&Publisher<'_>>,
+        reserve_packet_id: bool,
+    ) -> (Enqueued, u16) {
+        let online = self.is_online();
+        let mut state = self.state.lock();
+        if state.ended {
+            return (Enqueued::Dropped, 0);
+        }
+        state.incoming += 1;
+        let packet_id = if reserve_packet_id { state.next_packet_id() } else { 0 };
+        match publisher {
+            Some(publisher) if state.congested_by(self, online, publisher) => {
+                state.add_waiter(publisher.session);
+                (Enqueued::Congested, packet_id)
+            }
+            _ => (Enqueued::Queued, packet_id),
+        }
+    }
+
+    /// Takes back an [`expect`](Session::expect)ed delivery that will not come.
+    pub(crate) fn unexpect(&self) {
+        let mut state = self.state.lock();
+        state.incoming = state.incoming.saturating_sub(1);
+    }
+
     /// Queues a delivery, applying the session's bound. QoS 0 messages are
     /// not queued for an offline session: at-most-once means no storage.
-    /// Also returns the delivery the bound pushed out, if one was.
+    /// `expected` says it was counted by [`Session::expect`]. Also returns
+    /// the delivery the bound pushed out, if one was.
     pub(crate) fn enqueue(
         &self,
         delivery: Delivery,
@@ -207,9 +245,13 @@ impl Session {
         overflow: QueueOverflow,
         stats: &Stats,
         publisher: Option<&Publisher<'_>>,
+        expected: bool,
     ) -> (Enqueued, Option<Delivery>) {
         let online = self.is_online();
         let mut state = self.state.lock();
+        if expected {
+            state.incoming = state.incoming.saturating_sub(1);
+        }
         if state.ended || (!online && delivery.qos == QoS::AtMostOnce) {
             return (Enqueued::Dropped, None);
         }
@@ -224,14 +266,8 @@ impl Session {
         let was_empty = state.queue.is_empty();
         state.queue.push_back(delivery);
         let mut outcome = Enqueued::Queued;
-        // Only an online session drains, and a publisher never waits for
-        // its own queue: its own task is the one that drains it.
         if let Some(publisher) = publisher {
-            if online
-                && !state.stalled
-                && state.queue.len() >= publisher.high_watermark
-                && publisher.session.id != self.id
-            {
+            if state.congested_by(self, online, publisher) {
                 state.add_waiter(publisher.session);
                 outcome = Enqueued::Congested;
             }
@@ -248,6 +284,17 @@ impl Session {
 }
 
 impl SessionState {
+    /// Whether `publisher` should wait for this session: it is online (only
+    /// an online session drains), not stalled, at its high watermark
+    /// counting what is on its way, and not the publisher itself (whose
+    /// own task is the one that drains it).
+    fn congested_by(&self, session: &Session, online: bool, publisher: &Publisher<'_>) -> bool {
+        online
+            && !self.stalled
+            && self.queue.len() + self.incoming as usize >= publisher.high_watermark
+            && publisher.session.id != session.id
+    }
+
     /// The next packet id not used by an exchange in flight. The window is
     /// at most 65535 entries, so a free id always exists.
     pub(crate) fn next_packet_id(&mut self) -> u16 {
