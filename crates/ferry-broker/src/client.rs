@@ -495,7 +495,7 @@ impl Client {
         let congested = {
             let mut state = target.lock();
             let congested =
-                state.queue.len() > low && !state.stalled && !state.ended && target.is_online();
+                state.backlog() > low && !state.stalled && !state.ended && target.is_online();
             if congested {
                 state.add_waiter(&self.session);
             }
@@ -805,7 +805,7 @@ impl Client {
             }
         }
         let max_queued = broker.config.max_queued_messages;
-        if state.queue.len() <= backpressure::low_watermark(max_queued) {
+        if state.backlog() <= backpressure::low_watermark(max_queued) {
             state.stalled = false;
             state.release_turns(backpressure::turns_per_release(max_queued));
         }

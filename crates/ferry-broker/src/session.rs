@@ -284,6 +284,12 @@ impl Session {
 }
 
 impl SessionState {
+    /// What back-pressure weighs: the queue and the deliveries on their way
+    /// to it through the durable log.
+    pub(crate) fn backlog(&self) -> usize {
+        self.queue.len() + self.incoming as usize
+    }
+
     /// Whether `publisher` should wait for this session: it is online (only
     /// an online session drains), not stalled, at its high watermark
     /// counting what is on its way, and not the publisher itself (whose
@@ -291,7 +297,7 @@ impl SessionState {
     fn congested_by(&self, session: &Session, online: bool, publisher: &Publisher<'_>) -> bool {
         online
             && !self.stalled
-            && self.queue.len() + self.incoming as usize >= publisher.high_watermark
+            && self.backlog() >= publisher.high_watermark
             && publisher.session.id != session.id
     }
 
