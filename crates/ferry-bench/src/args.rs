@@ -137,6 +137,12 @@ pub struct CommonArgs {
     /// Payload bytes; at least 16 (publisher id, sequence number, timestamp).
     #[arg(long, default_value_t = 16)]
     pub payload_size: usize,
+    /// Subscribers keep persistent sessions with this Session Expiry
+    /// Interval in seconds (3.1.1: clean session 0), so a durable broker
+    /// must store their QoS 1/2 messages before acknowledging them. 0:
+    /// clean sessions.
+    #[arg(long, default_value_t = 0)]
+    pub session_expiry: u32,
     /// Most unacknowledged QoS 1/2 messages per publisher.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
     pub inflight: u16,

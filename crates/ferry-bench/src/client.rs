@@ -77,18 +77,23 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Opens a TCP connection, sends CONNECT with a clean session and no
+    /// Opens a TCP connection, sends CONNECT with a fresh session and no
     /// keep-alive (a QoS 0 subscriber sends nothing for minutes, and pings
-    /// would only add noise), and waits for a successful CONNACK.
+    /// would only add noise), and waits for a successful CONNACK. With a
+    /// `session_expiry` the session is persistent (MQTT 5 Session Expiry
+    /// Interval, or 3.1.1 clean session 0), so the broker must keep what
+    /// is queued for it: with durability on, it stores each QoS ≥ 1
+    /// message before acknowledging it.
     pub async fn connect(
         broker: SocketAddr,
         client_id: String,
         version: ProtocolVersion,
+        session_expiry: u32,
     ) -> Result<(Conn, ConnAck), BenchError> {
         let stream = TcpStream::connect(broker)
             .await
             .map_err(|source| BenchError::Connect { broker: broker.to_string(), source })?;
-        Conn::handshake(stream, client_id, version, 0).await
+        Conn::handshake(stream, client_id, version, 0, session_expiry).await
     }
 
     /// Like [`Conn::connect`], but from a chosen local address (port 0, so
@@ -118,16 +123,17 @@ impl Conn {
                 })
             }
         };
-        Conn::handshake(stream, client_id, version, keep_alive).await
+        Conn::handshake(stream, client_id, version, keep_alive, 0).await
     }
 
-    /// Sends CONNECT with a clean session over an open stream and waits for
-    /// a successful CONNACK.
+    /// Sends CONNECT over an open stream and waits for a successful
+    /// CONNACK; see [`Conn::connect`] for `session_expiry`.
     async fn handshake(
         stream: TcpStream,
         client_id: String,
         version: ProtocolVersion,
         keep_alive: u16,
+        session_expiry: u32,
     ) -> Result<(Conn, ConnAck), BenchError> {
         // Acks and small open-loop publishes must not wait for Nagle.
         stream
@@ -141,11 +147,16 @@ impl Conn {
             read_chunk: FIRST_READ_CHUNK,
             write: BytesMut::new(),
         };
+        let mut properties = Properties::default();
+        if version.is_v5() && session_expiry > 0 {
+            properties.session_expiry_interval = Some(session_expiry);
+        }
         let connect = Connect {
             protocol: version,
-            clean_start: true,
+            // A 3.1.1 session is persistent exactly when it is not clean.
+            clean_start: version.is_v5() || session_expiry == 0,
             keep_alive,
-            properties: Properties::default(),
+            properties,
             client_id: ByteStr::from(conn.client_id.as_str()),
             will: None,
             username: None,

@@ -17,7 +17,7 @@
 
 use crate::{Log, LogError};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
@@ -66,6 +66,10 @@ pub const QUEUE_DEPTH: usize = 16_384;
 /// queue empty (or the batch window end), a sync still comes this often,
 /// and the answers waiting for it stay bounded.
 pub const MAX_BATCH: usize = 4_096;
+
+/// Longest sleep of the writer inside a batch window before it looks at
+/// its queue again.
+const BATCH_NAP: Duration = Duration::from_micros(250);
 
 /// Buckets of the sync-latency histogram: bucket `i` counts syncs that
 /// took under 2^i µs, the last one everything slower (over ~0.5 s).
@@ -240,18 +244,26 @@ fn run(
         let next = match (durability, since) {
             _ if waiting.len() >= MAX_BATCH => None,
             (Durability::Batch(window), Some(first)) if !waiting.is_empty() => {
-                let left = window.saturating_sub(first.elapsed());
-                if left.is_zero() {
-                    None
-                } else {
-                    match queue.recv_timeout(left) {
-                        Ok(request) => Some(request),
-                        Err(RecvTimeoutError::Timeout) => None,
-                        Err(RecvTimeoutError::Disconnected) => {
-                            finish(&mut log, durability, side, &mut waiting, stats);
-                            after_store(&mut log);
-                            return log;
+                match queue.try_recv() {
+                    Ok(request) => Some(request),
+                    Err(TryRecvError::Empty) => {
+                        let left = window.saturating_sub(first.elapsed());
+                        if left.is_zero() {
+                            None
+                        } else {
+                            // Nap rather than wait on the queue: a waiting
+                            // receiver is woken by every send, a context
+                            // switch per record under a steady stream. Naps
+                            // are short so that a full batch or a close is
+                            // still seen soon, whatever the window.
+                            std::thread::sleep(left.min(BATCH_NAP));
+                            continue;
                         }
+                    }
+                    Err(TryRecvError::Disconnected) => {
+                        finish(&mut log, durability, side, &mut waiting, stats);
+                        after_store(&mut log);
+                        return log;
                     }
                 }
             }

@@ -100,6 +100,31 @@ fn pubsub_qos2_over_mqtt311_delivers_everything() {
     assert_complete(&bench(&ferry, "pubsub-qos2", &args), 600);
 }
 
+/// Persistent subscribers make every QoS 1 message go through Ferry's
+/// durable log before it is delivered and acknowledged, in both versions.
+#[test]
+fn pubsub_to_persistent_sessions_delivers_everything() {
+    let ferry = Ferry::start("bench-pubsub-durable");
+    for version in ["5", "3.1.1"] {
+        let args = [
+            "pubsub",
+            "--publishers",
+            "4",
+            "--messages",
+            "2000",
+            "--qos",
+            "1",
+            "--session-expiry",
+            "60",
+            "--mqtt-version",
+            version,
+        ];
+        let report = bench(&ferry, "pubsub-durable", &args);
+        assert_eq!(report["parameters"]["session_expiry"], 60);
+        assert_complete(&report, 2000);
+    }
+}
+
 #[test]
 fn p2p_open_loop_delivers_everything() {
     let ferry = Ferry::start("bench-p2p");

@@ -33,11 +33,16 @@ pub async fn run(args: BurstArgs) -> Result<Report, BenchError> {
     let tag = std::process::id();
 
     let connect_start = clock::now_ns();
-    let (mut sub, _) =
-        Conn::connect(run.broker, format!("ferry-bench-{tag}-burst-sub"), run.version).await?;
+    let (mut sub, _) = Conn::connect(
+        run.broker,
+        format!("ferry-bench-{tag}-burst-sub"),
+        run.version,
+        run.subscriber_session_expiry,
+    )
+    .await?;
     sub.subscribe(FILTER, common.sub_qos()).await?;
     let ids = (0..args.publishers).map(|i| format!("ferry-bench-{tag}-burst-pub-{i}")).collect();
-    let (publishers, _) = connect_all(run.broker, ids, run.version).await?;
+    let (publishers, _) = connect_all(run.broker, ids, run.version, 0).await?;
     let connect_seconds = super::seconds_since(connect_start);
 
     let subscriber = Subscriber::spawn(sub, Tracker::new(&counts), run.listen(0, None));

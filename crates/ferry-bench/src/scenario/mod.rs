@@ -33,6 +33,8 @@ use tokio::task::JoinHandle;
 pub struct Run {
     pub broker: SocketAddr,
     pub version: ProtocolVersion,
+    /// Session expiry of every subscriber (0: clean sessions).
+    pub subscriber_session_expiry: u32,
     /// Counters every publisher and subscriber of the run adds to.
     pub progress: Arc<Progress>,
     /// The histogram every subscriber of the run records latency into.
@@ -70,6 +72,7 @@ impl Run {
         Ok(Run {
             broker: resolve(&common.broker).await?,
             version: common.mqtt_version.into(),
+            subscriber_session_expiry: common.session_expiry,
             progress: Progress::new(),
             latency: SharedLatency::new(),
             drain_timeout: Duration::from_secs_f64(common.drain_timeout),
@@ -276,10 +279,13 @@ pub async fn connect_all(
     broker: SocketAddr,
     client_ids: Vec<String>,
     version: ProtocolVersion,
+    session_expiry: u32,
 ) -> Result<(Vec<(Conn, ConnAck)>, f64), BenchError> {
     let start = clock::now_ns();
-    let handles: Vec<_> =
-        client_ids.into_iter().map(|id| tokio::spawn(Conn::connect(broker, id, version))).collect();
+    let handles: Vec<_> = client_ids
+        .into_iter()
+        .map(|id| tokio::spawn(Conn::connect(broker, id, version, session_expiry)))
+        .collect();
     let mut conns = Vec::with_capacity(handles.len());
     for handle in handles {
         conns.push(join(handle).await??);
@@ -305,7 +311,8 @@ impl Run {
         let start = clock::now_ns();
         let sub_ids =
             (0..subscribers).map(|i| format!("ferry-bench-{tag}-{scenario}-sub-{i}")).collect();
-        let (connected, _) = connect_all(self.broker, sub_ids, self.version).await?;
+        let (connected, _) =
+            connect_all(self.broker, sub_ids, self.version, self.subscriber_session_expiry).await?;
         let subscribed = subscribe_all(
             connected.into_iter().map(|(conn, _)| conn).collect(),
             |_| filter.to_owned(),
@@ -314,7 +321,7 @@ impl Run {
         .await?;
         let pub_ids =
             (0..publishers).map(|i| format!("ferry-bench-{tag}-{scenario}-pub-{i}")).collect();
-        let (publishers, _) = connect_all(self.broker, pub_ids, self.version).await?;
+        let (publishers, _) = connect_all(self.broker, pub_ids, self.version, 0).await?;
         let count = (subscribed.len() + publishers.len()) as u64;
         Ok((subscribed, publishers, Connections::new(count, seconds_since(start))))
     }

@@ -36,7 +36,8 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
 
     let connect_start = clock::now_ns();
     let sub_ids = (0..args.pairs).map(|i| format!("ferry-bench-{tag}-p2p-sub-{i}")).collect();
-    let (subscribers, _) = connect_all(run.broker, sub_ids, run.version).await?;
+    let (subscribers, _) =
+        connect_all(run.broker, sub_ids, run.version, run.subscriber_session_expiry).await?;
     let subscribers = subscribe_all(
         subscribers.into_iter().map(|(conn, _)| conn).collect(),
         |i| format!("bench/p2p/{i}"),
@@ -44,7 +45,7 @@ pub async fn run(args: P2pArgs) -> Result<Report, BenchError> {
     )
     .await?;
     let pub_ids = (0..args.pairs).map(|i| format!("ferry-bench-{tag}-p2p-pub-{i}")).collect();
-    let (publishers, _) = connect_all(run.broker, pub_ids, run.version).await?;
+    let (publishers, _) = connect_all(run.broker, pub_ids, run.version, 0).await?;
     let connect_seconds = super::seconds_since(connect_start);
 
     // Subscriber i hears only publisher i: its tracker is that one's.
