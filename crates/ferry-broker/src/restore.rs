@@ -9,12 +9,12 @@
 
 use crate::broker::{unix_ms, Broker, Subscription};
 use crate::config::BrokerConfig;
-use crate::durable::record::{Published, Target};
-use crate::durable::{self, DurabilityConfig, DurableSession, Recovery, StoreError};
+use crate::durable::record::Target;
+use crate::durable::{self, DurabilityConfig, DurableSession, StoreError};
 use crate::message::Message;
 use crate::session::{Delivery, Inflight, Session};
 use ferry_mqtt::ByteStr;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU64;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -35,13 +35,18 @@ impl Broker {
         }
         let mut recovery = durable::recover(data_dir, durability)?;
         let ledger = recovery.ledger.clone();
-        let mut messages =
-            Messages { recovery: &mut recovery, loaded: HashMap::new(), clock: Clock::now() };
+        let clock = Clock::now();
+        let queued: BTreeSet<u64> =
+            ledger.sessions.values().flat_map(|durable| durable.pending.keys().copied()).collect();
+        let mut messages = Messages::with_capacity(queued.len());
+        recovery.published_at(&queued, |offset, published| {
+            let message = Arc::new(clock.message(&published.message));
+            messages.insert(offset, (message, published.targets));
+        })?;
         let mut sessions = Vec::with_capacity(ledger.sessions.len());
         for (&id, durable) in &ledger.sessions {
-            sessions.push((restore_session(id, durable, &mut messages)?, durable));
+            sessions.push((restore_session(id, durable, &messages, &clock), durable));
         }
-        let clock = messages.clock;
         let retained: Vec<Arc<Message>> = ledger
             .retained
             .values()
@@ -119,12 +124,17 @@ impl Broker {
     }
 }
 
+/// Queued messages read back from the log by offset, each once however
+/// many sessions it is queued for, with the sessions it is for.
+type Messages = HashMap<u64, (Arc<Message>, Vec<Target>)>;
+
 /// Builds one session as the ledger has it, offline.
 fn restore_session(
     id: u64,
     durable: &DurableSession,
-    messages: &mut Messages<'_>,
-) -> Result<Arc<Session>, StoreError> {
+    messages: &Messages,
+    clock: &Clock,
+) -> Arc<Session> {
     let session =
         Arc::new(Session::new(id, durable.client_id.as_str().into(), durable.expiry_secs));
     session.set_persistent(true);
@@ -133,11 +143,11 @@ fn restore_session(
         durable.subscriptions.keys().map(|filter| ByteStr::from(filter.as_str())).collect();
     state.inbound_qos2 = durable.inbound.iter().copied().collect();
     if let Some((_, will)) = &durable.will {
-        state.pending_will = Some(Box::new(messages.clock.message(will)));
+        state.pending_will = Some(Box::new(clock.message(will)));
     }
     let mut last_packet_id = 0;
     for (&offset, &released) in &durable.pending {
-        let (message, targets) = messages.at(offset)?;
+        let Some((message, targets)) = messages.get(&offset) else { continue };
         let Some(target) = targets.iter().find(|target| target.session == id) else {
             tracing::warn!(
                 offset,
@@ -165,27 +175,7 @@ fn restore_session(
     }
     state.continue_packet_ids_after(last_packet_id);
     drop(state);
-    Ok(session)
-}
-
-/// Queued messages read back from the log, each once however many
-/// sessions it is queued for.
-struct Messages<'a> {
-    recovery: &'a mut Recovery,
-    loaded: HashMap<u64, (Arc<Message>, Arc<[Target]>)>,
-    clock: Clock,
-}
-
-impl Messages<'_> {
-    fn at(&mut self, offset: u64) -> Result<(Arc<Message>, Arc<[Target]>), StoreError> {
-        if let Some((message, targets)) = self.loaded.get(&offset) {
-            return Ok((message.clone(), targets.clone()));
-        }
-        let Published { message, targets, .. } = self.recovery.published_at(offset)?;
-        let loaded = (Arc::new(self.clock.message(&message)), Arc::from(targets));
-        self.loaded.insert(offset, loaded.clone());
-        Ok(loaded)
-    }
+    session
 }
 
 /// "Now" on both clocks, to turn stored wall-clock times into `Instant`s.
