@@ -9,7 +9,7 @@
 //! broker's own (`Session::id`), which recovery keeps, so a record names a
 //! session in a few bytes however long its client id.
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 #[cfg(test)]
 use ferry_mqtt::ByteStr;
 use ferry_mqtt::{DecodeError, Packet, ProtocolVersion, Publish, QoS, SubscriptionOptions};
@@ -162,11 +162,13 @@ mod kind {
 }
 
 impl Record {
+    /// The record's bytes. Built in a `BytesMut` so that a message's PUBLISH
+    /// is encoded in place, not encoded and then copied.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(32);
+        let mut out = BytesMut::with_capacity(32);
         match self {
             Record::SessionOpened { session, client_id, expiry_secs } => {
-                out.push(kind::SESSION_OPENED);
+                out.put_u8(kind::SESSION_OPENED);
                 put_varint(&mut out, *session);
                 put_bytes(&mut out, client_id.as_bytes());
                 put_varint(&mut out, u64::from(*expiry_secs));
@@ -184,7 +186,7 @@ impl Record {
                 put_varint(&mut out, subscriptions.len() as u64);
                 for subscription in subscriptions {
                     put_bytes(&mut out, subscription.filter.as_bytes());
-                    out.push(subscription.options.to_byte(ProtocolVersion::V5));
+                    out.put_u8(subscription.options.to_byte(ProtocolVersion::V5));
                     put_varint(&mut out, u64::from(subscription.identifier.unwrap_or(0)));
                 }
             }
@@ -196,14 +198,16 @@ impl Record {
                 }
             }
             Record::Published(published) => {
-                out.push(kind::PUBLISHED);
+                let publish = &published.message.publish;
+                out.reserve(publish.payload.len() + publish.topic.len() + 64);
+                out.put_u8(kind::PUBLISHED);
                 let (session, packet_id) = published.inbound.unwrap_or((0, 0));
                 put_varint(&mut out, session);
                 put_varint(&mut out, u64::from(packet_id));
                 put_varint(&mut out, published.targets.len() as u64);
                 for target in &published.targets {
                     put_varint(&mut out, target.session);
-                    out.push(target.qos as u8 | u8::from(target.retain) << 2);
+                    out.put_u8(target.qos as u8 | u8::from(target.retain) << 2);
                     put_varint(&mut out, u64::from(target.packet_id));
                     put_varint(&mut out, target.subscription_ids.len() as u64);
                     for id in &target.subscription_ids {
@@ -237,10 +241,10 @@ impl Record {
             Record::Pending { session, offset, released } => {
                 put_session(&mut out, kind::PENDING, *session);
                 put_varint(&mut out, *offset);
-                out.push(u8::from(*released));
+                out.put_u8(u8::from(*released));
             }
         }
-        out
+        out.into()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Record, RecordError> {
@@ -346,27 +350,27 @@ impl Record {
     }
 }
 
-fn put_session(out: &mut Vec<u8>, kind: u8, session: u64) {
-    out.push(kind);
+fn put_session(out: &mut BytesMut, kind: u8, session: u64) {
+    out.put_u8(kind);
     put_varint(out, session);
 }
 
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+fn put_varint(out: &mut BytesMut, mut value: u64) {
     while value >= 0x80 {
-        out.push(value as u8 | 0x80);
+        out.put_u8(value as u8 | 0x80);
         value >>= 7;
     }
-    out.push(value as u8);
+    out.put_u8(value as u8);
 }
 
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+fn put_bytes(out: &mut BytesMut, bytes: &[u8]) {
     put_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
 }
 
 /// The message as a 5.0 PUBLISH. Its packet id means nothing here (each
 /// target has its own) but QoS > 0 needs one on the wire.
-fn put_message(out: &mut Vec<u8>, message: &StoredMessage) {
+fn put_message(out: &mut BytesMut, message: &StoredMessage) {
     put_varint(out, message.received_at_ms);
     put_varint(out, message.origin);
     let publish = Publish {
@@ -374,11 +378,9 @@ fn put_message(out: &mut Vec<u8>, message: &StoredMessage) {
         packet_id: if message.publish.qos == QoS::AtMostOnce { 0 } else { 1 },
         ..message.publish.clone()
     };
-    let mut packet = BytesMut::new();
-    match Packet::Publish(publish).encode(ProtocolVersion::V5, &mut packet) {
-        Ok(()) => out.extend_from_slice(&packet),
+    if let Err(error) = Packet::Publish(publish).encode(ProtocolVersion::V5, out) {
         // The broker received and decoded this message, so it encodes.
-        Err(error) => unreachable!("a received message cannot be encoded: {error}"),
+        unreachable!("a received message cannot be encoded: {error}");
     }
 }
 
