@@ -53,11 +53,13 @@
 
 mod cursors;
 mod error;
+mod reader;
 mod record;
 mod segment;
 pub mod writer;
 
 pub use error::LogError;
+pub use reader::Reader;
 
 use segment::Segment;
 use std::collections::{BTreeMap, VecDeque};
@@ -146,14 +148,7 @@ impl Log {
         let started = Instant::now();
         config.check()?;
         std::fs::create_dir_all(dir).map_err(LogError::io(dir))?;
-        let mut bases = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(LogError::io(dir))? {
-            let entry = entry.map_err(LogError::io(dir))?;
-            if let Some(base) = entry.file_name().to_str().and_then(segment::parse_name) {
-                bases.push(base);
-            }
-        }
-        bases.sort_unstable();
+        let bases = reader::segment_bases(dir)?;
 
         let mut recovery = Recovery::default();
         let Some((&last, older)) = bases.split_last() else {
@@ -326,6 +321,11 @@ impl Log {
     /// Bytes on disk, headers included.
     pub fn size_bytes(&self) -> u64 {
         self.sealed.iter().map(|&(_, len)| len).sum::<u64>() + self.active.len
+    }
+
+    /// A reader of single records by offset, with its own file handles.
+    pub fn reader(&self) -> Reader {
+        Reader::new(&self.dir, self.config.max_record_bytes)
     }
 
     /// Segment files, the active one included.

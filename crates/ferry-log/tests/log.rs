@@ -313,3 +313,22 @@ fn free_space_is_that_of_the_log_file_system() {
     assert!(ferry_log::available_bytes(dir.path()).unwrap() > 0);
     assert!(ferry_log::available_bytes(&dir.path().join("missing")).is_err());
 }
+
+#[test]
+fn a_reader_reads_any_flushed_record_by_offset_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = Log::open(dir.path(), SMALL).unwrap();
+    let mut reader = log.reader();
+    let offsets: Vec<u64> = (0..200).map(|i| log.append(&payload(i)).unwrap()).collect();
+    log.flush().unwrap();
+    assert!(log.segments() > 3, "the records span segments");
+    for (i, &offset) in offsets.iter().enumerate().rev() {
+        assert_eq!(reader.read(offset).unwrap(), payload(i), "record {i}");
+    }
+    // Appended after the reader listed the segments: it looks again.
+    let later = log.append(b"later").unwrap();
+    log.flush().unwrap();
+    assert_eq!(reader.read(later).unwrap(), b"later");
+    assert!(reader.read(offsets[0] + 1).is_err(), "not the start of a record");
+    assert!(reader.read(log.end() + 100).is_err(), "past the end");
+}
