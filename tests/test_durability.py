@@ -16,7 +16,7 @@ import pytest
 
 import rawmqtt as R
 from conftest import ferry_binary
-from helpers import VERSIONS, expect_nothing
+from helpers import VERSIONS, expect_nothing, raw_collect_publishes
 
 pytestmark = pytest.mark.ferry_only
 
@@ -421,3 +421,31 @@ def test_durability_disabled_forgets_everything_on_restart(broker_factory, versi
     s.subscribe("do/#", qos=1)
     expect_nothing(s)  # neither the queued message nor the retained one
     assert not (Path(_data_dir(b)) / "log").exists(), "durability off wrote a log"
+
+
+# --------------------------------------------------------------------------
+# queues left in the log
+# --------------------------------------------------------------------------
+def test_a_long_offline_queue_drains_in_order_while_new_messages_arrive(broker_factory):
+    """An offline persistent session's messages stay in the log and are read
+    back in chunks as it drains. Messages published while it is still
+    draining must come after the stored ones, not overtake them."""
+    b = broker_factory({"broker": {"max_queued_messages": 10_000}})
+    stored = 1_500  # several read-back chunks
+    raw, _ = _raw_persistent(b, 5, "dur-long")
+    raw.subscribe(("dl/#", 1))
+    raw.disconnect()
+    pub = b.raw(5)
+    pub.connect("dur-long-pub")
+    pids = [pub.publish("dl/t", b"old %d" % i, qos=1, wait_ack=False) for i in range(stored)]
+    for pid in pids:
+        assert pub.await_ack(R.PUBACK, pid).reason == 0
+
+    sub, connack = _raw_persistent(b, 5, "dur-long")
+    assert connack.session_present
+    got = [p.payload for p in raw_collect_publishes(sub, 100, timeout=10, ack=True)]
+    for i in range(50):
+        pub.publish("dl/t", b"new %d" % i, qos=1)
+    rest = raw_collect_publishes(sub, stored + 50 - len(got), timeout=10, ack=True)
+    got += [p.payload for p in rest]
+    assert got == [b"old %d" % i for i in range(stored)] + [b"new %d" % i for i in range(50)]

@@ -12,7 +12,7 @@ use crate::durable::record::{self, Record, Target};
 use crate::durable::{Store, StoreError};
 use crate::message::Message;
 use crate::retained::RetainedStore;
-use crate::session::{Delivery, Enqueued, Publisher, Reply, Session};
+use crate::session::{Delivery, Enqueued, Publisher, Reply, Session, SessionState};
 use crate::stats::Stats;
 use crate::topic_tree::{Match, TopicTree};
 use crate::will::PendingWill;
@@ -286,6 +286,7 @@ impl Broker {
             let subscriptions = std::mem::take(&mut state.subscriptions);
             let orphans = state.take_shared_deliveries();
             state.queue.clear();
+            state.on_disk.clear();
             state.inflight.clear();
             state.inbound_qos2.clear();
             (subscriptions, orphans, will)
@@ -323,6 +324,9 @@ impl Broker {
             session.set_online(false);
             state.release_waiters();
             let orphans = state.take_shared_deliveries();
+            if self.store_for(session).is_some() {
+                state.park_stored();
+            }
             (state.expiry_secs, orphans)
         };
         self.redistribute(orphans, session);
@@ -508,7 +512,7 @@ impl Broker {
                 drop(tree);
                 self.stats.refused_disk_full.inc();
                 if let Some(answer) = answer.as_ref().filter(|answer| answer.exactly_once) {
-                    answer.session.lock().inbound_qos2.remove(&answer.packet_id);
+                    answer.session.lock().release_inbound(answer.packet_id);
                 }
                 return Routed::Refused(ReasonCode::QuotaExceeded);
             }
@@ -653,7 +657,7 @@ impl Broker {
                 tracing::warn!(%error, topic = %message.topic, "message refused: the durable log could not store it");
                 if let Some(answer) = answer.as_ref().filter(|answer| answer.exactly_once) {
                     // Not taken: a retransmission must be treated as new.
-                    answer.session.lock().inbound_qos2.remove(&answer.packet_id);
+                    answer.session.lock().release_inbound(answer.packet_id);
                 }
                 ReasonCode::UnspecifiedError
             }
@@ -701,20 +705,57 @@ impl Broker {
             publisher,
             expected,
         );
-        if let Some(evicted) = evicted {
-            self.delivery_over(session, &evicted);
-        }
+        self.delivery_over(session, evicted);
         if outcome == Enqueued::Dropped {
             tracing::trace!(client_id = %session.client_id, "message dropped for session");
         }
         outcome
     }
 
+    /// Reads up to `max` deliveries of `session` back from the log into its
+    /// queue. Called by its connection, under the session's lock, when the
+    /// queue runs low; a message the log cannot give back is logged,
+    /// counted and recorded as over rather than blocking the queue.
+    pub(crate) fn load_from_disk(&self, session: &Session, state: &mut SessionState, max: usize) {
+        let Some(store) = &self.store else { return };
+        for _ in 0..max {
+            let Some(entry) = state.on_disk.pop_front() else { return };
+            let delivery = store.read_published(entry.offset.get()).and_then(|published| {
+                let target = published.targets.into_iter().find(|t| t.session == session.id);
+                let Some(target) = target else {
+                    return Err(crate::durable::record::RecordError::Invalid {
+                        field: "queued message",
+                        reason: format!("its record does not name session {}", session.id),
+                    }
+                    .into());
+                };
+                Ok(Delivery {
+                    message: Arc::new(message_from_stored(&published.message)),
+                    qos: target.qos,
+                    retain: target.retain,
+                    subscription_ids: target.subscription_ids,
+                    shared_filter: None,
+                    offset: Some(entry.offset),
+                    packet_id: target.packet_id,
+                    restored: entry.dup,
+                })
+            });
+            match delivery {
+                Ok(delivery) => state.queue.push_back(delivery),
+                Err(error) => {
+                    self.stats.store_failures.inc();
+                    tracing::error!(client_id = %session.client_id, offset = entry.offset.get(), %error, "queued message cannot be read back from the durable log; skipped");
+                    self.delivery_over(session, Some(entry.offset));
+                }
+            }
+        }
+    }
+
     /// Records that a persistent session is done with a stored delivery
     /// (acknowledged, expired or dropped), so a restart does not send it
     /// again.
-    pub(crate) fn delivery_over(&self, session: &Session, delivery: &Delivery) {
-        if let (Some(store), Some(offset)) = (self.store_for(session), delivery.offset) {
+    pub(crate) fn delivery_over(&self, session: &Session, offset: Option<NonZeroU64>) {
+        if let (Some(store), Some(offset)) = (self.store_for(session), offset) {
             store.note(Record::Delivered { session: session.id, offset: offset.get() });
         }
     }
@@ -745,7 +786,7 @@ impl Broker {
                 }
             });
             if let Some(session) = chosen {
-                self.delivery_over(leaving, &orphan);
+                self.delivery_over(leaving, orphan.offset);
                 let handed_over = Delivery { retain: false, offset: None, packet_id: 0, ..orphan };
                 self.enqueue(&session, handed_over, None);
             }
@@ -816,6 +857,23 @@ pub(crate) fn publish_reason(delivered: usize) -> ReasonCode {
 pub(crate) fn unix_ms() -> u64 {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     now.map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A stored message as the broker holds it, its age kept so that its
+/// expiry interval counts the time it spent in the log (restarts included).
+pub(crate) fn message_from_stored(stored: &record::StoredMessage) -> Message {
+    let publish = stored.publish.clone();
+    let mut message = Message::new(
+        publish.topic,
+        publish.payload,
+        publish.qos,
+        publish.retain,
+        publish.properties,
+        stored.origin,
+    );
+    let age = Duration::from_millis(unix_ms().saturating_sub(stored.received_at_ms));
+    message.received_at = Instant::now().checked_sub(age).unwrap_or(message.received_at);
+    message
 }
 
 /// The message as the durable log keeps it.

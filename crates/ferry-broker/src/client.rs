@@ -48,6 +48,10 @@ pub(crate) struct Client {
     replies_held: u32,
 }
 
+/// Deliveries read back from the durable log at a time when the queue of
+/// a session with messages there runs dry.
+const LOAD_CHUNK: usize = 256;
+
 /// Source of assigned client identifiers: unique within the process, and
 /// the prefix keeps them apart from ids clients choose themselves.
 static NEXT_ASSIGNED_ID: AtomicU64 = AtomicU64::new(1);
@@ -374,7 +378,7 @@ impl Client {
                             ),
                         ));
                     } else {
-                        state.inbound_qos2.insert(packet_id);
+                        state.inbound_qos2.push(packet_id);
                         true
                     }
                 };
@@ -549,7 +553,7 @@ impl Client {
         match state.take_inflight(ack.packet_id) {
             Some(Inflight::Publish { delivery, .. }) => {
                 drop(state);
-                broker.delivery_over(&self.session, &delivery);
+                broker.delivery_over(&self.session, delivery.offset);
             }
             None => {}
             Some(release @ Inflight::Release { .. }) => {
@@ -569,7 +573,7 @@ impl Client {
                 Some(index) if rec.reason_code.is_error() => {
                     if let Some(Inflight::Publish { delivery, .. }) = state.inflight.remove(index) {
                         drop(state);
-                        broker.delivery_over(&self.session, &delivery);
+                        broker.delivery_over(&self.session, delivery.offset);
                     }
                     return;
                 }
@@ -590,7 +594,11 @@ impl Client {
         // PUBREC first.
         match (offset, broker.store_for(&self.session)) {
             (Some(offset), Some(store)) => {
-                let record = Record::Released { session: self.session.id, offset: offset.get() };
+                let record = Record::Released {
+                    session: self.session.id,
+                    offset: offset.get(),
+                    packet_id: rec.packet_id,
+                };
                 self.reply_when_stored(broker, store, record, pubrel);
             }
             _ => self.reply(pubrel, wbuf),
@@ -598,7 +606,7 @@ impl Client {
     }
 
     fn on_pubrel(&mut self, broker: &Broker, rel: PubAck, wbuf: &mut BytesMut) {
-        let known = self.session.lock().inbound_qos2.remove(&rel.packet_id);
+        let known = self.session.lock().release_inbound(rel.packet_id);
         let reason = if known { ReasonCode::Success } else { ReasonCode::PacketIdentifierNotFound };
         let pubcomp = Packet::PubComp(PubAck::new(rel.packet_id, reason));
         // After PUBCOMP the client may use the id for a new message, which
@@ -752,6 +760,11 @@ impl Client {
             self.encode(&packet, wbuf);
         }
         while wbuf.len() < write_cap {
+            if state.queue.is_empty() && !state.on_disk.is_empty() {
+                // Enough to fill the window and the write buffer a few
+                // times over, not the whole backlog.
+                broker.load_from_disk(&self.session, &mut state, LOAD_CHUNK);
+            }
             let Some(front) = state.queue.front() else { break };
             // A QoS 0 message behind a blocked QoS 1 message waits too, so
             // the client sees messages in the order they were published.
@@ -767,7 +780,7 @@ impl Client {
             let Some(delivery) = state.queue.pop_front() else { break };
             if delivery.message.is_expired(now) {
                 broker.stats.dropped_expired.inc();
-                broker.delivery_over(&self.session, &delivery);
+                broker.delivery_over(&self.session, delivery.offset);
                 continue;
             }
             let packet_id = match delivery.qos {
@@ -792,7 +805,7 @@ impl Client {
                 // discarded as if it had been delivered.
                 wbuf.truncate(start);
                 broker.stats.dropped_too_large.inc();
-                broker.delivery_over(&self.session, &delivery);
+                broker.delivery_over(&self.session, delivery.offset);
                 continue;
             }
             if let Some((alias, true)) = alias {

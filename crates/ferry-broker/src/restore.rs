@@ -5,16 +5,16 @@
 //! their queues in order (a message PUBREC'd before the restart only waits
 //! for PUBREL again), the QoS 2 ids their clients have not released, and
 //! their expiry and will-delay clocks running from the time they were
-//! disconnected, as the log recorded it.
+//! disconnected, as the log recorded it. Queued messages are not read:
+//! they stay in the log and come back as each session drains, so startup
+//! time and memory do not grow with the backlog.
 
-use crate::broker::{unix_ms, Broker, Subscription};
+use crate::broker::{message_from_stored, unix_ms, Broker, Subscription};
 use crate::config::BrokerConfig;
-use crate::durable::record::Target;
 use crate::durable::{self, DurabilityConfig, DurableSession, StoreError};
 use crate::message::Message;
-use crate::session::{Delivery, Inflight, Session};
+use crate::session::{Inflight, OnDisk, Session};
 use ferry_mqtt::ByteStr;
-use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU64;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -33,25 +33,19 @@ impl Broker {
         if !durability.enabled {
             return Ok(Broker::new(config));
         }
-        let mut recovery = durable::recover(data_dir, durability)?;
+        let recovery = durable::recover(data_dir, durability)?;
         let ledger = recovery.ledger.clone();
-        let clock = Clock::now();
-        let queued: BTreeSet<u64> =
-            ledger.sessions.values().flat_map(|durable| durable.pending.keys().copied()).collect();
-        let mut messages = Messages::with_capacity(queued.len());
-        recovery.published_at(&queued, |offset, published| {
-            let message = Arc::new(clock.message(&published.message));
-            messages.insert(offset, (message, published.targets));
-        })?;
-        let mut sessions = Vec::with_capacity(ledger.sessions.len());
-        for (&id, durable) in &ledger.sessions {
-            sessions.push((restore_session(id, durable, &messages, &clock), durable));
-        }
+        let now = Instant::now();
+        let sessions: Vec<_> = ledger
+            .sessions
+            .iter()
+            .map(|(&id, durable)| (restore_session(id, durable), durable))
+            .collect();
         let retained: Vec<Arc<Message>> = ledger
             .retained
             .values()
-            .map(|stored| Arc::new(clock.message(stored)))
-            .filter(|message| !message.is_expired(clock.instant))
+            .map(|stored| Arc::new(message_from_stored(stored)))
+            .filter(|message| !message.is_expired(now))
             .collect();
         let (replayed, elapsed) = (recovery.replayed, recovery.elapsed);
         let broker = Broker::with_store(config, Some(recovery.start()?));
@@ -67,8 +61,9 @@ impl Broker {
         for (session, durable) in &sessions {
             broker.install(session, durable);
         }
+        let now_ms = unix_ms();
         for (session, durable) in &sessions {
-            broker.start_clocks(session, durable, clock.unix_ms);
+            broker.start_clocks(session, durable, now_ms);
         }
         tracing::info!(
             sessions = sessions.len(),
@@ -124,17 +119,9 @@ impl Broker {
     }
 }
 
-/// Queued messages read back from the log by offset, each once however
-/// many sessions it is queued for, with the sessions it is for.
-type Messages = HashMap<u64, (Arc<Message>, Vec<Target>)>;
-
-/// Builds one session as the ledger has it, offline.
-fn restore_session(
-    id: u64,
-    durable: &DurableSession,
-    messages: &Messages,
-    clock: &Clock,
-) -> Arc<Session> {
+/// Builds one session as the ledger has it, offline, its queue left in
+/// the log.
+fn restore_session(id: u64, durable: &DurableSession) -> Arc<Session> {
     let session =
         Arc::new(Session::new(id, durable.client_id.as_str().into(), durable.expiry_secs));
     session.set_persistent(true);
@@ -143,67 +130,19 @@ fn restore_session(
         durable.subscriptions.keys().map(|filter| ByteStr::from(filter.as_str())).collect();
     state.inbound_qos2 = durable.inbound.iter().copied().collect();
     if let Some((_, will)) = &durable.will {
-        state.pending_will = Some(Box::new(clock.message(will)));
+        state.pending_will = Some(Box::new(message_from_stored(will)));
     }
-    let mut last_packet_id = 0;
-    for (&offset, &released) in &durable.pending {
-        let Some((message, targets)) = messages.get(&offset) else { continue };
-        let Some(target) = targets.iter().find(|target| target.session == id) else {
-            tracing::warn!(
-                offset,
-                session = id,
-                "durable state: a queued message does not name its session; skipped"
-            );
-            continue;
-        };
-        last_packet_id = target.packet_id;
-        let offset = NonZeroU64::new(offset);
-        if released {
-            state.inflight.push_back(Inflight::Release { packet_id: target.packet_id, offset });
+    for (&offset, &released_packet_id) in &durable.pending {
+        let Some(offset) = NonZeroU64::new(offset) else { continue };
+        if released_packet_id != 0 {
+            // Only PUBREL is left: no need for the message.
+            let packet_id = released_packet_id;
+            state.inflight.push_back(Inflight::Release { packet_id, offset: Some(offset) });
         } else {
-            state.queue.push_back(Delivery {
-                message: message.clone(),
-                qos: target.qos,
-                retain: target.retain,
-                subscription_ids: target.subscription_ids.clone(),
-                shared_filter: None,
-                offset,
-                packet_id: target.packet_id,
-                restored: true,
-            });
+            // It may have been sent before the restart: DUP.
+            state.on_disk.push_back(OnDisk { offset, dup: true });
         }
     }
-    state.continue_packet_ids_after(last_packet_id);
     drop(state);
     session
-}
-
-/// "Now" on both clocks, to turn stored wall-clock times into `Instant`s.
-#[derive(Clone, Copy)]
-struct Clock {
-    instant: Instant,
-    unix_ms: u64,
-}
-
-impl Clock {
-    fn now() -> Clock {
-        Clock { instant: Instant::now(), unix_ms: unix_ms() }
-    }
-
-    /// The stored message as the broker holds it, its age kept so that
-    /// its expiry interval counts the time before the restart.
-    fn message(&self, stored: &durable::record::StoredMessage) -> Message {
-        let publish = stored.publish.clone();
-        let mut message = Message::new(
-            publish.topic,
-            publish.payload,
-            publish.qos,
-            publish.retain,
-            publish.properties,
-            stored.origin,
-        );
-        let age = Duration::from_millis(self.unix_ms.saturating_sub(stored.received_at_ms));
-        message.received_at = self.instant.checked_sub(age).unwrap_or(self.instant);
-        message
-    }
 }

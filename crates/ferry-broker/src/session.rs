@@ -44,6 +44,18 @@ pub struct Delivery {
     pub restored: bool,
 }
 
+/// A delivery left in the durable log: its message is read back when the
+/// session is ready for it, so an offline session's queue costs 16 bytes a
+/// message, not the message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OnDisk {
+    /// Where the message's record is; its entry for this session there has
+    /// the QoS, flags, packet id and subscription identifiers.
+    pub offset: NonZeroU64,
+    /// It may have been sent before (it came back from a restart).
+    pub dup: bool,
+}
+
 /// An outbound QoS 1/2 exchange awaiting the client's answer.
 #[derive(Debug)]
 pub(crate) enum Inflight {
@@ -89,10 +101,16 @@ pub(crate) struct SessionState {
     /// when it ends.
     pub subscriptions: HashSet<ByteStr>,
     pub queue: VecDeque<Delivery>,
+    /// Deliveries of stored messages waiting in the log, after `queue`:
+    /// where an offline persistent session's messages go, and, until they
+    /// are all read back, the newer ones too, so that order holds.
+    pub on_disk: VecDeque<OnDisk>,
     pub inflight: VecDeque<Inflight>,
     next_packet_id: u16,
     /// QoS 2 packet ids received and answered with PUBREC, not yet released.
-    pub inbound_qos2: HashSet<u16>,
+    /// A short list, not a set: it holds at most `receive_maximum` ids, and
+    /// a set's table would cost every idle session 24 more bytes.
+    pub inbound_qos2: Vec<u16>,
     /// The will of the last connection, waiting for its delay to pass or
     /// the session to end, whichever comes first.
     pub pending_will: Option<Box<Message>>,
@@ -100,7 +118,7 @@ pub(crate) struct SessionState {
     pub timers: Vec<AbortHandle>,
     /// Publishers paused until this queue drains, longest waiting first
     /// (see `backpressure`).
-    pub waiters: VecDeque<Arc<Session>>,
+    pub waiters: Vec<Arc<Session>>,
     /// A publisher gave up waiting for this session: nobody waits for it
     /// again until its queue drains.
     pub stalled: bool,
@@ -154,12 +172,13 @@ impl Session {
                 expiry_secs,
                 subscriptions: HashSet::new(),
                 queue: VecDeque::new(),
+                on_disk: VecDeque::new(),
                 inflight: VecDeque::new(),
                 next_packet_id: 0,
-                inbound_qos2: HashSet::new(),
+                inbound_qos2: Vec::new(),
                 pending_will: None,
                 timers: Vec::new(),
-                waiters: VecDeque::new(),
+                waiters: Vec::new(),
                 stalled: false,
                 incoming: 0,
                 replies: VecDeque::new(),
@@ -235,9 +254,11 @@ impl Session {
     }
 
     /// Queues a delivery, applying the session's bound. QoS 0 messages are
-    /// not queued for an offline session: at-most-once means no storage.
+    /// not queued for an offline session: at-most-once means no storage. A
+    /// stored message for a session that is offline (or still has older
+    /// ones in the log) stays in the log: only its offset is queued.
     /// `expected` says it was counted by [`Session::expect`]. Also returns
-    /// the delivery the bound pushed out, if one was.
+    /// the offset of a stored delivery the bound pushed out, if one was.
     pub(crate) fn enqueue(
         &self,
         delivery: Delivery,
@@ -246,7 +267,7 @@ impl Session {
         stats: &Stats,
         publisher: Option<&Publisher<'_>>,
         expected: bool,
-    ) -> (Enqueued, Option<Delivery>) {
+    ) -> (Enqueued, Option<NonZeroU64>) {
         let online = self.is_online();
         let mut state = self.state.lock();
         if expected {
@@ -256,15 +277,25 @@ impl Session {
             return (Enqueued::Dropped, None);
         }
         let mut evicted = None;
-        if state.queue.len() >= max_queued {
+        if state.queue.len() + state.on_disk.len() >= max_queued {
             stats.dropped_queue_full.inc();
             match overflow {
-                QueueOverflow::DropNew => return (Enqueued::Dropped, Some(delivery)),
-                QueueOverflow::DropOldest => evicted = state.queue.pop_front(),
+                QueueOverflow::DropNew => return (Enqueued::Dropped, delivery.offset),
+                QueueOverflow::DropOldest => {
+                    evicted = match state.queue.pop_front() {
+                        Some(oldest) => oldest.offset,
+                        None => state.on_disk.pop_front().map(|oldest| oldest.offset),
+                    };
+                }
             }
         }
-        let was_empty = state.queue.is_empty();
-        state.queue.push_back(delivery);
+        let was_empty = state.queue.is_empty() && state.on_disk.is_empty();
+        match delivery.offset {
+            Some(offset) if !online || !state.on_disk.is_empty() => {
+                state.on_disk.push_back(OnDisk { offset, dup: delivery.restored });
+            }
+            _ => state.queue.push_back(delivery),
+        }
         let mut outcome = Enqueued::Queued;
         if let Some(publisher) = publisher {
             if state.congested_by(self, online, publisher) {
@@ -287,7 +318,21 @@ impl SessionState {
     /// What back-pressure weighs: the queue and the deliveries on their way
     /// to it through the durable log.
     pub(crate) fn backlog(&self) -> usize {
-        self.queue.len() + self.incoming as usize
+        self.queue.len() + self.on_disk.len() + self.incoming as usize
+    }
+
+    /// Leaves the stored deliveries of the queue in the log, in front of
+    /// those already there: the session went offline, and its queue must
+    /// not hold messages in memory while it waits.
+    pub(crate) fn park_stored(&mut self) {
+        let mut kept = VecDeque::new();
+        while let Some(delivery) = self.queue.pop_back() {
+            match delivery.offset {
+                Some(offset) => self.on_disk.push_front(OnDisk { offset, dup: delivery.restored }),
+                None => kept.push_front(delivery),
+            }
+        }
+        self.queue = kept;
     }
 
     /// Whether `publisher` should wait for this session: it is online (only
@@ -314,12 +359,6 @@ impl SessionState {
                 return candidate;
             }
         }
-    }
-
-    /// New packet ids follow `packet_id`: after a restart, the ids the
-    /// stored queue already holds are not handed out again soon.
-    pub(crate) fn continue_packet_ids_after(&mut self, packet_id: u16) {
-        self.next_packet_id = packet_id;
     }
 
     /// Removes the in-flight entry for `packet_id`, if there is one.
@@ -352,7 +391,7 @@ impl SessionState {
 
     pub(crate) fn add_waiter(&mut self, publisher: &Arc<Session>) {
         if !self.is_waiting(publisher.id) {
-            self.waiters.push_back(publisher.clone());
+            self.waiters.push(publisher.clone());
         }
     }
 
@@ -370,6 +409,12 @@ impl SessionState {
 
     /// Wakes every publisher waiting for this queue: it will not drain (the
     /// session went offline or ended).
+    /// Forgets an inbound QoS 2 packet id; false if it was not held.
+    pub(crate) fn release_inbound(&mut self, packet_id: u16) -> bool {
+        let held = self.inbound_qos2.iter().position(|&id| id == packet_id);
+        held.map(|index| self.inbound_qos2.swap_remove(index)).is_some()
+    }
+
     pub(crate) fn release_waiters(&mut self) {
         self.release_turns(self.waiters.len());
     }

@@ -25,9 +25,9 @@ pub struct DurableSession {
     /// after a crash, was) attached.
     pub disconnected_at_ms: Option<u64>,
     pub subscriptions: BTreeMap<String, StoredSubscription>,
-    /// Offsets of messages still to deliver, and whether each is released
-    /// (PUBREC received, only PUBREL left to resend).
-    pub pending: BTreeMap<u64, bool>,
+    /// Offsets of messages still to deliver, each with 0, or once the
+    /// session sent PUBREC, the packet id of the PUBREL left to resend.
+    pub pending: BTreeMap<u64, u16>,
     /// QoS 2 packet ids received from the client and not yet released.
     pub inbound: BTreeSet<u16>,
     pub will: Option<(u32, StoredMessage)>,
@@ -67,9 +67,9 @@ impl Ledger {
             Record::Delivered { session, offset } => {
                 self.with(*session, |state| state.pending.remove(offset));
             }
-            Record::Released { session, offset } => self.with(*session, |state| {
+            Record::Released { session, offset, packet_id } => self.with(*session, |state| {
                 if let Some(released) = state.pending.get_mut(offset) {
-                    *released = true;
+                    *released = *packet_id;
                 }
             }),
             Record::InboundReceived { session, packet_id } => {
@@ -82,15 +82,15 @@ impl Ledger {
                 self.with(*session, |state| state.will = Some((*delay_secs, message.clone())));
             }
             Record::WillDone { session } => self.with(*session, |state| state.will = None),
-            Record::Pending { session, offset, released } => {
-                self.with(*session, |state| state.pending.insert(*offset, *released));
+            Record::Pending { session, offset, released_packet_id } => {
+                self.with(*session, |state| state.pending.insert(*offset, *released_packet_id));
             }
         }
     }
 
     fn apply_published(&mut self, offset: u64, published: &Published) {
         for target in &published.targets {
-            self.with(target.session, |state| state.pending.insert(offset, false));
+            self.with(target.session, |state| state.pending.insert(offset, 0));
         }
         if let Some((session, packet_id)) = published.inbound {
             self.with(session, |state| state.inbound.insert(packet_id));
@@ -145,10 +145,8 @@ impl Ledger {
                 .inbound
                 .iter()
                 .map(move |&packet_id| Record::InboundReceived { session, packet_id });
-            let pending = state.pending.iter().map(move |(&offset, &released)| Record::Pending {
-                session,
-                offset,
-                released,
+            let pending = state.pending.iter().map(move |(&offset, &released_packet_id)| {
+                Record::Pending { session, offset, released_packet_id }
             });
             [Some(opened), disconnected, subscribed, will]
                 .into_iter()
@@ -207,7 +205,7 @@ mod tests {
             ),
             (80, published(&[1, 2], Some((2, 9)), true)),
             (200, published(&[1], None, false)),
-            (300, Record::Released { session: 1, offset: 80 }),
+            (300, Record::Released { session: 1, offset: 80, packet_id: 1 }),
             (320, Record::Delivered { session: 2, offset: 80 }),
             (340, Record::Disconnected { session: 1, at_ms: 1000 }),
             (
@@ -237,7 +235,7 @@ mod tests {
         let ledger = replay(&history());
         assert_eq!(ledger.sessions.len(), 2, "session 3 ended");
         let one = &ledger.sessions[&1];
-        assert_eq!(one.pending, BTreeMap::from([(80, true), (200, false)]));
+        assert_eq!(one.pending, BTreeMap::from([(80, 1), (200, 0)]));
         assert_eq!(one.disconnected_at_ms, Some(1000));
         assert!(one.will.is_some());
         assert_eq!(one.subscriptions["t"].identifier, Some(5));

@@ -25,7 +25,6 @@ use parking_lot::Mutex;
 use record::{Published, Record, RecordError};
 use serde::Deserialize;
 use space::Space;
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -199,49 +198,6 @@ pub fn recover(data_dir: &Path, config: &DurabilityConfig) -> Result<Recovery, S
 }
 
 impl Recovery {
-    /// The messages stored at `offsets` (where the ledger says messages are
-    /// queued), each handed to `found` in log order. One sequential pass
-    /// from the oldest: reading them one by one, each a seek and a scan,
-    /// took a minute for a million.
-    pub fn published_at(
-        &mut self,
-        offsets: &BTreeSet<u64>,
-        mut found: impl FnMut(u64, Published),
-    ) -> Result<(), StoreError> {
-        let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) else { return Ok(()) };
-        let mut from = first;
-        let mut seen = 0;
-        while from <= last {
-            let batch = self.log.read(from, 4096)?;
-            let Some((end, payload)) = batch.last() else { break };
-            from = ferry_log::next_offset(*end, payload);
-            for (offset, payload) in batch {
-                if !offsets.contains(&offset) {
-                    continue;
-                }
-                seen += 1;
-                match Record::decode(&payload)? {
-                    Record::Published(published) => found(offset, *published),
-                    other => {
-                        return Err(RecordError::Invalid {
-                            field: "queued message",
-                            reason: format!("offset {offset} holds {other:?}"),
-                        }
-                        .into())
-                    }
-                }
-            }
-        }
-        if seen != offsets.len() {
-            return Err(LogError::BadOffset {
-                offset: first,
-                reason: "a queued message is missing from the log",
-            }
-            .into());
-        }
-        Ok(())
-    }
-
     /// Writes a fresh snapshot (so the next recovery starts here) and starts
     /// the writer thread.
     pub fn start(mut self) -> Result<Store, StoreError> {
@@ -276,9 +232,11 @@ impl Recovery {
                 }
             }
         };
+        let reader = Mutex::new(self.log.reader());
         let (writer, thread) = writer::spawn(self.log, self.config.durability(), after_store);
         Ok(Store {
             writer,
+            reader,
             thread: Mutex::new(Some(thread)),
             ledger,
             space,
@@ -319,6 +277,8 @@ impl Checkpoint {
 /// The running durable state: appends records, and closes at shutdown.
 pub struct Store {
     writer: Writer,
+    /// Reads queued messages back as sessions drain.
+    reader: Mutex<ferry_log::Reader>,
     thread: Mutex<Option<WriterThread>>,
     ledger: Arc<Mutex<Ledger>>,
     space: Arc<Space>,
@@ -373,6 +333,19 @@ impl Store {
                 tracing::warn!(%error, "durable state: could not record a change");
             }
         });
+    }
+
+    /// The message stored at `offset`, where a session has it queued.
+    pub fn read_published(&self, offset: u64) -> Result<Published, StoreError> {
+        let payload = self.reader.lock().read(offset)?;
+        match Record::decode(&payload)? {
+            Record::Published(published) => Ok(*published),
+            other => Err(RecordError::Invalid {
+                field: "queued message",
+                reason: format!("offset {offset} holds {other:?}"),
+            }
+            .into()),
+        }
     }
 
     /// Whether new durable work may be taken (the disk limits allow it).

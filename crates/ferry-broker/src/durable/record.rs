@@ -54,10 +54,12 @@ pub enum Record {
         session: u64,
         offset: u64,
     },
-    /// The session sent PUBREC for it: from now on only PUBREL is resent.
+    /// The session sent PUBREC for it: from now on only PUBREL is resent,
+    /// with this packet id.
     Released {
         session: u64,
         offset: u64,
+        packet_id: u16,
     },
     /// A QoS 2 packet id the session published and has not released
     /// (snapshots only; in the log it is part of `Published`).
@@ -85,7 +87,9 @@ pub enum Record {
     Pending {
         session: u64,
         offset: u64,
-        released: bool,
+        /// 0 while the message is still to be sent; once the session sent
+        /// PUBREC, the packet id its PUBREL is resent with.
+        released_packet_id: u16,
     },
 }
 
@@ -220,9 +224,10 @@ impl Record {
                 put_session(&mut out, kind::DELIVERED, *session);
                 put_varint(&mut out, *offset);
             }
-            Record::Released { session, offset } => {
+            Record::Released { session, offset, packet_id } => {
                 put_session(&mut out, kind::RELEASED, *session);
                 put_varint(&mut out, *offset);
+                put_varint(&mut out, u64::from(*packet_id));
             }
             Record::InboundReceived { session, packet_id } => {
                 put_session(&mut out, kind::INBOUND_RECEIVED, *session);
@@ -238,10 +243,10 @@ impl Record {
                 put_message(&mut out, message);
             }
             Record::WillDone { session } => put_session(&mut out, kind::WILL_DONE, *session),
-            Record::Pending { session, offset, released } => {
+            Record::Pending { session, offset, released_packet_id } => {
                 put_session(&mut out, kind::PENDING, *session);
                 put_varint(&mut out, *offset);
-                out.put_u8(u8::from(*released));
+                put_varint(&mut out, u64::from(*released_packet_id));
             }
         }
         out.into()
@@ -318,6 +323,7 @@ impl Record {
             kind::RELEASED => Record::Released {
                 session: input.varint("session")?,
                 offset: input.varint("offset")?,
+                packet_id: input.u16("packet id")?,
             },
             kind::INBOUND_RECEIVED => Record::InboundReceived {
                 session: input.varint("session")?,
@@ -336,7 +342,7 @@ impl Record {
             kind::PENDING => Record::Pending {
                 session: input.varint("session")?,
                 offset: input.varint("offset")?,
-                released: input.u8("released")? != 0,
+                released_packet_id: input.u16("released packet id")?,
             },
             other => return Err(RecordError::UnknownKind(other)),
         };
@@ -562,7 +568,7 @@ mod tests {
                 targets: vec![],
             })),
             Record::Delivered { session: 1, offset: 24 },
-            Record::Released { session: 1, offset: u64::MAX },
+            Record::Released { session: 1, offset: u64::MAX, packet_id: 65535 },
             Record::InboundReceived { session: 2, packet_id: 7 },
             Record::InboundReleased { session: 2, packet_id: 7 },
             Record::WillPending {
@@ -571,7 +577,7 @@ mod tests {
                 message: message("will", b"gone", QoS::AtLeastOnce, false),
             },
             Record::WillDone { session: 3 },
-            Record::Pending { session: 4, offset: 1 << 40, released: true },
+            Record::Pending { session: 4, offset: 1 << 40, released_packet_id: 9 },
         ]
     }
 
