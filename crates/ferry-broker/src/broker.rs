@@ -719,8 +719,8 @@ impl Broker {
     pub(crate) fn load_from_disk(&self, session: &Session, state: &mut SessionState, max: usize) {
         let Some(store) = &self.store else { return };
         for _ in 0..max {
-            let Some(entry) = state.on_disk.pop_front() else { return };
-            let delivery = store.read_published(entry.offset.get()).and_then(|published| {
+            let Some(offset) = state.on_disk.pop_first().and_then(NonZeroU64::new) else { return };
+            let delivery = store.read_published(offset.get()).and_then(|published| {
                 let target = published.targets.into_iter().find(|t| t.session == session.id);
                 let Some(target) = target else {
                     return Err(crate::durable::record::RecordError::Invalid {
@@ -735,17 +735,17 @@ impl Broker {
                     retain: target.retain,
                     subscription_ids: target.subscription_ids,
                     shared_filter: None,
-                    offset: Some(entry.offset),
+                    offset: Some(offset),
                     packet_id: target.packet_id,
-                    restored: entry.dup,
+                    restored: store.stored_before_restart(offset.get()),
                 })
             });
             match delivery {
                 Ok(delivery) => state.queue.push_back(delivery),
                 Err(error) => {
                     self.stats.store_failures.inc();
-                    tracing::error!(client_id = %session.client_id, offset = entry.offset.get(), %error, "queued message cannot be read back from the durable log; skipped");
-                    self.delivery_over(session, Some(entry.offset));
+                    tracing::error!(client_id = %session.client_id, offset = offset.get(), %error, "queued message cannot be read back from the durable log; skipped");
+                    self.delivery_over(session, Some(offset));
                 }
             }
         }

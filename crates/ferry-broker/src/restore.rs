@@ -11,9 +11,10 @@
 
 use crate::broker::{message_from_stored, unix_ms, Broker, Subscription};
 use crate::config::BrokerConfig;
+use crate::durable::record::StoredSubscription;
 use crate::durable::{self, DurabilityConfig, DurableSession, StoreError};
 use crate::message::Message;
-use crate::session::{Inflight, OnDisk, Session};
+use crate::session::{Inflight, Session};
 use ferry_mqtt::ByteStr;
 use std::num::NonZeroU64;
 use std::path::Path;
@@ -34,23 +35,21 @@ impl Broker {
             return Ok(Broker::new(config));
         }
         let recovery = durable::recover(data_dir, durability)?;
-        let ledger = recovery.ledger.clone();
+        let ledger = &recovery.ledger;
         let now = Instant::now();
-        let sessions: Vec<_> = ledger
-            .sessions
-            .iter()
-            .map(|(&id, durable)| (restore_session(id, durable), durable))
-            .collect();
+        let sessions: Vec<Restored> =
+            ledger.sessions.iter().map(|(&id, durable)| Restored::new(id, durable)).collect();
         let retained: Vec<Arc<Message>> = ledger
             .retained
             .values()
             .map(|stored| Arc::new(message_from_stored(stored)))
             .filter(|message| !message.is_expired(now))
             .collect();
+        let next_id = ledger.sessions.keys().max().map_or(1, |&id| id + 1);
+        let queued = ledger.pending_count();
         let (replayed, elapsed) = (recovery.replayed, recovery.elapsed);
         let broker = Broker::with_store(config, Some(recovery.start()?));
 
-        let next_id = ledger.sessions.keys().max().map_or(1, |&id| id + 1);
         broker.next_session_id.store(next_id, Ordering::Relaxed);
         {
             let mut retained_store = broker.retained.write();
@@ -58,16 +57,16 @@ impl Broker {
                 retained_store.insert(&message.topic, message.clone());
             }
         }
-        for (session, durable) in &sessions {
-            broker.install(session, durable);
+        for restored in &sessions {
+            broker.install(restored);
         }
         let now_ms = unix_ms();
-        for (session, durable) in &sessions {
-            broker.start_clocks(session, durable, now_ms);
+        for restored in &sessions {
+            broker.start_clocks(restored, now_ms);
         }
         tracing::info!(
             sessions = sessions.len(),
-            queued = ledger.pending_count(),
+            queued,
             retained = retained.len(),
             replayed_records = replayed,
             elapsed_ms = elapsed.as_millis() as u64,
@@ -78,10 +77,11 @@ impl Broker {
 
     /// Puts a restored session in the session map and its subscriptions in
     /// the topic tree.
-    fn install(&self, session: &Arc<Session>, durable: &DurableSession) {
+    fn install(&self, restored: &Restored) {
+        let session = &restored.session;
         self.sessions.lock().insert(session.client_id.clone(), session.clone());
         let mut tree = self.subscriptions.write();
-        for stored in durable.subscriptions.values() {
+        for stored in &restored.subscriptions {
             let filter = ByteStr::from(stored.filter.as_str());
             let subscription = Subscription {
                 session: session.clone(),
@@ -95,22 +95,19 @@ impl Broker {
 
     /// Runs the expiry and will-delay clocks from the last disconnect (or
     /// from now, for a session whose connection the crash cut).
-    fn start_clocks(
-        self: &Arc<Self>,
-        session: &Arc<Session>,
-        durable: &DurableSession,
-        now_ms: u64,
-    ) {
+    fn start_clocks(self: &Arc<Self>, restored: &Restored, now_ms: u64) {
+        let session = &restored.session;
         let offline = Duration::from_millis(
-            now_ms.saturating_sub(durable.disconnected_at_ms.unwrap_or(now_ms)),
+            now_ms.saturating_sub(restored.disconnected_at_ms.unwrap_or(now_ms)),
         );
-        if let Some((delay_secs, _)) = &durable.will {
-            let left = Duration::from_secs(u64::from(*delay_secs)).saturating_sub(offline);
+        if let Some(delay_secs) = restored.will_delay_secs {
+            let left = Duration::from_secs(u64::from(delay_secs)).saturating_sub(offline);
             let timer = crate::will::schedule(self.clone(), session.clone(), left);
             session.lock().timers.push(timer);
         }
-        if durable.expiry_secs != u32::MAX {
-            let expiry = Duration::from_secs(u64::from(durable.expiry_secs));
+        let expiry_secs = session.lock().expiry_secs;
+        if expiry_secs != u32::MAX {
+            let expiry = Duration::from_secs(u64::from(expiry_secs));
             match expiry.checked_sub(offline) {
                 Some(left) if !left.is_zero() => self.start_expiry_clock(session, 0, left),
                 _ => self.expire(session, 0),
@@ -119,8 +116,26 @@ impl Broker {
     }
 }
 
-/// Builds one session as the ledger has it, offline, its queue left in
-/// the log.
+/// A session as the ledger has it, offline, its queue left in the log,
+/// with what the broker needs to put it back once it runs.
+struct Restored {
+    session: Arc<Session>,
+    subscriptions: Vec<StoredSubscription>,
+    will_delay_secs: Option<u32>,
+    disconnected_at_ms: Option<u64>,
+}
+
+impl Restored {
+    fn new(id: u64, durable: &DurableSession) -> Restored {
+        Restored {
+            session: restore_session(id, durable),
+            subscriptions: durable.subscriptions.values().cloned().collect(),
+            will_delay_secs: durable.will.as_ref().map(|(delay_secs, _)| *delay_secs),
+            disconnected_at_ms: durable.disconnected_at_ms,
+        }
+    }
+}
+
 fn restore_session(id: u64, durable: &DurableSession) -> Arc<Session> {
     let session =
         Arc::new(Session::new(id, durable.client_id.as_str().into(), durable.expiry_secs));
@@ -132,16 +147,12 @@ fn restore_session(id: u64, durable: &DurableSession) -> Arc<Session> {
     if let Some((_, will)) = &durable.will {
         state.pending_will = Some(Box::new(message_from_stored(will)));
     }
-    for (&offset, &released_packet_id) in &durable.pending {
-        let Some(offset) = NonZeroU64::new(offset) else { continue };
-        if released_packet_id != 0 {
-            // Only PUBREL is left: no need for the message.
-            let packet_id = released_packet_id;
-            state.inflight.push_back(Inflight::Release { packet_id, offset: Some(offset) });
-        } else {
-            // It may have been sent before the restart: DUP.
-            state.on_disk.push_back(OnDisk { offset, dup: true });
-        }
+    state.on_disk = durable.pending.clone();
+    for (&offset, &packet_id) in &durable.released {
+        // Only PUBREL is left: no need for the message.
+        state.on_disk.remove(offset);
+        let offset = NonZeroU64::new(offset);
+        state.inflight.push_back(Inflight::Release { packet_id, offset });
     }
     drop(state);
     session

@@ -8,6 +8,7 @@
 //! global one.
 
 use crate::config::QueueOverflow;
+use crate::durable::Offsets;
 use crate::keep_alive::Liveness;
 use crate::message::Message;
 use crate::stats::Stats;
@@ -39,21 +40,9 @@ pub struct Delivery {
     /// Chosen when the message was stored (0: chosen when it is sent), so
     /// that a resend after a restart uses the id the client may hold.
     pub packet_id: u16,
-    /// Read back from the log at startup: it may have been sent before,
-    /// so it goes out with DUP set (§4.4).
+    /// Stored before the last restart: it may have been sent before, so it
+    /// goes out with DUP set (§4.4).
     pub restored: bool,
-}
-
-/// A delivery left in the durable log: its message is read back when the
-/// session is ready for it, so an offline session's queue costs 16 bytes a
-/// message, not the message.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct OnDisk {
-    /// Where the message's record is; its entry for this session there has
-    /// the QoS, flags, packet id and subscription identifiers.
-    pub offset: NonZeroU64,
-    /// It may have been sent before (it came back from a restart).
-    pub dup: bool,
 }
 
 /// An outbound QoS 1/2 exchange awaiting the client's answer.
@@ -104,7 +93,9 @@ pub(crate) struct SessionState {
     /// Deliveries of stored messages waiting in the log, after `queue`:
     /// where an offline persistent session's messages go, and, until they
     /// are all read back, the newer ones too, so that order holds.
-    pub on_disk: VecDeque<OnDisk>,
+    /// Log offsets only (`Offsets`, ~4 bytes each): a message is read back
+    /// when the session is ready for it.
+    pub on_disk: Offsets,
     pub inflight: VecDeque<Inflight>,
     next_packet_id: u16,
     /// QoS 2 packet ids received and answered with PUBREC, not yet released.
@@ -172,7 +163,7 @@ impl Session {
                 expiry_secs,
                 subscriptions: HashSet::new(),
                 queue: VecDeque::new(),
-                on_disk: VecDeque::new(),
+                on_disk: Offsets::default(),
                 inflight: VecDeque::new(),
                 next_packet_id: 0,
                 inbound_qos2: Vec::new(),
@@ -284,7 +275,7 @@ impl Session {
                 QueueOverflow::DropOldest => {
                     evicted = match state.queue.pop_front() {
                         Some(oldest) => oldest.offset,
-                        None => state.on_disk.pop_front().map(|oldest| oldest.offset),
+                        None => state.on_disk.pop_first().and_then(NonZeroU64::new),
                     };
                 }
             }
@@ -292,7 +283,7 @@ impl Session {
         let was_empty = state.queue.is_empty() && state.on_disk.is_empty();
         match delivery.offset {
             Some(offset) if !online || !state.on_disk.is_empty() => {
-                state.on_disk.push_back(OnDisk { offset, dup: delivery.restored });
+                state.on_disk.insert(offset.get());
             }
             _ => state.queue.push_back(delivery),
         }
@@ -328,7 +319,9 @@ impl SessionState {
         let mut kept = VecDeque::new();
         while let Some(delivery) = self.queue.pop_back() {
             match delivery.offset {
-                Some(offset) => self.on_disk.push_front(OnDisk { offset, dup: delivery.restored }),
+                Some(offset) => {
+                    self.on_disk.insert(offset.get());
+                }
                 None => kept.push_front(delivery),
             }
         }

@@ -4,9 +4,10 @@
 //! written out as records, and recovery is a snapshot plus the records
 //! after it, applied by this same code.
 //!
-//! Queued messages are held here by offset only: the message stays in the
-//! log, and a session's entry costs its offset and one flag.
+//! Queued messages are held here by offset only, in `Offsets` (about 4
+//! bytes each): the message stays in the log.
 
+use super::offsets::Offsets;
 use super::record::{Published, Record, StoredMessage, StoredSubscription};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -25,9 +26,11 @@ pub struct DurableSession {
     /// after a crash, was) attached.
     pub disconnected_at_ms: Option<u64>,
     pub subscriptions: BTreeMap<String, StoredSubscription>,
-    /// Offsets of messages still to deliver, each with 0, or once the
-    /// session sent PUBREC, the packet id of the PUBREL left to resend.
-    pub pending: BTreeMap<u64, u16>,
+    /// Offsets of messages still to deliver.
+    pub pending: Offsets,
+    /// Those of them the session sent PUBREC for, with the packet id of
+    /// the PUBREL left to resend: at most a receive window's worth.
+    pub released: BTreeMap<u64, u16>,
     /// QoS 2 packet ids received from the client and not yet released.
     pub inbound: BTreeSet<u16>,
     pub will: Option<(u32, StoredMessage)>,
@@ -64,12 +67,13 @@ impl Ledger {
                 }
             }),
             Record::Published(published) => self.apply_published(offset, published),
-            Record::Delivered { session, offset } => {
-                self.with(*session, |state| state.pending.remove(offset));
-            }
+            Record::Delivered { session, offset } => self.with(*session, |state| {
+                state.pending.remove(*offset);
+                state.released.remove(offset);
+            }),
             Record::Released { session, offset, packet_id } => self.with(*session, |state| {
-                if let Some(released) = state.pending.get_mut(offset) {
-                    *released = *packet_id;
+                if state.pending.contains(*offset) {
+                    state.released.insert(*offset, *packet_id);
                 }
             }),
             Record::InboundReceived { session, packet_id } => {
@@ -82,15 +86,17 @@ impl Ledger {
                 self.with(*session, |state| state.will = Some((*delay_secs, message.clone())));
             }
             Record::WillDone { session } => self.with(*session, |state| state.will = None),
-            Record::Pending { session, offset, released_packet_id } => {
-                self.with(*session, |state| state.pending.insert(*offset, *released_packet_id));
-            }
+            Record::Queued { session, offsets } => self.with(*session, |state| {
+                for &offset in offsets {
+                    state.pending.insert(offset);
+                }
+            }),
         }
     }
 
     fn apply_published(&mut self, offset: u64, published: &Published) {
         for target in &published.targets {
-            self.with(target.session, |state| state.pending.insert(offset, 0));
+            self.with(target.session, |state| state.pending.insert(offset));
         }
         if let Some((session, packet_id)) = published.inbound {
             self.with(session, |state| state.inbound.insert(packet_id));
@@ -113,7 +119,7 @@ impl Ledger {
 
     /// The oldest offset a session still needs: the log before it may go.
     pub fn oldest_pending(&self) -> Option<u64> {
-        self.sessions.values().filter_map(|state| state.pending.keys().next().copied()).min()
+        self.sessions.values().filter_map(|state| state.pending.first()).min()
     }
 
     /// Messages waiting for persistent sessions, all sessions together.
@@ -145,14 +151,18 @@ impl Ledger {
                 .inbound
                 .iter()
                 .map(move |&packet_id| Record::InboundReceived { session, packet_id });
-            let pending = state.pending.iter().map(move |(&offset, &released_packet_id)| {
-                Record::Pending { session, offset, released_packet_id }
-            });
+            let queued = Chunks { offsets: state.pending.iter() }
+                .map(move |offsets| Record::Queued { session, offsets });
+            let released = state
+                .released
+                .iter()
+                .map(move |(&offset, &packet_id)| Record::Released { session, offset, packet_id });
             [Some(opened), disconnected, subscribed, will]
                 .into_iter()
                 .flatten()
                 .chain(inbound)
-                .chain(pending)
+                .chain(queued)
+                .chain(released)
         });
         let retained = self.retained.values().map(|message| {
             Record::Published(Box::new(Published {
@@ -162,6 +172,23 @@ impl Ledger {
             }))
         });
         sessions.chain(retained)
+    }
+}
+
+/// Queued offsets in snapshot records of a bounded size.
+struct Chunks<I> {
+    offsets: I,
+}
+
+/// Offsets per `Queued` record: about 8 KiB of record at 1 KiB messages.
+const QUEUED_PER_RECORD: usize = 4096;
+
+impl<I: Iterator<Item = u64>> Iterator for Chunks<I> {
+    type Item = Vec<u64>;
+
+    fn next(&mut self) -> Option<Vec<u64>> {
+        let chunk: Vec<u64> = self.offsets.by_ref().take(QUEUED_PER_RECORD).collect();
+        (!chunk.is_empty()).then_some(chunk)
     }
 }
 
@@ -235,7 +262,8 @@ mod tests {
         let ledger = replay(&history());
         assert_eq!(ledger.sessions.len(), 2, "session 3 ended");
         let one = &ledger.sessions[&1];
-        assert_eq!(one.pending, BTreeMap::from([(80, 1), (200, 0)]));
+        assert_eq!(one.pending, Offsets::from_iter([80, 200]));
+        assert_eq!(one.released, BTreeMap::from([(80, 1)]));
         assert_eq!(one.disconnected_at_ms, Some(1000));
         assert!(one.will.is_some());
         assert_eq!(one.subscriptions["t"].identifier, Some(5));
@@ -251,6 +279,21 @@ mod tests {
     fn a_snapshot_rebuilds_the_same_ledger() {
         let ledger = replay(&history());
         let snapshot: Vec<(u64, Record)> = ledger.to_records().map(|record| (0, record)).collect();
+        assert_eq!(replay(&snapshot), ledger);
+    }
+
+    #[test]
+    fn a_long_queue_is_snapshotted_in_bounded_records() {
+        let mut records = history();
+        records.extend((0..10_000u64).map(|n| (1_000 + n * 1_060, published(&[1], None, false))));
+        records.push((20_000_000, Record::Released { session: 1, offset: 1_000, packet_id: 7 }));
+        records.push((20_000_100, Record::Delivered { session: 1, offset: 2_060 }));
+        let ledger = replay(&records);
+        assert_eq!(ledger.pending_count(), 2 + 10_000 - 1);
+        let snapshot: Vec<(u64, Record)> = ledger.to_records().map(|record| (0, record)).collect();
+        let queued = snapshot.iter().filter(|(_, r)| matches!(r, Record::Queued { .. })).count();
+        assert_eq!(queued, 3, "10,001 offsets in records of 4,096");
+        assert!(snapshot.iter().all(|(_, record)| record.encode().len() < 16 * 1024));
         assert_eq!(replay(&snapshot), ledger);
     }
 

@@ -13,11 +13,13 @@
 //! its guarantees are in docs/durability.md.
 
 mod ledger;
+mod offsets;
 pub(crate) mod record;
 mod snapshot;
 mod space;
 
 pub use ledger::{DurableSession, Ledger};
+pub use offsets::Offsets;
 
 use ferry_log::writer::{self, Durability, Writer, WriterStats, WriterThread};
 use ferry_log::{Log, LogError};
@@ -154,6 +156,9 @@ pub struct Recovery {
     snapshots: PathBuf,
     log_dir: PathBuf,
     config: DurabilityConfig,
+    /// Where the log ended: every delivery stored before this may have
+    /// been sent before the restart.
+    end: u64,
     /// Log records replayed after the snapshot.
     pub replayed: u64,
     pub elapsed: Duration,
@@ -169,10 +174,7 @@ pub fn recover(data_dir: &Path, config: &DurabilityConfig) -> Result<Recovery, S
     let (mut log, _) = Log::open(&log_dir, config.log_config())?;
     let mut ledger = Ledger::default();
     let mut from = log.start();
-    if let Some((offset, records)) = snapshot::load_latest(&snapshots)? {
-        for record in &records {
-            ledger.apply(0, record);
-        }
+    if let Some(offset) = snapshot::load_latest(&snapshots, |record| ledger.apply(0, &record))? {
         from = offset;
     }
     let mut replayed = 0;
@@ -192,6 +194,7 @@ pub fn recover(data_dir: &Path, config: &DurabilityConfig) -> Result<Recovery, S
         snapshots,
         log_dir,
         config: config.clone(),
+        end: from,
         replayed,
         elapsed: started.elapsed(),
     })
@@ -241,6 +244,7 @@ impl Recovery {
             ledger,
             space,
             recovery: (self.replayed, self.elapsed),
+            recovered_end: self.end,
             _lock: self.lock,
         })
     }
@@ -284,6 +288,7 @@ pub struct Store {
     space: Arc<Space>,
     /// Records replayed and time taken at startup.
     recovery: (u64, Duration),
+    recovered_end: u64,
     /// Held for the life of the process.
     _lock: std::fs::File,
 }
@@ -346,6 +351,13 @@ impl Store {
             }
             .into()),
         }
+    }
+
+    /// Whether a delivery of the message stored at `offset` may have been
+    /// sent before the last restart (and so goes out with DUP set, §4.4):
+    /// it was stored before the restart.
+    pub fn stored_before_restart(&self, offset: u64) -> bool {
+        offset < self.recovered_end
     }
 
     /// Whether new durable work may be taken (the disk limits allow it).

@@ -82,14 +82,13 @@ pub enum Record {
     WillDone {
         session: u64,
     },
-    /// The session still has the message at `offset` to deliver (snapshots
-    /// only: the message itself stays in the log).
-    Pending {
+    /// The session still has the messages at these offsets, in increasing
+    /// order, to deliver (snapshots only: the messages stay in the log).
+    /// Stored as the first offset and the distances between them, a
+    /// couple of bytes each.
+    Queued {
         session: u64,
-        offset: u64,
-        /// 0 while the message is still to be sent; once the session sent
-        /// PUBREC, the packet id its PUBREL is resent with.
-        released_packet_id: u16,
+        offsets: Vec<u64>,
     },
 }
 
@@ -162,7 +161,7 @@ mod kind {
     pub const INBOUND_RELEASED: u8 = 11;
     pub const WILL_PENDING: u8 = 12;
     pub const WILL_DONE: u8 = 13;
-    pub const PENDING: u8 = 14;
+    pub const QUEUED: u8 = 14;
 }
 
 impl Record {
@@ -243,10 +242,14 @@ impl Record {
                 put_message(&mut out, message);
             }
             Record::WillDone { session } => put_session(&mut out, kind::WILL_DONE, *session),
-            Record::Pending { session, offset, released_packet_id } => {
-                put_session(&mut out, kind::PENDING, *session);
-                put_varint(&mut out, *offset);
-                put_varint(&mut out, u64::from(*released_packet_id));
+            Record::Queued { session, offsets } => {
+                put_session(&mut out, kind::QUEUED, *session);
+                put_varint(&mut out, offsets.len() as u64);
+                let mut previous = 0;
+                for &offset in offsets {
+                    put_varint(&mut out, offset - previous);
+                    previous = offset;
+                }
             }
         }
         out.into()
@@ -339,11 +342,26 @@ impl Record {
                 message: input.message()?,
             },
             kind::WILL_DONE => Record::WillDone { session: input.varint("session")? },
-            kind::PENDING => Record::Pending {
-                session: input.varint("session")?,
-                offset: input.varint("offset")?,
-                released_packet_id: input.u16("released packet id")?,
-            },
+            kind::QUEUED => {
+                let session = input.varint("session")?;
+                let count = input.count("queued offsets")?;
+                let mut offsets = Vec::with_capacity(count);
+                let mut previous = 0u64;
+                for _ in 0..count {
+                    let distance = input.varint("queued offset")?;
+                    previous = match previous.checked_add(distance) {
+                        Some(offset) if offsets.is_empty() || distance > 0 => offset,
+                        _ => {
+                            return Err(RecordError::Invalid {
+                                field: "queued offset",
+                                reason: format!("{distance} after {previous} is not increasing"),
+                            })
+                        }
+                    };
+                    offsets.push(previous);
+                }
+                Record::Queued { session, offsets }
+            }
             other => return Err(RecordError::UnknownKind(other)),
         };
         if !input.bytes.is_empty() {
@@ -577,7 +595,7 @@ mod tests {
                 message: message("will", b"gone", QoS::AtLeastOnce, false),
             },
             Record::WillDone { session: 3 },
-            Record::Pending { session: 4, offset: 1 << 40, released_packet_id: 9 },
+            Record::Queued { session: 4, offsets: vec![1 << 40, (1 << 40) + 1_060, 1 << 41] },
         ]
     }
 

@@ -51,9 +51,10 @@ pub fn write(
     Ok(())
 }
 
-/// The newest complete snapshot: its offset and its records, in order.
-/// Leftovers (older snapshots, a `.tmp` cut short by a crash) are deleted.
-pub fn load_latest(dir: &Path) -> Result<Option<(u64, Vec<Record>)>, StoreError> {
+/// Hands the records of the newest complete snapshot to `apply`, in order,
+/// and returns its offset. Leftovers (older snapshots, a `.tmp` cut short
+/// by a crash) are deleted.
+pub fn load_latest(dir: &Path, mut apply: impl FnMut(Record)) -> Result<Option<u64>, StoreError> {
     std::fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
     for entry in std::fs::read_dir(dir).map_err(StoreError::io(dir))? {
         let path = entry.map_err(StoreError::io(dir))?.path();
@@ -68,17 +69,16 @@ pub fn load_latest(dir: &Path) -> Result<Option<(u64, Vec<Record>)>, StoreError>
         std::fs::remove_dir_all(&older).map_err(StoreError::io(&older))?;
     }
     let (mut log, _) = Log::open(&path, config())?;
-    let mut records = Vec::new();
     let mut from = log.start();
     loop {
         let batch = log.read(from, 4096)?;
         let Some((last, payload)) = batch.last() else { break };
         from = ferry_log::next_offset(*last, payload);
         for (_, payload) in &batch {
-            records.push(Record::decode(payload)?);
+            apply(Record::decode(payload)?);
         }
     }
-    Ok(Some((offset, records)))
+    Ok(Some(offset))
 }
 
 fn config() -> ferry_log::Config {
@@ -121,15 +121,16 @@ mod tests {
     #[test]
     fn the_newest_snapshot_wins_and_leftovers_are_cleared() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(load_latest(dir.path()).unwrap().is_none());
+        assert!(load_latest(dir.path(), |_| ()).unwrap().is_none());
         write(dir.path(), 100, records(3).into_iter()).unwrap();
         write(dir.path(), 500, records(5).into_iter()).unwrap();
         // A snapshot cut short by a crash, before its rename.
         std::fs::create_dir(dir.path().join("snapshot-00000000000000000900.tmp")).unwrap();
         // Again at the same offset (a restart with nothing new): a no-op.
         write(dir.path(), 500, records(5).into_iter()).unwrap();
-        let (offset, loaded) = load_latest(dir.path()).unwrap().unwrap();
-        assert_eq!((offset, loaded), (500, records(5)));
+        let mut loaded = Vec::new();
+        let offset = load_latest(dir.path(), |record| loaded.push(record)).unwrap();
+        assert_eq!((offset, loaded), (Some(500), records(5)));
         let left: Vec<_> =
             std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left, vec!["snapshot-00000000000000000500"]);
