@@ -33,8 +33,14 @@ impl Message {
         mut properties: Properties,
         origin_session: u64,
     ) -> Message {
-        properties.topic_alias = None;
-        properties.subscription_identifiers.clear();
+        // Writing goes through `DerefMut`, which allocates the properties'
+        // box: only touch what is there, or every message would pay for one.
+        if properties.topic_alias.is_some() {
+            properties.topic_alias = None;
+        }
+        if !properties.subscription_identifiers.is_empty() {
+            properties.subscription_identifiers.clear();
+        }
         Message {
             topic,
             payload,
