@@ -13,11 +13,13 @@
 //! queue the thread itself empties, so it goes on a side list that joins
 //! the next batch. After every batch the owner's `after_store` hook gets
 //! the log, with every answer given: the moment its view of the log is
-//! exactly the log's, for checkpoints and cursors.
+//! exactly the log's, for checkpoints and cursors. It also runs every
+//! `IDLE_TICK` while nothing comes, so that work it put off (a checkpoint
+//! due once a second, say) is not held up by the log going quiet.
 
 use crate::{Log, LogError};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
@@ -70,6 +72,9 @@ pub const MAX_BATCH: usize = 4_096;
 /// Longest sleep of the writer inside a batch window before it looks at
 /// its queue again.
 const BATCH_NAP: Duration = Duration::from_micros(250);
+
+/// How often `after_store` runs while the log is idle.
+pub const IDLE_TICK: Duration = Duration::from_secs(1);
 
 /// Buckets of the sync-latency histogram: bucket `i` counts syncs that
 /// took under 2^i µs, the last one everything slower (over ~0.5 s).
@@ -169,7 +174,7 @@ pub struct WriterThread {
 }
 
 /// Starts the writer thread for `log` with `durability`; `after_store`
-/// runs after every stored batch.
+/// runs after every stored batch, and every `IDLE_TICK` while idle.
 pub fn spawn(
     log: Log,
     durability: Durability,
@@ -268,9 +273,13 @@ fn run(
                 }
             }
             _ if !waiting.is_empty() => queue.try_recv().ok(),
-            _ => match queue.recv() {
+            _ => match queue.recv_timeout(IDLE_TICK) {
                 Ok(request) => Some(request),
-                Err(_) => {
+                Err(RecvTimeoutError::Timeout) => {
+                    after_store(&mut log);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
                     finish(&mut log, durability, side, &mut waiting, stats);
                     after_store(&mut log);
                     return log;
@@ -532,5 +541,21 @@ mod tests {
         assert_eq!(ends.lock().unwrap().last(), Some(&log.end()), "the hook saw the final log");
         writer
             .append(b"late".to_vec(), Box::new(|late| assert_eq!(late, Err(StoreError::Stopped))));
+    }
+
+    #[test]
+    fn the_hook_runs_while_the_log_is_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+        let (calls, called) = mpsc::channel();
+        let (writer, thread) = spawn(log, Durability::Always, move |_: &mut Log| {
+            let _ = calls.send(Instant::now());
+        });
+        let started = Instant::now();
+        // Nothing was appended: only the idle tick can call it.
+        let first = called.recv_timeout(10 * IDLE_TICK).expect("the hook never ran while idle");
+        assert!(first - started >= IDLE_TICK / 2, "called before the tick");
+        writer.close();
+        thread.join();
     }
 }
