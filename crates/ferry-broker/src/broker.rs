@@ -756,7 +756,7 @@ impl Broker {
     /// again.
     pub(crate) fn delivery_over(&self, session: &Session, offset: Option<NonZeroU64>) {
         if let (Some(store), Some(offset)) = (self.store_for(session), offset) {
-            store.note(Record::Delivered { session: session.id, offset: offset.get() });
+            store.note(Record::delivered(session.id, vec![offset.get()]));
         }
     }
 
@@ -885,7 +885,7 @@ pub(crate) fn stored_message(message: &Message) -> record::StoredMessage {
             qos: message.qos,
             retain: message.retain,
             topic: message.topic.clone(),
-            packet_id: 0,
+            packet_id: record::StoredMessage::packet_id(message.qos),
             properties: message.properties.clone(),
             payload: message.payload.clone(),
         },

@@ -18,6 +18,7 @@ use ferry_mqtt::{
 };
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,9 +31,9 @@ pub(crate) struct Client {
     generation: u64,
     will: Option<PendingWill>,
     /// Outbound in-flight window: min(client's receive maximum, our cap).
-    send_window: usize,
+    send_window: u16,
     /// The client's maximum packet size; larger messages are not sent to it.
-    max_outgoing_packet_bytes: usize,
+    max_outgoing_packet_bytes: u32,
     /// Topic aliases the client set toward us.
     inbound_aliases: HashMap<u16, ByteStr>,
     /// Topic aliases we set toward the client, at most `outbound_alias_max`.
@@ -46,6 +47,8 @@ pub(crate) struct Client {
     /// Answers this connection put in line in the session's replies and has
     /// not sent yet. While there are any, every answer joins the line.
     replies_held: u32,
+    /// Offsets of stored deliveries that ended and are not recorded yet.
+    delivered: Vec<u64>,
 }
 
 /// Deliveries read back from the durable log at a time when the queue of
@@ -195,12 +198,12 @@ impl Client {
             generation: attached.generation,
             session: attached.session,
             will,
-            send_window: usize::from(connect.properties.receive_maximum.unwrap_or(u16::MAX))
-                .min(usize::from(config.max_inflight_messages)),
-            max_outgoing_packet_bytes: connect
+            send_window: connect
                 .properties
-                .maximum_packet_size
-                .map_or(usize::MAX, |max| max as usize),
+                .receive_maximum
+                .unwrap_or(u16::MAX)
+                .min(config.max_inflight_messages),
+            max_outgoing_packet_bytes: connect.properties.maximum_packet_size.unwrap_or(u32::MAX),
             inbound_aliases: HashMap::new(),
             outbound_aliases: HashMap::new(),
             outbound_alias_max: connect
@@ -211,6 +214,7 @@ impl Client {
             problem_information: connect.properties.request_problem_information != Some(0),
             pace: Pace::Free,
             replies_held: 0,
+            delivered: Vec::new(),
         };
         let connack = Packet::ConnAck(ConnAck {
             session_present: attached.session_present,
@@ -261,11 +265,8 @@ impl Client {
             }
             Packet::PubComp(comp) => {
                 let completed = self.session.lock().take_inflight(comp.packet_id);
-                if let (Some(Inflight::Release { offset: Some(offset), .. }), Some(store)) =
-                    (completed, broker.store_for(&self.session))
-                {
-                    store
-                        .note(Record::Delivered { session: self.session.id, offset: offset.get() });
+                if let Some(Inflight::Release { offset, .. }) = completed {
+                    self.delivery_over(broker, offset);
                 }
                 Ok(())
             }
@@ -553,7 +554,7 @@ impl Client {
         match state.take_inflight(ack.packet_id) {
             Some(Inflight::Publish { delivery, .. }) => {
                 drop(state);
-                broker.delivery_over(&self.session, delivery.offset);
+                self.delivery_over(broker, delivery.offset);
             }
             None => {}
             Some(release @ Inflight::Release { .. }) => {
@@ -573,7 +574,7 @@ impl Client {
                 Some(index) if rec.reason_code.is_error() => {
                     if let Some(Inflight::Publish { delivery, .. }) = state.inflight.remove(index) {
                         drop(state);
-                        broker.delivery_over(&self.session, delivery.offset);
+                        self.delivery_over(broker, delivery.offset);
                     }
                     return;
                 }
@@ -768,7 +769,8 @@ impl Client {
             let Some(front) = state.queue.front() else { break };
             // A QoS 0 message behind a blocked QoS 1 message waits too, so
             // the client sees messages in the order they were published.
-            if front.qos != QoS::AtMostOnce && state.inflight.len() >= self.send_window {
+            if front.qos != QoS::AtMostOnce && state.inflight.len() >= usize::from(self.send_window)
+            {
                 break;
             }
             // An id chosen when the message was stored may, after 65,535
@@ -780,7 +782,7 @@ impl Client {
             let Some(delivery) = state.queue.pop_front() else { break };
             if delivery.message.is_expired(now) {
                 broker.stats.dropped_expired.inc();
-                broker.delivery_over(&self.session, delivery.offset);
+                delivery_over(&mut self.delivered, broker, &self.session, delivery.offset);
                 continue;
             }
             let packet_id = match delivery.qos {
@@ -800,12 +802,12 @@ impl Client {
             };
             let start = wbuf.len();
             let written = encode_publish(&delivery.message, &shape, now, wbuf);
-            if written == 0 || written > self.max_outgoing_packet_bytes {
+            if written == 0 || written > self.max_outgoing_packet_bytes as usize {
                 // §3.1.2.11.4: a packet over the client's maximum is
                 // discarded as if it had been delivered.
                 wbuf.truncate(start);
                 broker.stats.dropped_too_large.inc();
-                broker.delivery_over(&self.session, delivery.offset);
+                delivery_over(&mut self.delivered, broker, &self.session, delivery.offset);
                 continue;
             }
             if let Some((alias, true)) = alias {
@@ -846,8 +848,29 @@ impl Client {
         (next <= self.outbound_alias_max).then_some((next, true))
     }
 
+    /// A stored delivery to this client is over (acknowledged, expired or
+    /// discarded): recorded with the others that end in the same turn of
+    /// the connection's loop, in one record.
+    fn delivery_over(&mut self, broker: &Broker, offset: Option<NonZeroU64>) {
+        delivery_over(&mut self.delivered, broker, &self.session, offset);
+    }
+
+    /// Records the deliveries that ended since the last call. Until then a
+    /// crash only sends them again, which QoS 1 allows and QoS 2 survives
+    /// (its PUBREL is what is resent, and the client answers PUBCOMP).
+    pub(crate) fn record_delivered(&mut self, broker: &Broker) {
+        if self.delivered.is_empty() {
+            return;
+        }
+        let offsets = std::mem::take(&mut self.delivered);
+        if let Some(store) = broker.store_for(&self.session) {
+            store.note(Record::delivered(self.session.id, offsets));
+        }
+    }
+
     /// Hands the session back to the broker after the connection closed.
-    pub(crate) fn finish(self, broker: &Arc<Broker>, close: Close) {
+    pub(crate) fn finish(mut self, broker: &Arc<Broker>, close: Close) {
+        self.record_delivered(broker);
         let will = self.will.filter(|_| close.publishes_will());
         if let Close::TakenOver = close {
             // The new connection resumed the session (so a delayed will is
@@ -862,5 +885,19 @@ impl Client {
             return;
         }
         broker.detach(&self.session, self.generation, will);
+    }
+}
+
+/// Puts a stored delivery that ended in `delivered`, to be recorded with
+/// the others of the same turn (a free function so that `Client::drain`
+/// can call it while it holds the session's lock).
+fn delivery_over(
+    delivered: &mut Vec<u64>,
+    broker: &Broker,
+    session: &Session,
+    offset: Option<NonZeroU64>,
+) {
+    if let Some(offset) = offset.filter(|_| broker.store_for(session).is_some()) {
+        delivered.push(offset.get());
     }
 }

@@ -172,6 +172,7 @@ async fn run<S: Transport>(
         if let Err(close) = client.drain(broker, wbuf) {
             return close;
         }
+        client.record_delivered(broker);
     }
 }
 

@@ -139,10 +139,7 @@ impl Packet {
     /// UNSUBACK and DISCONNECT are dropped. CONNECT is encoded in its own
     /// `protocol`. On error nothing is appended.
     pub fn encode(&self, version: ProtocolVersion, buf: &mut BytesMut) -> Result<(), EncodeError> {
-        let remaining = self.remaining_len(version)?;
-        buf.reserve(1 + varint::len(remaining) + remaining);
-        buf.put_u8(self.first_byte());
-        varint::put(buf, remaining);
+        put_fixed_header(buf, self.first_byte(), self.remaining_len(version)?);
         match self {
             Packet::Connect(connect) => connect.write_body(buf),
             Packet::ConnAck(connack) => connack.write_body(version, buf),
@@ -202,11 +199,34 @@ impl Packet {
             }
             Packet::Auth(auth) => auth.body_len()?,
         };
-        if len > varint::MAX as usize {
-            return Err(EncodeError::PacketTooLarge(len));
-        }
-        Ok(len)
+        fits_remaining_length(len)
     }
+}
+
+impl Publish {
+    /// Encodes this PUBLISH as [`Packet::encode`] would, without moving it
+    /// into a `Packet` (which would mean cloning it to encode a message
+    /// that is kept).
+    pub fn encode(&self, version: ProtocolVersion, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        let first_byte = ((PacketType::Publish as u8) << 4) | self.header_flags();
+        put_fixed_header(buf, first_byte, fits_remaining_length(self.body_len(version)?)?);
+        self.write_body(version, buf);
+        Ok(())
+    }
+}
+
+fn fits_remaining_length(len: usize) -> Result<usize, EncodeError> {
+    if len > varint::MAX as usize {
+        return Err(EncodeError::PacketTooLarge(len));
+    }
+    Ok(len)
+}
+
+/// The first byte and the remaining length, with room reserved for the body.
+fn put_fixed_header(buf: &mut BytesMut, first_byte: u8, remaining: usize) {
+    buf.reserve(1 + varint::len(remaining) + remaining);
+    buf.put_u8(first_byte);
+    varint::put(buf, remaining);
 }
 
 /// Where the 2-byte packet identifier sits in an encoded PUBLISH of QoS 1 or
@@ -251,6 +271,36 @@ mod tests {
             assert_wire(&[0xD0, 0], version, &Packet::PingResp);
             assert_eq!(decode_err(&[0xC0, 1, 0], version), DecodeError::TrailingBytes(1));
             assert_eq!(decode_err(&[0xD0, 2, 0, 0], version), DecodeError::TrailingBytes(2));
+        }
+    }
+
+    #[test]
+    fn a_publish_encodes_by_reference_as_its_packet_does() {
+        let properties = PropertyValues {
+            message_expiry_interval: Some(60),
+            user_properties: vec![("k".into(), "v".into())],
+            ..PropertyValues::default()
+        };
+        for (qos, dup, retain, properties) in [
+            (QoS::AtMostOnce, false, true, Properties::default()),
+            (QoS::AtLeastOnce, true, false, Properties::from(properties.clone())),
+            (QoS::ExactlyOnce, false, true, Properties::from(properties)),
+        ] {
+            let publish = Publish {
+                dup,
+                qos,
+                retain,
+                topic: ByteStr::from("a/b"),
+                packet_id: if qos == QoS::AtMostOnce { 0 } else { 7 },
+                properties,
+                payload: Bytes::from_static(b"payload"),
+            };
+            for version in [V311, V5] {
+                let (mut by_reference, mut as_packet) = (BytesMut::new(), BytesMut::new());
+                publish.encode(version, &mut by_reference).unwrap();
+                Packet::Publish(publish.clone()).encode(version, &mut as_packet).unwrap();
+                assert_eq!(by_reference, as_packet);
+            }
         }
     }
 

@@ -67,9 +67,11 @@ impl Ledger {
                 }
             }),
             Record::Published(published) => self.apply_published(offset, published),
-            Record::Delivered { session, offset } => self.with(*session, |state| {
-                state.pending.remove(*offset);
-                state.released.remove(offset);
+            Record::Delivered { session, offsets } => self.with(*session, |state| {
+                for offset in offsets {
+                    state.pending.remove(*offset);
+                    state.released.remove(offset);
+                }
             }),
             Record::Released { session, offset, packet_id } => self.with(*session, |state| {
                 if state.pending.contains(*offset) {
@@ -233,7 +235,7 @@ mod tests {
             (80, published(&[1, 2], Some((2, 9)), true)),
             (200, published(&[1], None, false)),
             (300, Record::Released { session: 1, offset: 80, packet_id: 1 }),
-            (320, Record::Delivered { session: 2, offset: 80 }),
+            (320, Record::Delivered { session: 2, offsets: vec![80] }),
             (340, Record::Disconnected { session: 1, at_ms: 1000 }),
             (
                 360,
@@ -287,12 +289,12 @@ mod tests {
         let mut records = history();
         records.extend((0..10_000u64).map(|n| (1_000 + n * 1_060, published(&[1], None, false))));
         records.push((20_000_000, Record::Released { session: 1, offset: 1_000, packet_id: 7 }));
-        records.push((20_000_100, Record::Delivered { session: 1, offset: 2_060 }));
+        records.push((20_000_100, Record::Delivered { session: 1, offsets: vec![2_060, 3_120] }));
         let ledger = replay(&records);
-        assert_eq!(ledger.pending_count(), 2 + 10_000 - 1);
+        assert_eq!(ledger.pending_count(), 2 + 10_000 - 2);
         let snapshot: Vec<(u64, Record)> = ledger.to_records().map(|record| (0, record)).collect();
         let queued = snapshot.iter().filter(|(_, r)| matches!(r, Record::Queued { .. })).count();
-        assert_eq!(queued, 3, "10,001 offsets in records of 4,096");
+        assert_eq!(queued, 3, "10,000 offsets in records of 4,096");
         assert!(snapshot.iter().all(|(_, record)| record.encode().len() < 16 * 1024));
         assert_eq!(replay(&snapshot), ledger);
     }

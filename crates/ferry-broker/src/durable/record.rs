@@ -48,11 +48,12 @@ pub enum Record {
     },
     /// A message to store: retained, and/or queued for persistent sessions.
     Published(Box<Published>),
-    /// The delivery of the message at `offset` to `session` is over:
-    /// acknowledged, expired, or dropped by a queue bound.
+    /// The deliveries of the messages at these offsets (increasing) to
+    /// `session` are over: acknowledged, expired, or dropped by a queue
+    /// bound. A connection records the acknowledgements of one read at once.
     Delivered {
         session: u64,
-        offset: u64,
+        offsets: Vec<u64>,
     },
     /// The session sent PUBREC for it: from now on only PUBREL is resent,
     /// with this packet id.
@@ -133,6 +134,18 @@ pub struct StoredMessage {
     pub origin: u64,
 }
 
+impl StoredMessage {
+    /// The packet id a stored PUBLISH carries: none at QoS 0, a
+    /// placeholder otherwise (each target has its own).
+    pub fn packet_id(qos: QoS) -> u16 {
+        if qos == QoS::AtMostOnce {
+            0
+        } else {
+            1
+        }
+    }
+}
+
 /// A record that cannot be decoded: the log's CRC passed, so this is a
 /// bug or a file from a newer Ferry, and recovery stops rather than guess.
 #[derive(Debug, thiserror::Error)]
@@ -165,10 +178,26 @@ mod kind {
 }
 
 impl Record {
+    /// `Delivered`, with the offsets put in the order it is stored in.
+    pub fn delivered(session: u64, mut offsets: Vec<u64>) -> Record {
+        offsets.sort_unstable();
+        offsets.dedup();
+        Record::Delivered { session, offsets }
+    }
+
     /// The record's bytes. Built in a `BytesMut` so that a message's PUBLISH
     /// is encoded in place, not encoded and then copied.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = BytesMut::with_capacity(32);
+        let capacity = match self {
+            Record::Published(published) => {
+                let publish = &published.message.publish;
+                // The targets and the message's fields; properties beyond
+                // this cost one more allocation.
+                128 + 16 * published.targets.len() + publish.topic.len() + publish.payload.len()
+            }
+            _ => 32,
+        };
+        let mut out = BytesMut::with_capacity(capacity);
         match self {
             Record::SessionOpened { session, client_id, expiry_secs } => {
                 out.put_u8(kind::SESSION_OPENED);
@@ -201,8 +230,6 @@ impl Record {
                 }
             }
             Record::Published(published) => {
-                let publish = &published.message.publish;
-                out.reserve(publish.payload.len() + publish.topic.len() + 64);
                 out.put_u8(kind::PUBLISHED);
                 let (session, packet_id) = published.inbound.unwrap_or((0, 0));
                 put_varint(&mut out, session);
@@ -219,9 +246,9 @@ impl Record {
                 }
                 put_message(&mut out, &published.message);
             }
-            Record::Delivered { session, offset } => {
+            Record::Delivered { session, offsets } => {
                 put_session(&mut out, kind::DELIVERED, *session);
-                put_varint(&mut out, *offset);
+                put_offsets(&mut out, offsets);
             }
             Record::Released { session, offset, packet_id } => {
                 put_session(&mut out, kind::RELEASED, *session);
@@ -244,12 +271,7 @@ impl Record {
             Record::WillDone { session } => put_session(&mut out, kind::WILL_DONE, *session),
             Record::Queued { session, offsets } => {
                 put_session(&mut out, kind::QUEUED, *session);
-                put_varint(&mut out, offsets.len() as u64);
-                let mut previous = 0;
-                for &offset in offsets {
-                    put_varint(&mut out, offset - previous);
-                    previous = offset;
-                }
+                put_offsets(&mut out, offsets);
             }
         }
         out.into()
@@ -321,7 +343,7 @@ impl Record {
             }
             kind::DELIVERED => Record::Delivered {
                 session: input.varint("session")?,
-                offset: input.varint("offset")?,
+                offsets: input.offsets("delivered offset")?,
             },
             kind::RELEASED => Record::Released {
                 session: input.varint("session")?,
@@ -342,26 +364,10 @@ impl Record {
                 message: input.message()?,
             },
             kind::WILL_DONE => Record::WillDone { session: input.varint("session")? },
-            kind::QUEUED => {
-                let session = input.varint("session")?;
-                let count = input.count("queued offsets")?;
-                let mut offsets = Vec::with_capacity(count);
-                let mut previous = 0u64;
-                for _ in 0..count {
-                    let distance = input.varint("queued offset")?;
-                    previous = match previous.checked_add(distance) {
-                        Some(offset) if offsets.is_empty() || distance > 0 => offset,
-                        _ => {
-                            return Err(RecordError::Invalid {
-                                field: "queued offset",
-                                reason: format!("{distance} after {previous} is not increasing"),
-                            })
-                        }
-                    };
-                    offsets.push(previous);
-                }
-                Record::Queued { session, offsets }
-            }
+            kind::QUEUED => Record::Queued {
+                session: input.varint("session")?,
+                offsets: input.offsets("queued offset")?,
+            },
             other => return Err(RecordError::UnknownKind(other)),
         };
         if !input.bytes.is_empty() {
@@ -387,6 +393,18 @@ fn put_varint(out: &mut BytesMut, mut value: u64) {
     out.put_u8(value as u8);
 }
 
+/// Increasing offsets as their count, the first, and the distances
+/// between them: a couple of bytes each.
+fn put_offsets(out: &mut BytesMut, offsets: &[u64]) {
+    put_varint(out, offsets.len() as u64);
+    let mut previous = 0;
+    for &offset in offsets {
+        debug_assert!(offset > previous, "offsets must increase");
+        put_varint(out, offset - previous);
+        previous = offset;
+    }
+}
+
 fn put_bytes(out: &mut BytesMut, bytes: &[u8]) {
     put_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
@@ -397,12 +415,15 @@ fn put_bytes(out: &mut BytesMut, bytes: &[u8]) {
 fn put_message(out: &mut BytesMut, message: &StoredMessage) {
     put_varint(out, message.received_at_ms);
     put_varint(out, message.origin);
-    let publish = Publish {
-        dup: false,
-        packet_id: if message.publish.qos == QoS::AtMostOnce { 0 } else { 1 },
-        ..message.publish.clone()
+    let publish = &message.publish;
+    let result = if publish.dup || publish.packet_id != StoredMessage::packet_id(publish.qos) {
+        Publish { dup: false, packet_id: StoredMessage::packet_id(publish.qos), ..publish.clone() }
+            .encode(ProtocolVersion::V5, out)
+    } else {
+        // As it will be stored: no copy to make.
+        publish.encode(ProtocolVersion::V5, out)
     };
-    if let Err(error) = Packet::Publish(publish).encode(ProtocolVersion::V5, out) {
+    if let Err(error) = result {
         // The broker received and decoded this message, so it encodes.
         unreachable!("a received message cannot be encoded: {error}");
     }
@@ -453,6 +474,26 @@ impl<'a> Input<'a> {
             return Err(RecordError::Truncated(field));
         }
         Ok(count)
+    }
+
+    fn offsets(&mut self, field: &'static str) -> Result<Vec<u64>, RecordError> {
+        let count = self.count(field)?;
+        let mut offsets = Vec::with_capacity(count);
+        let mut previous = 0u64;
+        for _ in 0..count {
+            let distance = self.varint(field)?;
+            match previous.checked_add(distance) {
+                Some(offset) if distance > 0 => previous = offset,
+                _ => {
+                    return Err(RecordError::Invalid {
+                        field,
+                        reason: format!("{distance} after {previous} is not increasing"),
+                    })
+                }
+            }
+            offsets.push(previous);
+        }
+        Ok(offsets)
     }
 
     fn bytes(&mut self, field: &'static str) -> Result<&'a [u8], RecordError> {
@@ -585,7 +626,7 @@ mod tests {
                 inbound: None,
                 targets: vec![],
             })),
-            Record::Delivered { session: 1, offset: 24 },
+            Record::Delivered { session: 1, offsets: vec![24, 4_000, 1 << 40] },
             Record::Released { session: 1, offset: u64::MAX, packet_id: 65535 },
             Record::InboundReceived { session: 2, packet_id: 7 },
             Record::InboundReleased { session: 2, packet_id: 7 },
