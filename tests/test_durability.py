@@ -137,6 +137,20 @@ def test_persistent_session_and_subscriptions_survive_restart(broker, version, k
     expect_nothing(s, 0.3)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_session_acknowledged_by_connack_survives_an_immediate_kill(broker, version):
+    """CONNACK goes out once the new session's record is stored: a kill -9
+    the moment it arrives cannot make the broker forget a session it told
+    the client about (the next CONNECT would say session present 0)."""
+    for i in range(3):
+        _raw_persistent(broker, version, f"dur-quick-{i}")
+    broker.restart(kill=True)
+    assert _recovered(broker)["sessions"] == 3
+    for i in range(3):
+        _, ack = _raw_persistent(broker, version, f"dur-quick-{i}")
+        assert ack.session_present, f"dur-quick-{i} forgotten"
+
+
 # --------------------------------------------------------------------------
 # offline queues
 # --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio_util::task::TaskTracker;
 
 /// A subscription's entry in the topic tree. Holds the session itself so a
@@ -104,6 +104,10 @@ pub(crate) struct Attached {
     pub session: Arc<Session>,
     pub session_present: bool,
     pub generation: u64,
+    /// Answered once the session's record is stored, when one was made:
+    /// CONNACK waits for it, so a client never hears of a session that a
+    /// crash right after could forget.
+    pub stored: Option<oneshot::Receiver<()>>,
 }
 
 impl Broker {
@@ -217,8 +221,8 @@ impl Broker {
                 drop(state);
                 existing.set_online(true);
                 existing.wake.notify_one();
-                self.persist_resumed(&existing, expiry_changed, expiry_secs);
-                return Attached { session: existing, session_present: true, generation };
+                let stored = self.persist_resumed(&existing, expiry_changed, expiry_secs);
+                return Attached { session: existing, session_present: true, generation, stored };
             }
             drop(state);
             sessions.remove(client_id);
@@ -232,8 +236,8 @@ impl Broker {
         session.lock().generation = 1;
         session.set_online(true);
         sessions.insert(client_id.clone(), session.clone());
-        self.persist_expiry(&session, expiry_secs);
-        Attached { session, session_present: false, generation: 1 }
+        let stored = self.persist_expiry(&session, expiry_secs);
+        Attached { session, session_present: false, generation: 1, stored }
     }
 
     pub(crate) fn me(&self) -> Weak<Broker> {
@@ -247,28 +251,52 @@ impl Broker {
 
     /// Puts the session in the durable log with its expiry interval, or
     /// takes it out if the interval is 0 (it ends with its connection).
-    pub(crate) fn persist_expiry(&self, session: &Session, expiry_secs: u32) {
-        let Some(store) = &self.store else { return };
+    /// When it puts it in, the receiver is answered once that is stored.
+    pub(crate) fn persist_expiry(
+        &self,
+        session: &Session,
+        expiry_secs: u32,
+    ) -> Option<oneshot::Receiver<()>> {
+        let store = self.store.as_ref()?;
         if expiry_secs > 0 {
             session.set_persistent(true);
-            store.note(Record::SessionOpened {
+            let record = Record::SessionOpened {
                 session: session.id,
                 client_id: session.client_id.to_string(),
                 expiry_secs,
+            };
+            let (stored, answer) = oneshot::channel();
+            let client_id = session.client_id.clone();
+            store.append(record, move |result| {
+                if let Err(error) = result {
+                    tracing::warn!(%client_id, %error, "session not stored; it lasts until a restart");
+                }
+                let _ = stored.send(());
             });
-        } else if session.is_persistent() {
+            return Some(answer);
+        }
+        if session.is_persistent() {
             session.set_persistent(false);
             store.note(Record::SessionEnded { session: session.id });
         }
+        None
     }
 
-    fn persist_resumed(&self, session: &Session, expiry_changed: bool, expiry_secs: u32) {
-        if expiry_changed || (expiry_secs > 0 && !session.is_persistent()) {
-            self.persist_expiry(session, expiry_secs);
-        }
+    fn persist_resumed(
+        &self,
+        session: &Session,
+        expiry_changed: bool,
+        expiry_secs: u32,
+    ) -> Option<oneshot::Receiver<()>> {
+        let stored = if expiry_changed || (expiry_secs > 0 && !session.is_persistent()) {
+            self.persist_expiry(session, expiry_secs)
+        } else {
+            None
+        };
         if let Some(store) = self.store_for(session) {
             store.note(Record::Connected { session: session.id });
         }
+        stored
     }
 
     /// Ends a session: its subscriptions leave the tree, its queue is

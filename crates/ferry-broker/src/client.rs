@@ -51,6 +51,14 @@ pub(crate) struct Client {
     delivered: Vec<u64>,
 }
 
+/// A client attached to its session, its CONNACK not sent yet: that waits
+/// for the session's record, when one was made (`Attached::stored`).
+struct Accepted {
+    client: Client,
+    connack: Packet,
+    stored: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
 /// Deliveries read back from the durable log at a time when the queue of
 /// a session with messages there runs dry.
 const LOAD_CHUNK: usize = 256;
@@ -105,15 +113,22 @@ impl Client {
             ));
         };
         broker.stats.messages_received.inc();
-        Client::connect(broker, peer, *connect, wbuf)
+        let Accepted { client, connack, stored } = Client::connect(broker, *connect, wbuf)?;
+        if let Some(stored) = stored {
+            // Answered even when the store fails (the session then lasts
+            // until a restart, and that is logged): never left hanging.
+            let _ = stored.await;
+        }
+        client.encode(&connack, wbuf);
+        tracing::debug!(%peer, client_id = %client.session.client_id, version = ?client.version, "client connected");
+        Ok(client)
     }
 
     fn connect(
         broker: &Arc<Broker>,
-        peer: SocketAddr,
         connect: Connect,
         wbuf: &mut BytesMut,
-    ) -> Result<Client, Close> {
+    ) -> Result<Accepted, Close> {
         let config = &broker.config;
         let version = connect.protocol;
         let v5 = version.is_v5();
@@ -221,9 +236,7 @@ impl Client {
             reason_code: ReasonCode::Success,
             properties: connack_properties,
         });
-        client.encode(&connack, wbuf);
-        tracing::debug!(%peer, client_id = %client.session.client_id, version = ?version, "client connected");
-        Ok(client)
+        Ok(Accepted { client, connack, stored: attached.stored })
     }
 
     pub(crate) fn encode(&self, packet: &Packet, wbuf: &mut BytesMut) {
@@ -299,7 +312,8 @@ impl Client {
                     // Set to 0 the session ends when the connection does,
                     // which records that.
                     if changed && expiry > 0 {
-                        broker.persist_expiry(&self.session, expiry);
+                        // Nothing to answer: the connection is closing.
+                        drop(broker.persist_expiry(&self.session, expiry));
                     }
                 }
                 Err(Close::Disconnected {
