@@ -128,7 +128,10 @@ pub struct CommonArgs {
     /// MQTT version of every load connection.
     #[arg(long, value_enum, default_value = "5")]
     pub mqtt_version: MqttVersion,
-    /// QoS of the publishes (0, 1 or 2).
+    /// QoS of the publishes (0, 1 or 2). At 1 and 2 the report adds the
+    /// ack latency: from each message's send time to its PUBACK (QoS 1) or
+    /// PUBREC (QoS 2) at the publisher, which for a durable broker includes
+    /// its fsync.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
     pub qos: u8,
     /// QoS of the subscriptions; defaults to --qos.

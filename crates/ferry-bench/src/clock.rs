@@ -1,7 +1,8 @@
 //! One monotonic clock for the whole process.
 //!
-//! Latency is the subscriber's receive time minus the send time written in
-//! the payload by the publisher. Both run in this process, so a single
+//! Latency is the subscriber's receive time (or, for an acknowledgement,
+//! the publisher's) minus the send time written in the payload by the
+//! publisher. Both run in this process, so a single
 //! `Instant` base makes the two readings comparable without trusting the
 //! wall clock, which may step while a run is under way.
 

@@ -1,4 +1,5 @@
-//! End-to-end latency as an HDR histogram, and the percentiles reported.
+//! Latency as an HDR histogram, and the percentiles reported: end to end
+//! at the subscribers, and from send to acknowledgement at the publishers.
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -128,7 +129,8 @@ impl Latency {
 /// shared histogram under its lock: one lock per this many messages.
 const RECORDER_BUFFER: usize = 256;
 
-/// The latency histogram of a run, shared by all its subscribers.
+/// A latency histogram of a run, shared by all its subscribers (or, for
+/// acknowledgements, by all its publishers).
 ///
 /// Why shared: an HDR histogram that covers 1 ns to 100 ms is ~140 KB, and
 /// one per subscriber meant a thousand subscribers allocating and zeroing
@@ -160,8 +162,9 @@ impl SharedLatency {
     }
 }
 
-/// One subscriber's way into a [`SharedLatency`]: buffers latencies and
-/// adds them in batches, and whatever is left when it is dropped.
+/// One subscriber's or publisher's way into a [`SharedLatency`]: buffers
+/// latencies and adds them in batches, and whatever is left when it is
+/// dropped.
 #[derive(Debug)]
 pub struct LatencyRecorder {
     shared: Arc<SharedLatency>,

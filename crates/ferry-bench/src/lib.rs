@@ -5,7 +5,8 @@
 //! A scenario ([`Scenario`]) opens load connections, drives publishers and
 //! subscribers, and returns a [`Report`]: connect rate, send and receive
 //! rates, loss, duplicates and reordering, end-to-end latency percentiles
-//! from an HDR histogram, and the CPU time and RSS of the broker (given its
+//! from an HDR histogram (and at QoS 1/2 those of the publishers' wait for
+//! PUBACK or PUBREC), and the CPU time and RSS of the broker (given its
 //! pid) and of the bench itself.
 //!
 //! The load clients are not a general MQTT client. Each connection is one

@@ -31,6 +31,12 @@ pub struct Report {
     pub latency_from: &'static str,
     /// The latency distribution for plotting: see [`crate::histogram::Latency::cdf`].
     pub latency_cdf: Vec<CdfPoint>,
+    /// Acknowledgement latency of each QoS 1/2 message at its publisher,
+    /// from the same send time as [`Report::latency`] to its PUBACK (QoS 1)
+    /// or PUBREC (QoS 2): how long a publisher waits for the broker to take
+    /// the message over, which for a durable broker includes storing it
+    /// under its fsync policy. `None` when nothing was acknowledged (QoS 0).
+    pub ack_latency: Option<LatencySummary>,
     /// Cumulative sent and received counts every [`crate::timeline::TICK`]
     /// from the start of publishing: rates and backlog over time.
     pub timeline: Vec<Tick>,
@@ -355,18 +361,10 @@ impl fmt::Display for Report {
             }
             writeln!(f)?;
         }
-        let l = &self.latency;
-        writeln!(f, "  latency from {} (µs, {} samples)", self.latency_from, l.count)?;
-        writeln!(
-            f,
-            "    {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "min", "p50", "p75", "p90", "p95", "p99", "p99.9", "max"
-        )?;
-        writeln!(
-            f,
-            "    {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
-            l.min_us, l.p50_us, l.p75_us, l.p90_us, l.p95_us, l.p99_us, l.p99_9_us, l.max_us
-        )?;
+        fmt_latency(f, "latency", self.latency_from, &self.latency)?;
+        if let Some(ack) = &self.ack_latency {
+            fmt_latency(f, "ack latency", self.latency_from, ack)?;
+        }
         let usage = |f: &mut fmt::Formatter<'_>, name: &str, u: &Usage| {
             writeln!(
                 f,
@@ -384,6 +382,26 @@ impl fmt::Display for Report {
         }
         usage(f, "bench (this process)", &self.bench)
     }
+}
+
+/// One writer for both latency blocks, so that their columns line up.
+fn fmt_latency(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    from: &str,
+    l: &LatencySummary,
+) -> fmt::Result {
+    writeln!(f, "  {name} from {from} (µs, {} samples)", l.count)?;
+    writeln!(
+        f,
+        "    {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "min", "p50", "p75", "p90", "p95", "p99", "p99.9", "max"
+    )?;
+    writeln!(
+        f,
+        "    {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+        l.min_us, l.p50_us, l.p75_us, l.p90_us, l.p95_us, l.p99_us, l.p99_9_us, l.max_us
+    )
 }
 
 #[cfg(test)]
@@ -427,6 +445,7 @@ mod tests {
             latency: LatencySummary { count: 100, p99_9_us: 42.0, ..LatencySummary::default() },
             latency_from: "send time",
             latency_cdf: Vec::new(),
+            ack_latency: None,
             timeline: Vec::new(),
             broker: None,
             bench: Usage::between(
@@ -450,6 +469,8 @@ mod tests {
         assert_eq!(json["parameters"]["publishers"], 4);
         assert!(json["broker"].is_null());
         assert!(json.get("per_subscriber").is_none(), "only where subscribers split the load");
+        assert!(json["ack_latency"].is_null(), "QoS 0: nothing acknowledged: {json}");
+        assert!(!table.contains("ack latency"), "{table}");
 
         let shared = Report { per_subscriber: Some(vec![34, 33, 33]), ..report };
         assert!(shared.to_string().contains("min 33  max 34  (34, 33, 33)"), "{shared}");
@@ -457,6 +478,46 @@ mod tests {
 
         let names: Vec<String> = shared.charts().into_iter().map(|(name, _)| name).collect();
         assert_eq!(names, ["pubsub-latency.svg", "pubsub-rate.svg"]);
+    }
+
+    #[test]
+    fn ack_latency_follows_the_end_to_end_latency() {
+        let zero = Sample { cpu_seconds: 0.0, rss_bytes: 0 };
+        let counts = Counts { sent: 100, received: 100, ..Counts::default() };
+        let report = Report {
+            scenario: "p2p",
+            parameters: serde_json::json!({"qos": 1}),
+            connections: Connections::new(2, 0.01),
+            disconnections: Connections::new(2, 0.01),
+            publish: Throughput::new(100, 16, 1.0),
+            receive: Throughput::new(100, 16, 1.0),
+            delivery: Delivery::new(counts, 100),
+            latency: LatencySummary { count: 100, p50_us: 300.0, ..LatencySummary::default() },
+            latency_from: "intended send time",
+            latency_cdf: Vec::new(),
+            ack_latency: Some(LatencySummary {
+                count: 100,
+                p50_us: 120.0,
+                p99_us: 2_500.0,
+                ..LatencySummary::default()
+            }),
+            timeline: Vec::new(),
+            broker: None,
+            bench: Usage::between(zero, zero, 1.0, 100),
+            per_subscriber: None,
+            burst: None,
+            conn: None,
+        };
+        let table = report.to_string();
+        let end_to_end = table.find("  latency from intended send time (µs, 100 samples)\n");
+        let ack = table.find("  ack latency from intended send time (µs, 100 samples)\n");
+        assert!(end_to_end.is_some_and(|e| ack.is_some_and(|a| e < a)), "{table}");
+        assert!(table.contains("     120.0 "), "{table}");
+        assert!(table.contains("    2500.0 "), "{table}");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["ack_latency"]["count"], 100);
+        assert_eq!(json["ack_latency"]["p99_us"], 2_500.0);
+        assert_eq!(json["latency"]["p50_us"], 300.0, "the end-to-end latency is unchanged");
     }
 
     #[test]
@@ -476,6 +537,7 @@ mod tests {
             latency: LatencySummary::default(),
             latency_from: "send time",
             latency_cdf: Vec::new(),
+            ack_latency: None,
             timeline: Vec::new(),
             broker: None,
             bench: Usage::between(zero, zero, 1.0, 0),

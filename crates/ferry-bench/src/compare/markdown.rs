@@ -55,11 +55,15 @@ fn latency(report: &Report) -> Option<&LatencySummary> {
     flow(report).map(|report| &report.latency).filter(|latency| latency.count > 0)
 }
 
+fn ack_latency(report: &Report) -> Option<&LatencySummary> {
+    flow(report).and_then(|report| report.ack_latency.as_ref()).filter(|ack| ack.count > 0)
+}
+
 fn conn(report: &Report) -> Option<&ConnFigures> {
     report.conn.as_ref()
 }
 
-const FIGURES: [Figure; 28] = [
+const FIGURES: [Figure; 30] = [
     Figure {
         label: "connections/s",
         better: Better::Higher,
@@ -142,6 +146,18 @@ const FIGURES: [Figure; 28] = [
         label: "latency max",
         better: Better::Lower,
         value: |r| latency(r).map(|l| l.max_us),
+        show: micros,
+    },
+    Figure {
+        label: "ack latency p50",
+        better: Better::Lower,
+        value: |r| ack_latency(r).map(|l| l.p50_us),
+        show: micros,
+    },
+    Figure {
+        label: "ack latency p99",
+        better: Better::Lower,
+        value: |r| ack_latency(r).map(|l| l.p99_us),
         show: micros,
     },
     Figure {
@@ -366,6 +382,15 @@ fn render_run(out: &mut String, doc: &Document<'_>, result: &RunResult) {
             "Latency is end to end, from each message's {from} to its first arrival.\n"
         );
     }
+    if let Some(from) =
+        reports.iter().flatten().find(|r| ack_latency(r).is_some()).map(|r| r.latency_from)
+    {
+        let _ = writeln!(
+            out,
+            "Ack latency is the publisher's wait, from each message's {from} to its PUBACK \
+             (QoS 1) or PUBREC (QoS 2).\n"
+        );
+    }
     for c in &result.cells {
         if let Outcome::Error(error) = &c.outcome {
             let _ =
@@ -567,6 +592,7 @@ mod tests {
             },
             latency_from: "send time",
             latency_cdf: vec![CdfPoint { percentile: 50.0, latency_us: p50_us }],
+            ack_latency: None,
             timeline: vec![Tick { seconds: 0.5, sent, received: sent - lost }],
             broker: Some(usage(0.5)),
             bench: usage(0.1),
@@ -664,6 +690,7 @@ mod tests {
             ["10.0 MiB", "10.0 MiB", "10.0 MiB", "1.0×"]
         );
         assert!(!doc.contains("| connected"), "no conn rows for pubsub: {doc}");
+        assert!(!doc.contains("ack latency") && !doc.contains("Ack latency"), "QoS 0: {doc}");
         assert!(doc.contains("from each message's send time"), "{doc}");
         assert!(
             doc.contains("![pubsub QoS 0: latency by percentile](bench/pubsub-qos-0-latency.svg)"),
@@ -672,6 +699,48 @@ mod tests {
         assert!(doc.contains("](bench/pubsub-qos-0-rate.svg)"), "{doc}");
         assert!(doc.contains("Closed loop.\n"), "{doc}");
         assert!(!doc.contains("NaN") && !doc.contains("inf"), "{doc}");
+    }
+
+    #[test]
+    fn compare_ack_latency_rows_when_a_broker_has_them() {
+        let suite = suite(vec![broker("Ferry", 1898), broker("Mosquitto", 1897)]);
+        let acked = |p50_us, p99_us| Report {
+            ack_latency: Some(LatencySummary {
+                count: 1_000,
+                p50_us,
+                p99_us,
+                ..LatencySummary::default()
+            }),
+            ..report(1_000.0, 400.0, 0)
+        };
+        let results = [result(
+            "pubsub QoS 1",
+            vec![
+                ("Ferry", Outcome::Report(Box::new(acked(150.0, 4_000.0)))),
+                ("Mosquitto", Outcome::Report(Box::new(acked(300.0, 2_000.0)))),
+            ],
+        )];
+        let doc = render_with(&suite, &results);
+        assert_eq!(row(&doc, "ack latency p50 ↓")[1..], ["150 µs", "300 µs", "2.0×"]);
+        assert_eq!(row(&doc, "ack latency p99 ↓")[1..], ["4.00 ms", "2.00 ms", "0.5×"]);
+        let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("| ")).collect();
+        let at = |label: &str| rows.iter().position(|l| l.starts_with(label)).unwrap();
+        assert_eq!(at("| ack latency p50"), at("| latency max") + 1, "{doc}");
+        assert!(
+            doc.contains("Ack latency is the publisher's wait, from each message's send time to its PUBACK (QoS 1) or PUBREC (QoS 2).\n"),
+            "{doc}"
+        );
+
+        // A broker without it (here, one that failed) shows a dash.
+        let results = [result(
+            "pubsub QoS 1",
+            vec![
+                ("Ferry", Outcome::Report(Box::new(acked(150.0, 4_000.0)))),
+                ("Mosquitto", Outcome::Error("refused".into())),
+            ],
+        )];
+        let doc = render_with(&suite, &results);
+        assert_eq!(row(&doc, "ack latency p50 ↓")[1..], ["150 µs", "—", "—"]);
     }
 
     #[test]

@@ -118,6 +118,7 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
         latency: LatencySummary::default(),
         latency_from: "send time",
         latency_cdf: Vec::new(),
+        ack_latency: None,
         timeline: Vec::new(),
         broker: broker_usage,
         bench: bench_usage,

@@ -39,6 +39,9 @@ pub struct Run {
     pub progress: Arc<Progress>,
     /// The histogram every subscriber of the run records latency into.
     latency: Arc<SharedLatency>,
+    /// The histogram every publisher of the run records the latency of
+    /// its acknowledgements into.
+    ack_latency: Arc<SharedLatency>,
     drain_timeout: Duration,
     payload_size: usize,
     ramp_up_ns: u64,
@@ -75,6 +78,7 @@ impl Run {
             subscriber_session_expiry: common.session_expiry,
             progress: Progress::new(),
             latency: SharedLatency::new(),
+            ack_latency: SharedLatency::new(),
             drain_timeout: Duration::from_secs_f64(common.drain_timeout),
             payload_size: common.payload_size,
             ramp_up_ns: (common.ramp_up * 1e9) as u64,
@@ -129,8 +133,9 @@ impl Run {
             None => Vec::new(),
         };
         let m = measured;
-        // Every subscriber has finished, and flushed its recorder.
+        // Every subscriber and publisher has finished, and flushed its recorder.
         let latency = self.latency.snapshot();
+        let ack_latency = self.ack_latency.snapshot();
         let (broker, bench) = self.sampler.finish(m.counts.received)?;
         let disconnections = disconnect_all(std::mem::take(&mut self.to_close)).await?;
         let window = |end_ns| seconds_between(m.publish_start_ns, end_ns);
@@ -153,6 +158,7 @@ impl Run {
             latency: latency.summary(),
             latency_from: m.latency_from,
             latency_cdf: latency.cdf(),
+            ack_latency: (!ack_latency.is_empty()).then(|| ack_latency.summary()),
             timeline,
             broker,
             bench,
@@ -451,6 +457,7 @@ pub fn plan(
         inflight: common.inflight,
         schedule,
         progress: Arc::clone(&run.progress),
+        ack_latency: Arc::clone(&run.ack_latency),
         gate,
     }
 }
