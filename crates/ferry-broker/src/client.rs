@@ -830,6 +830,7 @@ impl Client {
             broker.stats.publishes_sent.inc();
             broker.stats.messages_sent.inc();
             if delivery.qos != QoS::AtMostOnce {
+                let delivery = Box::new(delivery);
                 state.inflight.push_back(Inflight::Publish { packet_id, delivery });
             }
         }

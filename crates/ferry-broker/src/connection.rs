@@ -303,5 +303,7 @@ mod tests {
         // 64 bytes; the publishers' waiting line and the inbound QoS 2 ids
         // became vectors to give 32 back.
         assert!(session <= 384, "Session is {session} bytes");
+        let inflight = std::mem::size_of::<crate::session::Inflight>();
+        assert!(inflight <= 16, "an in-flight entry is {inflight} bytes");
     }
 }

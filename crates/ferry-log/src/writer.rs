@@ -18,6 +18,7 @@
 //! due once a second, say) is not held up by the log going quiet.
 
 use crate::{Log, LogError};
+use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -149,12 +150,12 @@ impl Counters {
 }
 
 enum Request {
-    Append(Vec<u8>, Done),
+    Append(Bytes, Done),
     Close,
 }
 
 /// Appends made by answers, on the writer thread itself.
-type SideList = Arc<Mutex<Vec<(Vec<u8>, Done)>>>;
+type SideList = Arc<Mutex<Vec<(Bytes, Done)>>>;
 
 /// Called on the writer thread after each stored batch.
 pub type AfterStore = Box<dyn FnMut(&mut Log) + Send>;
@@ -198,7 +199,9 @@ impl Writer {
     /// Queues `payload`; `done` is called once it is stored as the policy
     /// says, or failed. Blocks while the queue is full, except when called
     /// from an answer on the writer thread.
-    pub fn append(&self, payload: Vec<u8>, done: Done) {
+    /// `Bytes`, so that a producer that built its record in a `BytesMut`
+    /// hands it over without a copy.
+    pub fn append(&self, payload: Bytes, done: Done) {
         if std::thread::current().id() == self.thread {
             self.side.lock().unwrap_or_else(PoisonError::into_inner).push((payload, done));
             return;
@@ -342,7 +345,7 @@ fn take_side(
 /// Appends one record to the batch being gathered, or answers its failure.
 fn take_append(
     log: &mut Log,
-    payload: Vec<u8>,
+    payload: Bytes,
     done: Done,
     waiting: &mut Vec<(u64, Done)>,
     since: &mut Option<Instant>,
@@ -415,7 +418,7 @@ mod tests {
                 let results = results.clone();
                 scope.spawn(move || {
                     for i in 0..n / threads {
-                        writer.append(format!("{t}/{i}").into_bytes(), done_into(&results));
+                        writer.append(format!("{t}/{i}").into(), done_into(&results));
                     }
                 });
             }
@@ -495,8 +498,8 @@ mod tests {
         let (log, _) = Log::open(dir.path(), config).unwrap();
         let (writer, thread) = spawn(log, Durability::Always, |_| {});
         let (results, answers) = mpsc::channel();
-        writer.append(vec![0; 17], done_into(&results));
-        writer.append(vec![1; 16], done_into(&results));
+        writer.append(vec![0; 17].into(), done_into(&results));
+        writer.append(vec![1; 16].into(), done_into(&results));
         drop(results);
         let answers: Vec<_> = answers.iter().collect();
         assert!(matches!(&answers[0], Err(StoreError::Log(m)) if m.contains("16-byte limit")));
@@ -523,10 +526,10 @@ mod tests {
             let again = writer.clone();
             let results = results.clone();
             writer.append(
-                format!("first {i}").into_bytes(),
+                format!("first {i}").into(),
                 Box::new(move |first| {
                     assert!(first.is_ok());
-                    again.append(format!("again {i}").into_bytes(), done_into(&results));
+                    again.append(format!("again {i}").into(), done_into(&results));
                 }),
             );
         }
@@ -539,8 +542,10 @@ mod tests {
         let start = log.start();
         assert_eq!(log.read(start, usize::MAX).unwrap().len(), 2 * (QUEUE_DEPTH + 10));
         assert_eq!(ends.lock().unwrap().last(), Some(&log.end()), "the hook saw the final log");
-        writer
-            .append(b"late".to_vec(), Box::new(|late| assert_eq!(late, Err(StoreError::Stopped))));
+        writer.append(
+            Bytes::from_static(b"late"),
+            Box::new(|late| assert_eq!(late, Err(StoreError::Stopped))),
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! broker's own (`Session::id`), which recovery keeps, so a record names a
 //! session in a few bytes however long its client id.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 #[cfg(test)]
 use ferry_mqtt::ByteStr;
 use ferry_mqtt::{DecodeError, Packet, ProtocolVersion, Publish, QoS, SubscriptionOptions};
@@ -187,7 +187,7 @@ impl Record {
 
     /// The record's bytes. Built in a `BytesMut` so that a message's PUBLISH
     /// is encoded in place, not encoded and then copied.
-    pub fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Bytes {
         let capacity = match self {
             Record::Published(published) => {
                 let publish = &published.message.publish;
@@ -274,7 +274,7 @@ impl Record {
                 put_offsets(&mut out, offsets);
             }
         }
-        out.into()
+        out.freeze()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Record, RecordError> {
@@ -655,7 +655,7 @@ mod tests {
             for len in 0..encoded.len() {
                 assert!(Record::decode(&encoded[..len]).is_err(), "{record:?} cut at {len}");
             }
-            let mut longer = encoded.clone();
+            let mut longer = encoded.to_vec();
             longer.push(0);
             assert!(Record::decode(&longer).is_err(), "{record:?} with a byte too many");
         }
