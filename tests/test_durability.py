@@ -264,6 +264,31 @@ def test_unacknowledged_qos1_resent_after_restart(broker, version, kill):
     assert r.collect(0.3) == []
 
 
+def test_a_shared_delivery_handed_to_another_member_survives_a_kill(broker):
+    """A member of a shared subscription leaves with a message unacknowledged;
+    it goes to another member, and that hand-off is stored: after a kill -9
+    the new member gets it again and the old one does not."""
+    a, _ = _raw_persistent(broker, 5, "dur-sh-a")
+    a.subscribe(("$share/g/dsh/t", 1))
+    broker.client(5, "dur-sh-pub").publish("dsh/t", b"handed", qos=1)
+    assert a.expect(R.PUBLISH).payload == b"handed"  # and never acknowledged
+    b, _ = _raw_persistent(broker, 5, "dur-sh-b")
+    b.subscribe(("$share/g/dsh/t", 1))
+    a.abort()
+    first = b.expect(R.PUBLISH)
+    assert first.payload == b"handed"  # not acknowledged either
+    broker.restart(kill=True)
+
+    b, ack = _raw_persistent(broker, 5, "dur-sh-b")
+    assert ack.session_present
+    again = b.expect(R.PUBLISH)
+    assert (again.payload, again.dup) == (b"handed", True)
+    b.send(R.encode_puback(again.pid, version=5))
+    a, ack = _raw_persistent(broker, 5, "dur-sh-a")
+    assert ack.session_present
+    assert a.collect(0.3) == [], "the message stayed with the member it was handed to"
+
+
 @pytest.mark.parametrize("kill", RESTARTS)
 @pytest.mark.parametrize("version", VERSIONS)
 def test_unreleased_qos2_pubrel_resent_after_restart(broker, version, kill):

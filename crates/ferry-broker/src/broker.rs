@@ -550,7 +550,8 @@ impl Broker {
                     plan.push((subscription.session.clone(), delivery));
                 });
                 drop(tree);
-                let congested = self.store_then_deliver(store, message, plan, publisher, answer);
+                let congested =
+                    self.store_then_deliver(store, message, plan, publisher, answer, None);
                 return Routed::Storing { congested };
             }
         }
@@ -602,7 +603,8 @@ impl Broker {
     /// `plan` says and answers the publisher. Persistent sessions get their
     /// packet ids now, so the record holds them; every target counts the
     /// delivery as coming, so back-pressure sees it. Returns the subscriber
-    /// the publisher should wait for, if one is congested.
+    /// the publisher should wait for, if one is congested. `moved_from`
+    /// names a stored delivery this one replaces (`record::Published`).
     fn store_then_deliver(
         &self,
         store: &Store,
@@ -610,6 +612,7 @@ impl Broker {
         mut plan: Vec<(Arc<Session>, Delivery)>,
         publisher: Option<&Publisher<'_>>,
         answer: Option<Answer>,
+        moved_from: Option<(u64, u64)>,
     ) -> Option<Arc<Session>> {
         let mut targets = Vec::new();
         let mut congested = None;
@@ -644,6 +647,7 @@ impl Broker {
         let record = Record::Published(Box::new(record::Published {
             message: stored_message(&message),
             inbound,
+            moved_from,
             targets,
         }));
         let broker = self.me.upgrade();
@@ -795,28 +799,52 @@ impl Broker {
         if orphans.is_empty() {
             return;
         }
-        let tree = self.subscriptions.read();
-        for orphan in orphans {
-            let Some(filter) = orphan.shared_filter.clone() else { continue };
-            let mut chosen = None;
-            tree.for_each_match(&orphan.message.topic, |found| {
-                let Match::Shared(group) = found else { return };
-                // Only the group the delivery came through; picking in the
-                // others would move their round-robin cursors for nothing.
-                let same_group =
-                    group.members().next().is_some_and(|(_, member)| member.filter == filter);
-                if chosen.is_none() && same_group {
-                    chosen = group
-                        .pick(|_, member| {
-                            member.session.id != leaving_session && member.session.is_online()
-                        })
-                        .map(|(_, member)| member.session.clone());
+        let mut handed = Vec::with_capacity(orphans.len());
+        {
+            let tree = self.subscriptions.read();
+            for orphan in orphans {
+                let Some(filter) = orphan.shared_filter.clone() else { continue };
+                let mut chosen = None;
+                tree.for_each_match(&orphan.message.topic, |found| {
+                    let Match::Shared(group) = found else { return };
+                    // Only the group the delivery came through; picking in
+                    // the others would move their round-robin cursors for
+                    // nothing.
+                    let same_group =
+                        group.members().next().is_some_and(|(_, member)| member.filter == filter);
+                    if chosen.is_none() && same_group {
+                        chosen = group
+                            .pick(|_, member| {
+                                member.session.id != leaving_session && member.session.is_online()
+                            })
+                            .map(|(_, member)| member.session.clone());
+                    }
+                });
+                if let Some(session) = chosen {
+                    handed.push((session, orphan));
                 }
-            });
-            if let Some(session) = chosen {
-                self.delivery_over(leaving, orphan.offset);
-                let handed_over = Delivery { retain: false, offset: None, packet_id: 0, ..orphan };
-                self.enqueue(&session, handed_over, None);
+            }
+        }
+        for (session, orphan) in handed {
+            let from = orphan.offset;
+            let handed_over = Delivery { retain: false, offset: None, packet_id: 0, ..orphan };
+            let persistent = session.is_persistent() && handed_over.qos != QoS::AtMostOnce;
+            match self.store.as_ref().filter(|_| persistent) {
+                // Stored for its new member by the record that ends it for
+                // the old one: a crash leaves it with exactly one of them.
+                Some(store) => {
+                    let moved_from = self
+                        .store_for(leaving)
+                        .and(from)
+                        .map(|offset| (leaving_session, offset.get()));
+                    let message = handed_over.message.clone();
+                    let plan = vec![(session, handed_over)];
+                    self.store_then_deliver(store, message, plan, None, None, moved_from);
+                }
+                None => {
+                    self.delivery_over(leaving, from);
+                    self.enqueue(&session, handed_over, None);
+                }
             }
         }
     }

@@ -67,12 +67,11 @@ impl Ledger {
                 }
             }),
             Record::Published(published) => self.apply_published(offset, published),
-            Record::Delivered { session, offsets } => self.with(*session, |state| {
-                for offset in offsets {
-                    state.pending.remove(*offset);
-                    state.released.remove(offset);
+            Record::Delivered { session, offsets } => {
+                for &offset in offsets {
+                    self.delivered(*session, offset);
                 }
-            }),
+            }
             Record::Released { session, offset, packet_id } => self.with(*session, |state| {
                 if state.pending.contains(*offset) {
                     state.released.insert(*offset, *packet_id);
@@ -96,7 +95,17 @@ impl Ledger {
         }
     }
 
+    fn delivered(&mut self, session: u64, offset: u64) {
+        self.with(session, |state| {
+            state.pending.remove(offset);
+            state.released.remove(&offset);
+        });
+    }
+
     fn apply_published(&mut self, offset: u64, published: &Published) {
+        if let Some((session, moved)) = published.moved_from {
+            self.delivered(session, moved);
+        }
         for target in &published.targets {
             self.with(target.session, |state| state.pending.insert(offset));
         }
@@ -170,6 +179,7 @@ impl Ledger {
             Record::Published(Box::new(Published {
                 message: message.clone(),
                 inbound: None,
+                moved_from: None,
                 targets: Vec::new(),
             }))
         });
@@ -204,6 +214,7 @@ mod tests {
         Record::Published(Box::new(Published {
             message: message("t", b"x", QoS::ExactlyOnce, retain),
             inbound,
+            moved_from: None,
             targets: targets
                 .iter()
                 .map(|&session| Target {
@@ -300,6 +311,17 @@ mod tests {
     }
 
     #[test]
+    fn a_moved_delivery_leaves_its_old_session_in_the_same_record() {
+        let mut records = history();
+        let Record::Published(mut moved) = published(&[2], None, false) else { unreachable!() };
+        moved.moved_from = Some((1, 200));
+        records.push((900, Record::Published(moved)));
+        let ledger = replay(&records);
+        assert_eq!(ledger.sessions[&1].pending, Offsets::from_iter([80]));
+        assert_eq!(ledger.sessions[&2].pending, Offsets::from_iter([900]));
+    }
+
+    #[test]
     fn reconnecting_cancels_the_will_and_an_empty_retained_message_clears_the_topic() {
         let mut records = history();
         records.push((600, Record::Connected { session: 1 }));
@@ -310,6 +332,7 @@ mod tests {
             Record::Published(Box::new(Published {
                 message: clear,
                 inbound: None,
+                moved_from: None,
                 targets: vec![],
             })),
         ));

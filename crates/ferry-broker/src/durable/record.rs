@@ -101,6 +101,11 @@ pub struct Published {
     /// after a crash a retransmission is recognised, or the message is not
     /// there and the retransmission is new: never half of it.
     pub inbound: Option<(u64, u16)>,
+    /// The session and offset of a delivery this message takes over: a
+    /// shared subscription's member left before acknowledging it and it
+    /// went to another. In the same record, so that after a crash it is
+    /// with exactly one of them.
+    pub moved_from: Option<(u64, u64)>,
     /// The persistent sessions it is queued for.
     pub targets: Vec<Target>,
 }
@@ -234,6 +239,9 @@ impl Record {
                 let (session, packet_id) = published.inbound.unwrap_or((0, 0));
                 put_varint(&mut out, session);
                 put_varint(&mut out, u64::from(packet_id));
+                let (session, offset) = published.moved_from.unwrap_or((0, 0));
+                put_varint(&mut out, session);
+                put_varint(&mut out, offset);
                 put_varint(&mut out, published.targets.len() as u64);
                 for target in &published.targets {
                     put_varint(&mut out, target.session);
@@ -316,6 +324,9 @@ impl Record {
                 let inbound_session = input.varint("inbound session")?;
                 let inbound_id = input.u16("inbound packet id")?;
                 let inbound = (inbound_id != 0).then_some((inbound_session, inbound_id));
+                let moved_session = input.varint("moved from session")?;
+                let moved_offset = input.varint("moved from offset")?;
+                let moved_from = (moved_offset != 0).then_some((moved_session, moved_offset));
                 let count = input.count("targets")?;
                 let mut targets = Vec::with_capacity(count);
                 for _ in 0..count {
@@ -339,7 +350,7 @@ impl Record {
                     });
                 }
                 let message = input.message()?;
-                Record::Published(Box::new(Published { message, inbound, targets }))
+                Record::Published(Box::new(Published { message, inbound, moved_from, targets }))
             }
             kind::DELIVERED => Record::Delivered {
                 session: input.varint("session")?,
@@ -604,6 +615,7 @@ mod tests {
             Record::Published(Box::new(Published {
                 message: with_properties,
                 inbound: Some((9, 65535)),
+                moved_from: Some((4, 1 << 33)),
                 targets: vec![
                     Target {
                         session: 1,
@@ -624,6 +636,7 @@ mod tests {
             Record::Published(Box::new(Published {
                 message: message("t", b"", QoS::AtMostOnce, true),
                 inbound: None,
+                moved_from: None,
                 targets: vec![],
             })),
             Record::Delivered { session: 1, offsets: vec![24, 4_000, 1 << 40] },
