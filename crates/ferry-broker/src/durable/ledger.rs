@@ -10,10 +10,11 @@
 use super::offsets::Offsets;
 use super::record::{Published, Record, StoredMessage, StoredSubscription};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Ledger {
-    pub sessions: HashMap<u64, DurableSession>,
+    pub sessions: HashMap<u64, DurableSession, BuildHasherDefault<SessionIdHasher>>,
     /// Retained messages by topic.
     pub retained: BTreeMap<String, StoredMessage>,
 }
@@ -34,6 +35,38 @@ pub struct DurableSession {
     /// QoS 2 packet ids received from the client and not yet released.
     pub inbound: BTreeSet<u16>,
     pub will: Option<(u32, StoredMessage)>,
+}
+
+/// Hashes the broker's session ids, which it numbers itself from a
+/// counter: nobody outside chooses them, so the ledger, which looks one up
+/// for every record it applies, does not need SipHash's defence against
+/// chosen keys.
+#[derive(Default)]
+pub struct SessionIdHasher(u64);
+
+impl Hasher for SessionIdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 << 8 | u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        // Fibonacci hashing: consecutive ids spread over the table.
+        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl DurableSession {
+    /// The delivery of the message at `offset` is over.
+    fn delivered(&mut self, offset: u64) {
+        self.pending.remove(offset);
+        self.released.remove(&offset);
+    }
 }
 
 impl Ledger {
@@ -67,11 +100,11 @@ impl Ledger {
                 }
             }),
             Record::Published(published) => self.apply_published(offset, published),
-            Record::Delivered { session, offsets } => {
+            Record::Delivered { session, offsets } => self.with(*session, |state| {
                 for &offset in offsets {
-                    self.delivered(*session, offset);
+                    state.delivered(offset);
                 }
-            }
+            }),
             Record::Released { session, offset, packet_id } => self.with(*session, |state| {
                 if state.pending.contains(*offset) {
                     state.released.insert(*offset, *packet_id);
@@ -95,16 +128,9 @@ impl Ledger {
         }
     }
 
-    fn delivered(&mut self, session: u64, offset: u64) {
-        self.with(session, |state| {
-            state.pending.remove(offset);
-            state.released.remove(&offset);
-        });
-    }
-
     fn apply_published(&mut self, offset: u64, published: &Published) {
         if let Some((session, moved)) = published.moved_from {
-            self.delivered(session, moved);
+            self.with(session, |state| state.delivered(moved));
         }
         for target in &published.targets {
             self.with(target.session, |state| state.pending.insert(offset));
