@@ -5,6 +5,7 @@
 mod config;
 mod http;
 mod logging;
+mod passwd;
 mod serve;
 
 use anyhow::Context;
@@ -49,6 +50,15 @@ enum Command {
     ///
     ///     ferry bench pubsub --broker mqtt://127.0.0.1:1883 --publishers 100 --messages 1000000 --qos 1
     Bench(ferry_bench::BenchCommand),
+    /// Add a user to a password file, change its password, or remove it.
+    /// Passwords are stored as argon2id hashes. The password is read from
+    /// the terminal (twice, not echoed) or, when stdin is not a terminal,
+    /// as one line from stdin:
+    ///
+    ///     ferry passwd /etc/ferry/passwd sensor-1
+    ///     printf '%s\n' "$SECRET" | ferry passwd /etc/ferry/passwd sensor-1
+    ///     ferry passwd --delete /etc/ferry/passwd sensor-1
+    Passwd(passwd::PasswdArgs),
 }
 
 /// Flags override the configuration file; each has a `FERRY_...` variable.
@@ -83,6 +93,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Bench(command) => bench(command),
+        Command::Passwd(args) => passwd::run(args),
         Command::Serve(args) => {
             let mut config = match &args.config {
                 Some(path) => Config::load(path)?,
