@@ -50,14 +50,16 @@ enum Command {
     ///
     ///     ferry bench pubsub --broker mqtt://127.0.0.1:1883 --publishers 100 --messages 1000000 --qos 1
     Bench(ferry_bench::BenchCommand),
-    /// Add a user to a password file, change its password, or remove it.
-    /// Passwords are stored as argon2id hashes. The password is read from
-    /// the terminal (twice, not echoed) or, when stdin is not a terminal,
-    /// as one line from stdin:
+    /// Add a user to a password file, change its password, or remove it
+    ///
+    /// Passwords are stored as argon2id hashes (docs/security.md). The
+    /// password is read from the terminal, twice and not echoed, or, when
+    /// stdin is not a terminal, as one line of stdin:
     ///
     ///     ferry passwd /etc/ferry/passwd sensor-1
     ///     printf '%s\n' "$SECRET" | ferry passwd /etc/ferry/passwd sensor-1
     ///     ferry passwd --delete /etc/ferry/passwd sensor-1
+    #[command(verbatim_doc_comment)]
     Passwd(passwd::PasswdArgs),
 }
 
