@@ -56,6 +56,7 @@ pub struct Broker {
     shutdown: watch::Sender<bool>,
     /// Every connection task, so shutdown can wait for them to finish.
     pub(crate) connections: TaskTracker,
+    pub(crate) authentication: crate::authenticate::Authentication,
 }
 
 /// What became of a publish.
@@ -130,6 +131,7 @@ impl Broker {
             shutting_down: AtomicBool::new(false),
             shutdown: watch::channel(false).0,
             connections: TaskTracker::new(),
+            authentication: Default::default(),
         })
     }
 

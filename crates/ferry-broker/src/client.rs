@@ -2,6 +2,7 @@
 //! packet it sends. I/O stays in `connection.rs`; this file turns packets
 //! into broker operations and responses appended to the write buffer.
 
+use crate::authenticate::refusal;
 use crate::backpressure::{self, Pace};
 use crate::broker::{publish_reason, Answer, Broker, Routed};
 use crate::close::Close;
@@ -113,6 +114,17 @@ impl Client {
             ));
         };
         broker.stats.messages_received.inc();
+        if let Some((reason, explanation)) = refusal(broker.authenticate(peer, &connect).await) {
+            broker.stats.clients_refused.inc();
+            let refused = Packet::ConnAck(ConnAck {
+                session_present: false,
+                reason_code: reason,
+                properties: Properties::default(),
+            });
+            let _ = refused.encode(connect.protocol, wbuf);
+            let user = connect.username.as_ref().map_or("", |name| name.as_str());
+            return Err(Close::protocol(reason, format!("{explanation} (user {user:?})")));
+        }
         let Accepted { client, connack, stored } = Client::connect(broker, *connect, wbuf)?;
         if let Some(stored) = stored {
             // Answered even when the store fails (the session then lasts

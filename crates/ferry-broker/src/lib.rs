@@ -9,6 +9,7 @@
 //! `session` is what survives a reconnect, `topic_tree` and `retained`
 //! answer "who gets this topic", `encode_once` makes fan-out cheap.
 
+mod authenticate;
 mod backpressure;
 mod broker;
 mod client;

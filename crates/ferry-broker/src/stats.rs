@@ -48,4 +48,6 @@ pub struct Stats {
     pub refused_disk_full: Counter,
     /// Connections closed because of a malformed or illegal packet.
     pub protocol_errors: Counter,
+    /// CONNECTs refused for their credentials (or for failing too often).
+    pub clients_refused: Counter,
 }

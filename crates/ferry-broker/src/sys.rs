@@ -33,6 +33,7 @@ fn publish_all(broker: &Broker) {
         ("uptime", format!("{} seconds", broker.started_at.elapsed().as_secs())),
         ("clients/connected", stats.clients_connected.get().to_string()),
         ("clients/total", broker.session_count().to_string()),
+        ("clients/refused", stats.clients_refused.get().to_string()),
         ("messages/received", stats.messages_received.get().to_string()),
         ("messages/sent", stats.messages_sent.get().to_string()),
         ("publish/messages/received", stats.publishes_received.get().to_string()),

@@ -14,6 +14,7 @@ pub struct Config {
     pub listeners: ListenersConfig,
     pub broker: BrokerConfig,
     pub durability: DurabilityConfig,
+    pub auth: AuthConfig,
 }
 
 impl Default for Config {
@@ -24,7 +25,29 @@ impl Default for Config {
             listeners: ListenersConfig::default(),
             broker: BrokerConfig::default(),
             durability: DurabilityConfig::default(),
+            auth: AuthConfig::default(),
         }
+    }
+}
+
+/// Who may connect, on every listener (as Mosquitto's settings are with
+/// `per_listener_settings false`, its default). See docs/security.md.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Clients without a user name may connect. The default, as on
+    /// Mosquitto 2's localhost-only default listener; set it to false
+    /// before exposing a listener beyond localhost.
+    pub allow_anonymous: bool,
+    /// A password file made with `ferry passwd`: a client that gives a user
+    /// name must give that user's password. Relative paths are from the
+    /// directory Ferry runs in.
+    pub password_file: Option<PathBuf>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig { allow_anonymous: true, password_file: None }
     }
 }
 
@@ -112,6 +135,13 @@ impl Config {
                 message: error.message,
             }
         })?;
+        if !self.auth.allow_anonymous && self.auth.password_file.is_none() {
+            return Err(ConfigFileError::Semantic {
+                path: path.to_owned(),
+                key: "auth.allow_anonymous".into(),
+                message: "false with no auth.password_file: no client could connect".into(),
+            });
+        }
         for (key, value) in [
             ("listeners.mqtt", &self.listeners.mqtt),
             ("listeners.ws", &self.listeners.ws),
@@ -174,5 +204,7 @@ mod tests {
         );
         let error = parse("[listeners]\nmqtt = \"nowhere\"\n").unwrap_err();
         assert!(error.to_string().contains("listeners.mqtt"), "{error}");
+        let error = parse("[auth]\nallow_anonymous = false\n").unwrap_err();
+        assert!(error.to_string().contains("auth.allow_anonymous"), "{error}");
     }
 }

@@ -37,6 +37,15 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_context(|| {
             format!("cannot open the durable state in {}", config.data_dir.display())
         })?;
+    let passwords = match &config.auth.password_file {
+        Some(path) => Some(ferry_auth::PasswordFile::load(path)?),
+        None => None,
+    };
+    if let Some(passwords) = &passwords {
+        tracing::info!(users = passwords.users().count(), "password file loaded");
+    }
+    broker
+        .set_authenticator(ferry_auth::Authenticator::new(passwords, config.auth.allow_anonymous));
     let mut tasks = Vec::new();
 
     if let Some(listener) = bind(&config.listeners.mqtt, "mqtt").await? {
