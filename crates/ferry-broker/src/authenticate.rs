@@ -38,21 +38,29 @@ impl Broker {
     /// The verdict on a CONNECT's credentials from `peer`.
     pub(crate) async fn authenticate(&self, peer: SocketAddr, connect: &Connect) -> Verdict {
         let authenticator = self.authentication.authenticator.read().clone();
-        let username = connect.username.clone();
-        let password = connect.password.clone();
-        let ip = peer.ip();
-        if !authenticator.hashes(username.as_ref().map(|name| name.as_str())) {
-            return authenticator.check(ip, username.as_ref().map(|name| name.as_str()), None);
+        let username = connect.username.as_ref().map(|name| name.as_str());
+        if !authenticator.hashes(username) {
+            return authenticator.check(peer.ip(), username, None);
         }
+        // Boxed: its state (a semaphore wait, the blocking task's handle,
+        // the credentials) would otherwise widen the accept future of every
+        // connection, password or not.
+        Box::pin(self.check_password(authenticator, peer, connect)).await
+    }
+
+    async fn check_password(
+        &self,
+        authenticator: Arc<Authenticator>,
+        peer: SocketAddr,
+        connect: &Connect,
+    ) -> Verdict {
         let Ok(_permit) = self.authentication.hashing.acquire().await else {
             return Verdict::NotAuthorized;
         };
+        let (username, password) = (connect.username.clone(), connect.password.clone());
         let check = move || {
-            authenticator.check(
-                ip,
-                username.as_ref().map(|name| name.as_str()),
-                password.as_deref(),
-            )
+            let username = username.as_ref().map(|name| name.as_str());
+            authenticator.check(peer.ip(), username, password.as_deref())
         };
         // A check that panicked let nobody in.
         tokio::task::spawn_blocking(check).await.unwrap_or(Verdict::NotAuthorized)
