@@ -89,15 +89,13 @@ impl PasswordFile {
     /// Whether `password` is `user`'s. An unknown user takes as long as a
     /// wrong password, so timing does not tell which names exist.
     pub fn verify(&self, user: &str, password: &[u8]) -> bool {
-        let hash = match self.hash_of(user) {
-            Some(hash) => hash,
-            None => unknown_user_hash(),
-        };
+        let known = self.hash_of(user);
+        let hash = known.unwrap_or_else(|| unknown_user_hash());
         // Parsed when loaded (or made by `set`), so this cannot fail; if it
         // did, refusing is the safe answer.
-        PasswordHash::new(hash)
-            .is_ok_and(|parsed| Argon2::default().verify_password(password, &parsed).is_ok())
-            && self.hash_of(user).is_some()
+        let matches = PasswordHash::new(hash)
+            .is_ok_and(|parsed| Argon2::default().verify_password(password, &parsed).is_ok());
+        matches && known.is_some()
     }
 
     /// Adds `user` with `password`, or changes its password.
