@@ -11,15 +11,12 @@
 //! time, so a source that falls behind shows up as latency, as it would for
 //! a device whose readings queue up before they leave.
 
-use super::{
-    connect_all, positive_rate, spawn_open_loop, split, sum_outcomes, Measured, Run, Subscriber,
-};
+use super::{positive_rate, spawn_open_loop, split, sum_outcomes, Measured, Run, Subscriber};
 use crate::args::BurstArgs;
-use crate::client::Conn;
-use crate::report::{BurstFigures, Connections, Report};
+use crate::report::{BurstFigures, Report};
 use crate::timeline::Tick;
 use crate::tracker::Tracker;
-use crate::{clock, BenchError};
+use crate::BenchError;
 
 /// The subscriber's filter: every publisher's topic.
 pub const FILTER: &str = "bench/burst/#";
@@ -30,20 +27,10 @@ pub async fn run(args: BurstArgs) -> Result<Report, BenchError> {
     positive_rate(args.target_rate, "--target-rate")?;
     let mut run = Run::start(common).await?;
     let counts = split(args.burst_length, args.publishers)?;
-    let tag = std::process::id();
-
-    let connect_start = clock::now_ns();
-    let (mut sub, _) = Conn::connect(
-        run.broker,
-        format!("ferry-bench-{tag}-burst-sub"),
-        run.version,
-        run.subscriber_session_expiry,
-    )
-    .await?;
-    sub.subscribe(FILTER, common.sub_qos()).await?;
-    let ids = (0..args.publishers).map(|i| format!("ferry-bench-{tag}-burst-pub-{i}")).collect();
-    let (publishers, _) = connect_all(run.broker, ids, run.version, 0).await?;
-    let connect_seconds = super::seconds_since(connect_start);
+    let (subscribers, publishers, connections) = run
+        .connect_subscribers_then_publishers("burst", 1, FILTER, common.sub_qos(), args.publishers)
+        .await?;
+    let sub = subscribers.into_iter().next().expect("one subscriber was connected");
 
     let subscriber = Subscriber::spawn(sub, Tracker::new(&counts), run.listen(0, None));
     let publishers = spawn_open_loop(&run, args.target_rate, publishers, &counts, common, |i| {
@@ -56,7 +43,7 @@ pub async fn run(args: BurstArgs) -> Result<Report, BenchError> {
     let (counts, last_receive) = sum_outcomes(&outcomes, |_| sent, first);
 
     let measured = Measured {
-        connections: Connections::new(u64::from(args.publishers) + 1, connect_seconds),
+        connections,
         publish_start_ns: first,
         published: &published,
         last_receive_ns: last_receive,

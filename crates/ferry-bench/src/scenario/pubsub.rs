@@ -2,32 +2,27 @@
 //! shape of the Mosquitto performance article (100 publishers, 1,000,000
 //! messages, one subscriber on `#`).
 
-use super::{connect_all, spawn_closed_loop, split, sum_outcomes, Measured, Run, Subscriber};
+use super::{spawn_closed_loop, split, sum_outcomes, Measured, Run, Subscriber};
 use crate::args::PubsubArgs;
-use crate::client::Conn;
-use crate::report::{Connections, Report};
+use crate::report::Report;
 use crate::tracker::Tracker;
-use crate::{clock, BenchError};
+use crate::BenchError;
 
 /// Runs the scenario and reports.
 pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
     let common = &args.common;
     let mut run = Run::start(common).await?;
     let counts = split(args.messages, args.publishers)?;
-    let tag = std::process::id();
-
-    let connect_start = clock::now_ns();
-    let (mut sub, _) = Conn::connect(
-        run.broker,
-        format!("ferry-bench-{tag}-sub"),
-        run.version,
-        run.subscriber_session_expiry,
-    )
-    .await?;
-    sub.subscribe(&args.filter, common.sub_qos()).await?;
-    let ids = (0..args.publishers).map(|i| format!("ferry-bench-{tag}-pub-{i}")).collect();
-    let (publishers, _) = connect_all(run.broker, ids, run.version, 0).await?;
-    let connect_seconds = super::seconds_since(connect_start);
+    let (subscribers, publishers, connections) = run
+        .connect_subscribers_then_publishers(
+            "pubsub",
+            1,
+            &args.filter,
+            common.sub_qos(),
+            args.publishers,
+        )
+        .await?;
+    let sub = subscribers.into_iter().next().expect("one subscriber was connected");
 
     let subscriber = Subscriber::spawn(sub, Tracker::new(&counts), run.listen(0, None));
     let publishers = spawn_closed_loop(&run, publishers, &counts, common, |i| format!("bench/{i}"));
@@ -38,7 +33,7 @@ pub async fn run(args: PubsubArgs) -> Result<Report, BenchError> {
     let (counts, last_receive) = sum_outcomes(&outcomes, |_| sent, start);
 
     let measured = Measured {
-        connections: Connections::new(u64::from(args.publishers) + 1, connect_seconds),
+        connections,
         publish_start_ns: start,
         published: &published,
         last_receive_ns: last_receive,
