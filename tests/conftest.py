@@ -118,18 +118,31 @@ def _toml_value(v) -> str:
 
 def to_toml(config: dict) -> str:
     """Minimal TOML writer: top-level scalars, then one [table] per dict
-    value (one level deep is all Ferry's config has)."""
-    lines = []
-    for k, v in config.items():
-        if not isinstance(v, dict):
-            lines.append(f"{k} = {_toml_value(v)}")
-    for k, v in config.items():
-        if isinstance(v, dict):
+    value and one [[table]] per dict in a list of dicts, nested tables
+    as [a.b]."""
+    lines: list[str] = []
+
+    def table(prefix: str, values: dict, header: str | None):
+        if header is not None:
             lines.append("")
-            lines.append(f"[{k}]")
-            for kk, vv in v.items():
-                lines.append(f"{kk} = {_toml_value(vv)}")
+            lines.append(header)
+        for k, v in values.items():
+            if not isinstance(v, dict) and not _is_table_list(v):
+                lines.append(f"{k} = {_toml_value(v)}")
+        for k, v in values.items():
+            name = f"{prefix}{k}"
+            if isinstance(v, dict):
+                table(f"{name}.", v, f"[{name}]")
+            elif _is_table_list(v):
+                for item in v:
+                    table(f"{name}.", item, f"[[{name}]]")
+
+    table("", config, None)
     return "\n".join(lines) + "\n"
+
+
+def _is_table_list(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
 
 
 # Ferry's defaults, mirrored into mosquitto's configuration so both brokers
@@ -201,6 +214,8 @@ class Broker:
         self.port: int | None = None
         self.ws_port: int | None = None
         self.http_port: int | None = None
+        # ports of named listeners, from the `wait` regexes given to the factory
+        self.ports: dict[str, int] = {}
         self._wait_for = wait_for  # name -> regex (ready when all matched)
         self._lines: list[str] = []
         self._cond = threading.Condition()
@@ -269,6 +284,8 @@ class Broker:
         for name, m in found.items():
             if name in attrs:
                 setattr(self, attrs[name], int(m.group(2)))
+            else:
+                self.ports[name] = int(m.group(2))
         return self
 
     def _drain(self, proc: subprocess.Popen):
@@ -428,7 +445,7 @@ def broker_factory(tmp_path_factory):
     brokers: list[Broker] = []
 
     def make(config: dict | None = None, ws: bool = True, http: bool = True,
-             extra_args=(), kind: str | None = None) -> Broker:
+             extra_args=(), kind: str | None = None, wait: dict | None = None) -> Broker:
         """kind="mosquitto" starts Mosquitto whatever the target (the
         reference broker of the differential tests)."""
         workdir = tmp_path_factory.mktemp("broker")
@@ -437,8 +454,8 @@ def broker_factory(tmp_path_factory):
             b = Broker("mosquitto", cmd, workdir, wait)
             b.port = port
         else:
-            cmd, wait = _ferry_cmd(workdir, config, ws, http, list(extra_args))
-            b = Broker("ferry", cmd, workdir, wait)
+            cmd, wait_for = _ferry_cmd(workdir, config, ws, http, list(extra_args))
+            b = Broker("ferry", cmd, workdir, {**wait_for, **(wait or {})})
         b.start()
         brokers.append(b)
         return b

@@ -98,6 +98,6 @@ def test_failed_logins_are_limited_per_address_and_never_logged(broker_factory, 
     refused = b.wait_log(r"too many failed logins")
     assert "sensor-1" in refused
     log = "\n".join(b.log_lines())
-    assert "bad user name or password" in log
+    assert "bad user name, password or token" in log
     for password in (secret, "s3cret-one"):
         assert password not in log, "a password in the log"

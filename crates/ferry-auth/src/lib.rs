@@ -4,8 +4,14 @@
 //! and ACLs (issue 5) join them here, so that the broker asks one crate
 //! both questions and knows nothing of how they are answered.
 
+pub mod acl;
 pub mod authenticator;
+pub mod jwt;
 pub mod passwords;
+pub mod principal;
 
-pub use authenticator::{Authenticator, Verdict};
+pub use acl::{Acl, AclError, SubscribeVerdict};
+pub use authenticator::{Authenticator, Credentials, Identity, ListenerAuth, Verdict};
+pub use jwt::{JwtConfig, JwtError, JwtRejection, JwtVerifier, VerifiedToken};
 pub use passwords::{PasswordError, PasswordFile};
+pub use principal::Principal;

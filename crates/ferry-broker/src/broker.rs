@@ -13,14 +13,17 @@ use crate::durable::{Store, StoreError};
 use crate::message::Message;
 use crate::retained::RetainedStore;
 use crate::session::{Delivery, Enqueued, Publisher, Reply, Session, SessionState};
+use crate::shed_log::ShedLog;
 use crate::stats::Stats;
+use crate::token_bucket::TokenBucket;
 use crate::topic_tree::{Match, TopicTree};
 use crate::will::PendingWill;
+use ferry_auth::Principal;
 use ferry_mqtt::{ByteStr, Packet, PubAck, QoS, ReasonCode, RetainHandling, SubscriptionOptions};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
@@ -35,6 +38,9 @@ pub(crate) struct Subscription {
     pub filter: ByteStr,
     pub options: SubscriptionOptions,
     pub identifier: Option<u32>,
+    /// Set when the ACL grants only part of the filter: each message is
+    /// checked against this principal's read permission.
+    pub reader: Option<Arc<Principal>>,
 }
 
 pub struct Broker {
@@ -57,6 +63,13 @@ pub struct Broker {
     /// Every connection task, so shutdown can wait for them to finish.
     pub(crate) connections: TaskTracker,
     pub(crate) authentication: crate::authenticate::Authentication,
+    pub(crate) authorization: crate::authorize::Authorization,
+    /// Connections admitted and not yet closed, over every listener.
+    pub(crate) open_connections: AtomicUsize,
+    pub(crate) connection_rate: Mutex<TokenBucket>,
+    pub(crate) shed_log: ShedLog,
+    /// Set while resident memory is above `max_memory_bytes`.
+    pub(crate) memory_high: AtomicBool,
 }
 
 /// What became of a publish.
@@ -119,7 +132,6 @@ impl Broker {
 
     pub(crate) fn with_store(config: BrokerConfig, store: Option<Store>) -> Arc<Broker> {
         Arc::new_cyclic(|me| Broker {
-            config,
             stats: Stats::default(),
             started_at: Instant::now(),
             store,
@@ -132,6 +144,16 @@ impl Broker {
             shutdown: watch::channel(false).0,
             connections: TaskTracker::new(),
             authentication: Default::default(),
+            authorization: Default::default(),
+            open_connections: AtomicUsize::new(0),
+            connection_rate: Mutex::new(TokenBucket::new(
+                f64::from(config.max_connection_rate),
+                f64::from(config.max_connection_rate),
+                Instant::now(),
+            )),
+            shed_log: ShedLog::default(),
+            memory_high: AtomicBool::new(false),
+            config,
         })
     }
 
@@ -433,12 +455,18 @@ impl Broker {
         filter: &ByteStr,
         options: SubscriptionOptions,
         identifier: Option<u32>,
+        reader: Option<Arc<Principal>>,
     ) -> ReasonCode {
         if self.config.deny_subscribe.iter().any(|denied| denied.as_str() == filter.as_str()) {
             return ReasonCode::UnspecifiedError;
         }
-        let subscription =
-            Subscription { session: session.clone(), filter: filter.clone(), options, identifier };
+        let subscription = Subscription {
+            session: session.clone(),
+            filter: filter.clone(),
+            options,
+            identifier,
+            reader: reader.clone(),
+        };
         let previous = self.subscriptions.write().insert(filter, session.id, subscription);
         session.lock().subscriptions.insert(filter.clone());
         let is_new = previous.is_none();
@@ -450,7 +478,7 @@ impl Broker {
                 RetainHandling::DoNotSend => false,
             };
         if send_retained {
-            self.send_retained(session, filter, options, identifier);
+            self.send_retained(session, filter, options, identifier, reader.as_deref());
         }
         ReasonCode::granted(options.qos)
     }
@@ -461,6 +489,7 @@ impl Broker {
         filter: &str,
         options: SubscriptionOptions,
         identifier: Option<u32>,
+        reader: Option<&Principal>,
     ) {
         let now = Instant::now();
         let mut matches = Vec::new();
@@ -469,6 +498,9 @@ impl Broker {
                 matches.push(message.clone());
             }
         });
+        if let Some(reader) = reader {
+            matches.retain(|message| self.may_receive(reader, &message.topic));
+        }
         for message in matches {
             let delivery = Delivery {
                 qos: message.qos.min(options.qos),
@@ -581,14 +613,25 @@ impl Broker {
         let mut targets: Vec<(&Subscription, bool)> = Vec::new();
         tree.for_each_match(&message.topic, |found| match found {
             Match::Subscriber { value, .. } => {
-                if !(value.options.no_local && value.session.id == message.origin_session) {
+                if !(value.options.no_local && value.session.id == message.origin_session)
+                    && value
+                        .reader
+                        .as_ref()
+                        .is_none_or(|reader| self.may_receive(reader, &message.topic))
+                {
                     targets.push((value, false));
                 }
             }
             Match::Shared(group) => {
+                let may_read = |member: &Subscription| {
+                    member
+                        .reader
+                        .as_ref()
+                        .is_none_or(|reader| self.may_receive(reader, &message.topic))
+                };
                 let picked = group
-                    .pick(|_, member| member.session.is_online())
-                    .or_else(|| group.pick(|_, _| true));
+                    .pick(|_, member| member.session.is_online() && may_read(member))
+                    .or_else(|| group.pick(|_, member| may_read(member)));
                 if let Some((_, member)) = picked {
                     targets.push((member, true));
                 }

@@ -2,28 +2,39 @@
 //! packet it sends. I/O stays in `connection.rs`; this file turns packets
 //! into broker operations and responses appended to the write buffer.
 
-use crate::authenticate::refusal;
+use crate::authenticate::{admitted, principal};
 use crate::backpressure::{self, Pace};
 use crate::broker::{publish_reason, Answer, Broker, Routed};
 use crate::close::Close;
+use crate::config::BrokerConfig;
 use crate::durable::record::{Record, StoredSubscription};
 use crate::durable::Store;
 use crate::encode_once::{encode_publish, PublishShape};
+use crate::listener::Origin;
 use crate::message::Message;
+use crate::publish_limits::{Over, PublishLimits, MEMORY_PAUSE};
 use crate::session::{Inflight, Reply, Session};
 use crate::will::PendingWill;
 use bytes::BytesMut;
+use ferry_auth::Principal;
+use ferry_auth::SubscribeVerdict;
 use ferry_mqtt::{
     ByteStr, ConnAck, Connect, DecodeError, Packet, Properties, PropertyValues, ProtocolVersion,
     PubAck, Publish, QoS, ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe,
 };
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Topic aliases of one connection. A fixed hasher rather than a random
+/// one saves 16 bytes in every client; the tables hold at most the
+/// configured alias maximum (64 by default), too few entries for crafted
+/// collisions to cost anything.
+type AliasMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
 
 /// A client after a successful CONNECT.
 pub(crate) struct Client {
@@ -36,9 +47,9 @@ pub(crate) struct Client {
     /// The client's maximum packet size; larger messages are not sent to it.
     max_outgoing_packet_bytes: u32,
     /// Topic aliases the client set toward us.
-    inbound_aliases: HashMap<u16, ByteStr>,
+    inbound_aliases: AliasMap<u16, ByteStr>,
     /// Topic aliases we set toward the client, at most `outbound_alias_max`.
-    outbound_aliases: HashMap<ByteStr, u16>,
+    outbound_aliases: AliasMap<ByteStr, u16>,
     outbound_alias_max: u16,
     /// False when a v5 client asked for no reason strings (Request Problem Information 0).
     problem_information: bool,
@@ -50,6 +61,23 @@ pub(crate) struct Client {
     replies_held: u32,
     /// Offsets of stored deliveries that ended and are not recorded yet.
     delivered: Vec<u64>,
+    /// Who authentication proved the client to be; `None` for an
+    /// anonymous client, whose principal is its client id alone (and is
+    /// then made only when an ACL asks, to keep idle clients small).
+    /// Who the client proved to be and its publish limits: `None` for an
+    /// anonymous client of a broker without limits, most of them.
+    particulars: Option<Box<Particulars>>,
+}
+
+/// What only some clients carry, boxed together so that the others pay
+/// one pointer for both.
+#[derive(Default)]
+struct Particulars {
+    /// `None` for an anonymous client, whose principal is its client id
+    /// alone (made only when an ACL asks).
+    principal: Option<Arc<Principal>>,
+    /// Publish rate and bandwidth limits, when configured, and a pause.
+    limits: Option<PublishLimits>,
 }
 
 /// A client attached to its session, its CONNACK not sent yet: that waits
@@ -72,7 +100,7 @@ impl Client {
     /// Reads the CONNECT, attaches the session and appends the CONNACK.
     pub(crate) async fn accept<R: AsyncRead + Unpin>(
         broker: &Arc<Broker>,
-        peer: SocketAddr,
+        origin: &Origin,
         reader: &mut R,
         rbuf: &mut BytesMut,
         wbuf: &mut BytesMut,
@@ -114,7 +142,8 @@ impl Client {
             ));
         };
         broker.stats.messages_received.inc();
-        if let Some((reason, explanation)) = refusal(broker.authenticate(peer, &connect).await) {
+        let verdict = broker.authenticate(origin, &connect).await;
+        let refused = |reason, explanation: &str, wbuf: &mut BytesMut| {
             broker.stats.clients_refused.inc();
             let refused = Packet::ConnAck(ConnAck {
                 session_present: false,
@@ -123,22 +152,40 @@ impl Client {
             });
             let _ = refused.encode(connect.protocol, wbuf);
             let user = connect.username.as_ref().map_or("", |name| name.as_str());
-            return Err(Close::protocol(reason, format!("{explanation} (user {user:?})")));
+            Err(Close::protocol(reason, format!("{explanation} (user {user:?})")))
+        };
+        let identity = match admitted(verdict) {
+            Ok(identity) => identity,
+            Err((reason, explanation)) => return refused(reason, explanation, wbuf),
+        };
+        let principal = match principal(&connect, origin, identity) {
+            Ok(principal) => principal,
+            Err(explanation) => {
+                return refused(ReasonCode::ClientIdentifierNotValid, explanation, wbuf)
+            }
+        };
+        if let Some(will) = &connect.will {
+            if !broker.may_publish(&principal, &will.topic) {
+                broker.stats.acl_denied.inc();
+                return refused(ReasonCode::NotAuthorized, "the will's topic is not allowed", wbuf);
+            }
         }
-        let Accepted { client, connack, stored } = Client::connect(broker, *connect, wbuf)?;
+        let Accepted { client, connack, stored } =
+            Client::connect(broker, *connect, principal, wbuf)?;
         if let Some(stored) = stored {
             // Answered even when the store fails (the session then lasts
             // until a restart, and that is logged): never left hanging.
             let _ = stored.await;
         }
         client.encode(&connack, wbuf);
-        tracing::debug!(%peer, client_id = %client.session.client_id, version = ?client.version, "client connected");
+        tracing::debug!(peer = %origin.peer, client_id = %client.session.client_id, version = ?client.version, "client connected");
         Ok(client)
     }
 
     fn connect(
         broker: &Arc<Broker>,
         connect: Connect,
+        mut principal: Principal,
         wbuf: &mut BytesMut,
     ) -> Result<Accepted, Close> {
         let config = &broker.config;
@@ -149,12 +196,12 @@ impl Client {
         let id_refusal = match version {
             // 3.1 §3.1: the client identifier is 1 to 23 characters.
             ProtocolVersion::V31
-                if connect.client_id.is_empty() || connect.client_id.len() > 23 =>
+                if principal.client_id.is_empty() || principal.client_id.len() > 23 =>
             {
                 Some("MQTT 3.1 client ids have 1 to 23 characters")
             }
             // 3.1.1 §3.1.3-8: an empty id needs Clean Session 1.
-            ProtocolVersion::V311 if connect.client_id.is_empty() && !connect.clean_start => {
+            ProtocolVersion::V311 if principal.client_id.is_empty() && !connect.clean_start => {
                 Some("empty client id with clean session 0")
             }
             _ => None,
@@ -168,17 +215,15 @@ impl Client {
             let _ = refusal.encode(version, wbuf);
             return Err(Close::protocol(ReasonCode::ClientIdentifierNotValid, explanation));
         }
-        let client_id: Arc<str> = if connect.client_id.is_empty() {
-            let assigned =
-                format!("ferry-{:016x}", NEXT_ASSIGNED_ID.fetch_add(1, Ordering::Relaxed));
-            if v5 {
-                connack_properties.assigned_client_identifier =
-                    Some(ByteStr::from(assigned.as_str()));
-            }
-            assigned.into()
-        } else {
-            connect.client_id.as_str().into()
-        };
+        if principal.client_id.is_empty() {
+            principal.client_id =
+                format!("ferry-{:016x}", NEXT_ASSIGNED_ID.fetch_add(1, Ordering::Relaxed)).into();
+        }
+        if v5 && connect.client_id.is_empty() {
+            connack_properties.assigned_client_identifier =
+                Some(ByteStr::from(&*principal.client_id));
+        }
+        let client_id = principal.client_id.clone();
 
         let keep_alive_secs =
             if connect.keep_alive == 0 || connect.keep_alive > config.max_keep_alive_secs {
@@ -231,8 +276,8 @@ impl Client {
                 .unwrap_or(u16::MAX)
                 .min(config.max_inflight_messages),
             max_outgoing_packet_bytes: connect.properties.maximum_packet_size.unwrap_or(u32::MAX),
-            inbound_aliases: HashMap::new(),
-            outbound_aliases: HashMap::new(),
+            inbound_aliases: AliasMap::default(),
+            outbound_aliases: AliasMap::default(),
             outbound_alias_max: connect
                 .properties
                 .topic_alias_maximum
@@ -242,7 +287,11 @@ impl Client {
             pace: Pace::Free,
             replies_held: 0,
             delivered: Vec::new(),
+            particulars: Particulars::of(principal, config),
         };
+        if attached.session_present && broker.has_acl() {
+            broker.recheck_subscriptions(&client.session, &client.shared_principal());
+        }
         let connack = Packet::ConnAck(ConnAck {
             session_present: attached.session_present,
             reason_code: ReasonCode::Success,
@@ -380,6 +429,9 @@ impl Client {
                 "retained messages are disabled",
             ));
         }
+        if let Some(refused) = self.admit_publish(broker, &publish)? {
+            return self.refuse_publish(&publish, refused, wbuf);
+        }
         let packet_id = publish.packet_id;
         match publish.qos {
             QoS::AtMostOnce => {
@@ -422,6 +474,136 @@ impl Client {
             }
         }
         Ok(())
+    }
+
+    /// Checks a PUBLISH against the topic limits, the ACL, the client's
+    /// rate limits and the memory watermark. Returns the reason to refuse
+    /// it with, if it is refused; a 3.1.1 client over a limit that MQTT
+    /// 3.1.1 cannot express is closed (topic limits) or paused (rates).
+    fn admit_publish(
+        &mut self,
+        broker: &Broker,
+        publish: &Publish,
+    ) -> Result<Option<ReasonCode>, Close> {
+        let config = &broker.config;
+        if let Err(problem) = check_topic_limits(config, &publish.topic) {
+            broker.stats.publishes_limited.inc();
+            if !self.version.is_v5() {
+                return Err(Close::protocol(ReasonCode::TopicNameInvalid, problem));
+            }
+            return Ok(Some(ReasonCode::TopicNameInvalid));
+        }
+        if !self.with_principal(|principal| broker.may_publish(principal, &publish.topic)) {
+            broker.stats.acl_denied.inc();
+            return Ok(Some(ReasonCode::NotAuthorized));
+        }
+        let now = Instant::now();
+        if broker.memory_high.load(Ordering::Relaxed) {
+            let particulars = self.particulars.get_or_insert_with(Box::default);
+            let limits = particulars.limits.get_or_insert_with(|| PublishLimits::new(config, now));
+            limits.pause_until(now + MEMORY_PAUSE);
+        }
+        let Some(limits) = self.particulars.as_mut().and_then(|p| p.limits.as_mut()) else {
+            return Ok(None);
+        };
+        let bytes = publish.topic.len() + publish.payload.len();
+        if !self.version.is_v5() {
+            if limits.charge(bytes, now) {
+                broker.stats.publishers_throttled.inc();
+                broker.shed_log.publisher_limited(&self.session.client_id, "slowed (3.1.1)");
+            }
+            return Ok(None);
+        }
+        let (reason, what) = match limits.admit(bytes, now) {
+            None => return Ok(None),
+            Some(Over::Rate) => (ReasonCode::MessageRateTooHigh, "max_publish_rate"),
+            Some(Over::Bandwidth) => (ReasonCode::QuotaExceeded, "max_publish_bytes_rate"),
+        };
+        broker.stats.publishes_limited.inc();
+        broker.shed_log.publisher_limited(&self.session.client_id, what);
+        Ok(Some(reason))
+    }
+
+    /// Answers a refused PUBLISH: a v5 client's QoS 1/2 message gets the
+    /// reason; a QoS 0 message, and any 3.1.1 one (which has no negative
+    /// acknowledgement: MQTT 3.1.1 §3.3.5), is acknowledged as usual and
+    /// dropped.
+    fn refuse_publish(
+        &mut self,
+        publish: &Publish,
+        reason: ReasonCode,
+        wbuf: &mut BytesMut,
+    ) -> Result<(), Close> {
+        let reason = if self.version.is_v5() { reason } else { ReasonCode::Success };
+        let ack = PubAck::new(publish.packet_id, reason);
+        // A 3.1.1 PUBREL for an id we hold no state for is answered with
+        // PUBCOMP all the same, so a dropped QoS 2 message needs none.
+        match publish.qos {
+            QoS::AtMostOnce => Ok(()),
+            QoS::AtLeastOnce => self.acknowledge(Packet::PubAck(ack), wbuf),
+            QoS::ExactlyOnce => self.acknowledge(Packet::PubRec(ack), wbuf),
+        }
+    }
+
+    /// Checks a filter against the subscription limits and the ACL. On
+    /// success, gives the principal whose read permission each message
+    /// must be checked against, when the ACL grants only part of the
+    /// filter.
+    fn admit_subscription(
+        &self,
+        broker: &Broker,
+        filter: &str,
+    ) -> Result<Option<Arc<Principal>>, ReasonCode> {
+        let config = &broker.config;
+        if check_topic_limits(config, filter).is_err() {
+            broker.stats.publishes_limited.inc();
+            return Err(ReasonCode::TopicFilterInvalid);
+        }
+        if wildcard_depth(filter).is_some_and(|depth| depth < config.min_wildcard_depth) {
+            broker.stats.acl_denied.inc();
+            return Err(ReasonCode::NotAuthorized);
+        }
+        let subscriptions = self.session.lock().subscriptions.len();
+        if subscriptions >= config.max_subscriptions_per_client {
+            broker.stats.publishes_limited.inc();
+            return Err(ReasonCode::QuotaExceeded);
+        }
+        match self.with_principal(|principal| broker.may_subscribe(principal, filter)) {
+            SubscribeVerdict::Allowed => Ok(None),
+            SubscribeVerdict::Filtered => Ok(Some(self.shared_principal())),
+            SubscribeVerdict::Denied => {
+                broker.stats.acl_denied.inc();
+                Err(ReasonCode::NotAuthorized)
+            }
+        }
+    }
+
+    fn shared_principal(&self) -> Arc<Principal> {
+        match self.particulars.as_ref().and_then(|particulars| particulars.principal.as_ref()) {
+            Some(principal) => principal.clone(),
+            None => Arc::new(Principal {
+                client_id: self.session.client_id.clone(),
+                ..Principal::default()
+            }),
+        }
+    }
+
+    /// Runs `check` with the client's principal: the proven one, or, for
+    /// an anonymous client, one of its client id alone.
+    fn with_principal<R>(&self, check: impl FnOnce(&Principal) -> R) -> R {
+        match self.particulars.as_ref().and_then(|particulars| particulars.principal.as_ref()) {
+            Some(principal) => check(principal),
+            None => check(&Principal {
+                client_id: self.session.client_id.clone(),
+                ..Principal::default()
+            }),
+        }
+    }
+
+    /// The instant input may resume, if the client is paused by its
+    /// publish limits or the memory watermark.
+    pub(crate) fn paused_until(&mut self) -> Option<Instant> {
+        self.particulars.as_mut()?.limits.as_mut()?.paused_until(Instant::now())
     }
 
     /// Routes a client's message and returns the reason code to answer it
@@ -653,7 +835,10 @@ impl Client {
         let reason_codes: Vec<ReasonCode> = subscribe
             .filters
             .iter()
-            .map(|(filter, options)| broker.subscribe(&self.session, filter, *options, identifier))
+            .map(|(filter, options)| match self.admit_subscription(broker, filter) {
+                Ok(reader) => broker.subscribe(&self.session, filter, *options, identifier, reader),
+                Err(reason) => reason,
+            })
             .collect();
         let refused: Vec<&str> = subscribe
             .filters
@@ -927,4 +1112,48 @@ fn delivery_over(
     if let Some(offset) = offset.filter(|_| broker.store_for(session).is_some()) {
         delivered.push(offset.get());
     }
+}
+
+impl Particulars {
+    fn of(principal: Principal, config: &BrokerConfig) -> Option<Box<Particulars>> {
+        let proven = principal.username.is_some()
+            || principal.certificate.is_some()
+            || !principal.groups.is_empty();
+        let particulars = Particulars {
+            principal: proven.then(|| Arc::new(principal)),
+            limits: PublishLimits::from_config(config, Instant::now()),
+        };
+        (particulars.principal.is_some() || particulars.limits.is_some())
+            .then(|| Box::new(particulars))
+    }
+}
+
+/// Whether a topic name or filter is within the configured length and
+/// depth; the problem for the log if not.
+fn check_topic_limits(config: &BrokerConfig, topic: &str) -> Result<(), String> {
+    if topic.len() > config.max_topic_bytes {
+        return Err(format!(
+            "topic of {} bytes; max_topic_bytes is {}",
+            topic.len(),
+            config.max_topic_bytes
+        ));
+    }
+    let levels = topic.split('/').count();
+    if levels > config.max_topic_levels {
+        return Err(format!(
+            "topic of {levels} levels; max_topic_levels is {}",
+            config.max_topic_levels
+        ));
+    }
+    Ok(())
+}
+
+/// How many levels a filter has before its first wildcard (`$share/group/`
+/// aside); `None` for a filter without wildcards.
+fn wildcard_depth(filter: &str) -> Option<usize> {
+    let filter = match filter.strip_prefix("$share/") {
+        Some(rest) => rest.split_once('/').map_or(rest, |(_, filter)| filter),
+        None => filter,
+    };
+    filter.split('/').position(|level| level == "+" || level == "#")
 }

@@ -51,6 +51,37 @@ pub struct BrokerConfig {
     /// Bytes of encoded packets a connection may hold waiting for the socket;
     /// beyond this the connection stops taking messages from its queue.
     pub write_buffer_bytes: usize,
+    /// Connections open at once over every listener; 0 for no limit but
+    /// the process's file descriptors. Beyond it a new socket is closed at
+    /// once.
+    pub max_connections: usize,
+    /// New connections accepted per second over every listener (bursts of
+    /// as many allowed); 0 for no limit.
+    pub max_connection_rate: u32,
+    /// PUBLISH packets per second a client may send (bursts of as many
+    /// allowed); 0 for no limit. v5 clients beyond it get 0x96 (their QoS 0
+    /// messages are dropped); 3.1.1 clients are slowed by not reading.
+    pub max_publish_rate: u32,
+    /// PUBLISH bytes per second a client may send; 0 for no limit. v5
+    /// clients beyond it get 0x97; 3.1.1 clients are slowed.
+    pub max_publish_bytes_rate: u64,
+    /// Longest topic name or filter, in bytes.
+    pub max_topic_bytes: usize,
+    /// Most levels in a topic name or filter.
+    pub max_topic_levels: usize,
+    /// Subscriptions one session may hold.
+    pub max_subscriptions_per_client: usize,
+    /// Levels a wildcard filter must have before its first wildcard: 1
+    /// refuses `#` and `+/...` (a subscription to everything), 0 allows them.
+    pub min_wildcard_depth: usize,
+    /// Resident memory above which new connections are refused and
+    /// publishers are slowed, so the broker sheds load instead of being
+    /// killed by the OOM killer; 0 disables the watermark.
+    pub max_memory_bytes: u64,
+    /// A client whose write buffer stays full, taking none of it, this
+    /// long is disconnected (0: never). Its queue is bounded anyway; this
+    /// frees the session's place for a client that reads.
+    pub slow_consumer_timeout_secs: u64,
 }
 
 impl Default for BrokerConfig {
@@ -70,6 +101,16 @@ impl Default for BrokerConfig {
             sys_interval_secs: 10,
             connect_timeout_secs: 10,
             write_buffer_bytes: 64 * 1024,
+            max_connections: 0,
+            max_connection_rate: 0,
+            max_publish_rate: 0,
+            max_publish_bytes_rate: 0,
+            max_topic_bytes: 4096,
+            max_topic_levels: 64,
+            max_subscriptions_per_client: 1000,
+            min_wildcard_depth: 0,
+            max_memory_bytes: 0,
+            slow_consumer_timeout_secs: 60,
         }
     }
 }
@@ -103,6 +144,15 @@ impl BrokerConfig {
         }
         if self.write_buffer_bytes < 1024 {
             return fail("write_buffer_bytes", "must be at least 1024");
+        }
+        if self.max_topic_bytes == 0 || self.max_topic_bytes > 65_535 {
+            return fail("max_topic_bytes", "must be 1 to 65535 (the MQTT limit)");
+        }
+        if self.max_topic_levels == 0 {
+            return fail("max_topic_levels", "must be at least 1");
+        }
+        if self.max_subscriptions_per_client == 0 {
+            return fail("max_subscriptions_per_client", "must be at least 1");
         }
         for filter in &self.deny_subscribe {
             if !ferry_mqtt::topic::is_valid_topic_filter(filter) {

@@ -11,12 +11,12 @@
 use crate::broker::Broker;
 use crate::client::Client;
 use crate::close::Close;
+use crate::listener::{Admission, Origin};
 use crate::transport::Transport;
 use bytes::BytesMut;
-use ferry_mqtt::{Disconnect, Packet};
+use ferry_mqtt::{Disconnect, Packet, ReasonCode};
 use std::future::{poll_fn, Future};
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -34,7 +34,12 @@ const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Serves one accepted connection until it closes. Never panics on input:
 /// every malformed packet ends in `Close` for this connection only.
-pub async fn serve<S: Transport>(mut stream: S, peer: SocketAddr, broker: Arc<Broker>) {
+pub(crate) async fn serve<S: Transport>(
+    mut stream: S,
+    origin: Box<Origin>,
+    _admission: Admission,
+    broker: Arc<Broker>,
+) {
     broker.stats.connections_total.inc();
     let mut rbuf = BytesMut::new();
     let mut wbuf = BytesMut::new();
@@ -44,18 +49,18 @@ pub async fn serve<S: Transport>(mut stream: S, peer: SocketAddr, broker: Arc<Br
     // timers and buffers would size the task of every idle connection.
     let accepted = Box::pin(tokio::time::timeout(
         connect_timeout,
-        Client::accept(&broker, peer, &mut stream, &mut rbuf, &mut wbuf),
+        Client::accept(&broker, &origin, &mut stream, &mut rbuf, &mut wbuf),
     ))
     .await;
     let mut client = match accepted {
         Ok(Ok(client)) => client,
         Ok(Err(close)) => {
-            close.log(peer, None);
+            close.log(origin.peer, None);
             Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, true)).await;
             return;
         }
         Err(_) => {
-            tracing::info!(%peer, "closing connection: no CONNECT within {connect_timeout:?}");
+            tracing::info!(peer = %origin.peer, "closing connection: no CONNECT within {connect_timeout:?}");
             return;
         }
     };
@@ -78,7 +83,7 @@ pub async fn serve<S: Transport>(mut stream: S, peer: SocketAddr, broker: Arc<Br
             );
         }
     }
-    close.log(peer, Some(&client.session.client_id));
+    close.log(origin.peer, Some(&client.session.client_id));
     let server_closed = close.reason_code().is_some();
     client.finish(&broker, close);
     Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, server_closed)).await;
@@ -106,6 +111,8 @@ enum Event {
     /// New messages, a takeover, an expired keep-alive, or shutdown:
     /// `Client::drain` finds out which.
     Woken,
+    /// The pause of a limited publisher is over.
+    Resumed,
 }
 
 async fn run<S: Transport>(
@@ -131,12 +138,46 @@ async fn run<S: Transport>(
         return close;
     }
 
+    // Set while the client's publish limits or the memory watermark pause
+    // its input; boxed, as only a limited client ever has one.
+    let mut pause: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    // When the write buffer became full without the client taking any of
+    // it since (a slow or stuck consumer), in `now_ms`; 0 when it is not.
+    let mut stalled_since_ms = 0;
+    let mut event_was_write = false;
     loop {
+        if wbuf.len() < write_cap || event_was_write {
+            stalled_since_ms = 0;
+        } else if broker.config.slow_consumer_timeout_secs > 0 {
+            let now = broker.now_ms();
+            if stalled_since_ms == 0 {
+                stalled_since_ms = now;
+            } else if now - stalled_since_ms >= broker.config.slow_consumer_timeout_secs * 1000 {
+                broker.stats.slow_consumers_disconnected.inc();
+                broker.shed_log.consumer_cut_off(
+                    &session.client_id,
+                    "write buffer full for slow_consumer_timeout_secs",
+                );
+                return Close::protocol(
+                    ReasonCode::QuotaExceeded,
+                    "took nothing of a full write buffer for slow_consumer_timeout_secs",
+                );
+            }
+        }
+        if pause.is_none() {
+            pause =
+                client.paused_until().map(|until| Box::pin(tokio::time::sleep_until(until.into())));
+        }
         let event = poll_fn(|cx| {
-            let may_read = wbuf.len() < write_cap && !client.is_blocked();
+            if pause.as_mut().is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready()) {
+                pause = None;
+                return Poll::Ready(Event::Resumed);
+            }
+            let may_read = wbuf.len() < write_cap && !client.is_blocked() && pause.is_none();
             poll_event(stream, cx, rbuf, wbuf, may_read, read_chunk, unflushed, woken.as_mut())
         })
         .await;
+        event_was_write = matches!(event, Event::Wrote(Ok(1..)));
         match event {
             Event::Wrote(Ok(0) | Err(_)) | Event::Flushed(Err(_)) | Event::Read(Err(_)) => {
                 return Close::Io
@@ -162,6 +203,7 @@ async fn run<S: Transport>(
                 };
             }
             Event::Woken => woken.set(session.wake.notified()),
+            Event::Resumed => {}
         }
         client.check_blocked(broker);
         if let Err(close) = process_input(client, broker, rbuf, wbuf) {
@@ -285,7 +327,17 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let stream = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
         let broker = Broker::new(Default::default());
-        let future = serve(stream, "127.0.0.1:1".parse().unwrap(), broker);
+        let peer = "127.0.0.1:1".parse().unwrap();
+        let listener = Arc::new(crate::listener::Listener::new(
+            "test".into(),
+            crate::listener::Protocol::Mqtt,
+            None,
+            ferry_auth::ListenerAuth::default(),
+            0,
+        ));
+        let admission = crate::listener::admit(&broker, &listener, peer).unwrap();
+        let origin = Box::new(Origin { peer, listener, certificate: None });
+        let future = serve(stream, origin, admission, broker);
 
         assert!(
             std::mem::size_of_val(&future) <= 960,

@@ -10,6 +10,7 @@
 //! answer "who gets this topic", `encode_once` makes fan-out cheap.
 
 mod authenticate;
+mod authorize;
 mod backpressure;
 mod broker;
 mod client;
@@ -20,12 +21,17 @@ mod durable;
 mod encode_once;
 pub mod keep_alive;
 pub mod listener;
+pub mod memory_watermark;
 mod message;
+mod publish_limits;
 mod restore;
 pub mod retained;
 mod session;
+mod shed_log;
 mod stats;
 pub mod sys;
+pub mod tls;
+mod token_bucket;
 #[cfg(test)]
 mod topic_test_support;
 pub mod topic_tree;
@@ -36,6 +42,8 @@ mod will;
 pub use broker::Broker;
 pub use config::{BrokerConfig, ConfigError, QueueOverflow};
 pub use durable::{DurabilityConfig, Fsync, StoreError, StoreFigures};
+pub use listener::{Listener, Protocol};
 pub use message::Message;
 pub use stats::Stats;
+pub use tls::{Tls, TlsError, TlsSettings};
 pub use websocket::MQTT_PATH;

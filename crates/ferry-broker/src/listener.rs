@@ -1,65 +1,195 @@
-//! Accept loops: one task per listener, one task per accepted connection.
+//! Listeners: one accept loop per configured address, each with its own
+//! transport (TCP or WebSocket, either with TLS), authentication policy and
+//! connection limit; one task per accepted connection.
 
 use crate::broker::Broker;
 use crate::connection;
+use crate::tls::Tls;
 use crate::websocket::{check_handshake, WsByteStream};
-use std::future::Future;
+use ferry_auth::ListenerAuth;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Pause after a failed accept (typically EMFILE), so a full file table
 /// does not turn the accept loop into a busy loop.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Serves MQTT over TCP until the broker shuts down.
-pub async fn serve_tcp(listener: TcpListener, broker: Arc<Broker>) {
-    accept_loop(listener, broker, connection::serve).await;
+/// What a listener speaks on top of TCP (or TLS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Mqtt,
+    WebSocket,
 }
 
-/// Serves MQTT over WebSocket on path `/mqtt` until the broker shuts down.
-pub async fn serve_ws(listener: TcpListener, broker: Arc<Broker>) {
-    accept_loop(listener, broker, |stream, peer, broker| async move {
-        let timeout = Duration::from_secs(broker.config.connect_timeout_secs);
-        match tokio::time::timeout(
-            timeout,
-            tokio_tungstenite::accept_hdr_async(stream, check_handshake),
-        )
-        .await
-        {
-            Ok(Ok(ws)) => connection::serve(WsByteStream::new(ws), peer, broker).await,
-            Ok(Err(error)) => tracing::info!(%peer, %error, "WebSocket handshake failed"),
-            Err(_) => tracing::info!(%peer, "WebSocket handshake timed out"),
-        }
-    })
-    .await;
+/// One listener's settings and its count of open connections.
+#[derive(Debug)]
+pub struct Listener {
+    /// For logs and metrics: the configured name, or protocol and address.
+    pub name: String,
+    pub protocol: Protocol,
+    pub tls: Option<Arc<Tls>>,
+    pub auth: ListenerAuth,
+    /// Connections open at once through this listener; 0 for no limit
+    /// beyond the broker's.
+    pub max_connections: usize,
+    open: AtomicUsize,
 }
 
-/// Accepts until shutdown and runs `serve` for each connection as a task
-/// the broker tracks.
-async fn accept_loop<F, Fut>(listener: TcpListener, broker: Arc<Broker>, serve: F)
-where
-    F: Fn(TcpStream, SocketAddr, Arc<Broker>) -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
-{
+impl Listener {
+    pub fn new(
+        name: String,
+        protocol: Protocol,
+        tls: Option<Arc<Tls>>,
+        auth: ListenerAuth,
+        max_connections: usize,
+    ) -> Listener {
+        Listener { name, protocol, tls, auth, max_connections, open: AtomicUsize::new(0) }
+    }
+}
+
+/// Where a connection came from: what authentication looks at.
+#[derive(Debug)]
+pub(crate) struct Origin {
+    pub peer: SocketAddr,
+    pub listener: Arc<Listener>,
+    /// The identity in the client's verified certificate (mutual TLS).
+    pub certificate: Option<Arc<str>>,
+}
+
+/// A place held in the connection limits of the broker and of one
+/// listener; given back when the connection ends, however it ends.
+pub(crate) struct Admission {
+    broker: Arc<Broker>,
+    listener: Arc<Listener>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.listener.open.fetch_sub(1, Ordering::Relaxed);
+        self.broker.open_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Serves the listener until the broker shuts down.
+pub async fn serve(tcp: TcpListener, listener: Arc<Listener>, broker: Arc<Broker>) {
     let mut shutdown = broker.shutdown_signal();
     loop {
         let accepted = tokio::select! {
             _ = shutdown.changed() => return,
-            accepted = listener.accept() => accepted,
+            accepted = tcp.accept() => accepted,
         };
         match accepted {
             Ok((stream, peer)) => {
+                let Some(admission) = admit(&broker, &listener, peer) else {
+                    continue;
+                };
                 // MQTT packets are small and latency matters more than
                 // segment count; coalescing happens in our write buffer.
                 let _ = stream.set_nodelay(true);
-                broker.connections.spawn(serve(stream, peer, broker.clone()));
+                let origin =
+                    Box::new(Origin { peer, listener: listener.clone(), certificate: None });
+                let broker = broker.clone();
+                if listener.tls.is_none() && listener.protocol == Protocol::Mqtt {
+                    // Straight to MQTT: no handshake state in the task of
+                    // every plain connection.
+                    broker.connections.spawn(connection::serve(
+                        stream,
+                        origin,
+                        admission,
+                        broker.clone(),
+                    ));
+                } else {
+                    broker.connections.spawn(open(stream, origin, admission, broker.clone()));
+                }
             }
             Err(error) => {
-                tracing::warn!(%error, "accept failed");
+                tracing::warn!(listener = %listener.name, %error, "accept failed");
                 tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
             }
         }
+    }
+}
+
+/// Takes a place for a new connection, or refuses it: the broker's and
+/// the listener's connection limits and the broker's rate of new
+/// connections. A refused socket is closed at once, before it costs a
+/// task or a handshake.
+pub(crate) fn admit(
+    broker: &Arc<Broker>,
+    listener: &Arc<Listener>,
+    peer: SocketAddr,
+) -> Option<Admission> {
+    let broker_open = broker.open_connections.fetch_add(1, Ordering::Relaxed);
+    let listener_open = listener.open.fetch_add(1, Ordering::Relaxed);
+    let admission = Admission { broker: broker.clone(), listener: listener.clone() };
+    let limit = broker.config.max_connections;
+    let refusal = if limit != 0 && broker_open >= limit {
+        Some("the broker's max_connections")
+    } else if listener.max_connections != 0 && listener_open >= listener.max_connections {
+        Some("the listener's max_connections")
+    } else if broker.memory_high.load(Ordering::Relaxed) {
+        Some("the memory watermark (max_memory_bytes)")
+    } else if !broker.connection_rate.lock().try_take(1.0, Instant::now()) {
+        Some("max_connection_rate")
+    } else {
+        None
+    };
+    match refusal {
+        None => Some(admission),
+        Some(limit) => {
+            broker.stats.connections_refused.inc();
+            broker.shed_log.connection_refused(&listener.name, peer, limit);
+            None
+        }
+    }
+}
+
+/// Runs the TLS and WebSocket handshakes the listener needs, bounded by
+/// the CONNECT timeout, then serves MQTT.
+async fn open(
+    stream: TcpStream,
+    mut origin: Box<Origin>,
+    admission: Admission,
+    broker: Arc<Broker>,
+) {
+    let timeout = Duration::from_secs(broker.config.connect_timeout_secs);
+    let peer = origin.peer;
+    let listener = origin.listener.clone();
+    let Some(tls) = &listener.tls else {
+        return upgrade(stream, origin, admission, broker).await;
+    };
+    match tokio::time::timeout(timeout, tls.accept(stream)).await {
+        Ok(Ok(stream)) => {
+            origin.certificate = tls.identity(&stream);
+            upgrade(stream, origin, admission, broker).await
+        }
+        Ok(Err(error)) => {
+            broker.stats.tls_handshakes_failed.inc();
+            tracing::info!(listener = %listener.name, %peer, %error, "TLS handshake failed");
+        }
+        Err(_) => tracing::info!(listener = %listener.name, %peer, "TLS handshake timed out"),
+    }
+}
+
+async fn upgrade<S>(stream: S, origin: Box<Origin>, admission: Admission, broker: Arc<Broker>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: crate::transport::Transport,
+    WsByteStream<S>: crate::transport::Transport,
+{
+    if origin.listener.protocol == Protocol::Mqtt {
+        return connection::serve(stream, origin, admission, broker).await;
+    }
+    let timeout = Duration::from_secs(broker.config.connect_timeout_secs);
+    let handshake = tokio_tungstenite::accept_hdr_async(stream, check_handshake);
+    let peer = origin.peer;
+    match tokio::time::timeout(timeout, handshake).await {
+        Ok(Ok(ws)) => connection::serve(WsByteStream::new(ws), origin, admission, broker).await,
+        Ok(Err(error)) => tracing::info!(%peer, %error, "WebSocket handshake failed"),
+        Err(_) => tracing::info!(%peer, "WebSocket handshake timed out"),
     }
 }

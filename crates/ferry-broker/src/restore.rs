@@ -88,6 +88,9 @@ impl Broker {
                 filter: filter.clone(),
                 options: stored.options,
                 identifier: stored.identifier,
+                // Who made it is not stored: it was allowed then, and is
+                // checked again when its client next connects.
+                reader: None,
             };
             tree.insert(&filter, session.id, subscription);
         }

@@ -50,4 +50,16 @@ pub struct Stats {
     pub protocol_errors: Counter,
     /// CONNECTs refused for their credentials (or for failing too often).
     pub clients_refused: Counter,
+    /// Sockets closed on accept: connection limits, rate or memory.
+    pub connections_refused: Counter,
+    pub tls_handshakes_failed: Counter,
+    /// PUBLISH packets refused (v5) or dropped (v5 QoS 0) for a client's
+    /// rate or bandwidth limit.
+    pub publishes_limited: Counter,
+    /// Times a 3.1.1 publisher was slowed by not reading its socket.
+    pub publishers_throttled: Counter,
+    /// PUBLISH and SUBSCRIBE refused by an ACL.
+    pub acl_denied: Counter,
+    /// Slow consumers disconnected.
+    pub slow_consumers_disconnected: Counter,
 }

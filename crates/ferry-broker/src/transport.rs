@@ -29,3 +29,6 @@ impl Transport for TcpStream {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Transport for WsByteStream<S> {}
+
+/// rustls holds written records until they are flushed.
+impl Transport for tokio_rustls::server::TlsStream<TcpStream> {}

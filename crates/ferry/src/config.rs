@@ -12,6 +12,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub log: LogConfig,
     pub listeners: ListenersConfig,
+    /// Listeners beyond the three plain ones, each with its own settings.
+    pub listener: Vec<ListenerConfig>,
     pub broker: BrokerConfig,
     pub durability: DurabilityConfig,
     pub auth: AuthConfig,
@@ -23,6 +25,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./ferry-data"),
             log: LogConfig::default(),
             listeners: ListenersConfig::default(),
+            listener: Vec::new(),
             broker: BrokerConfig::default(),
             durability: DurabilityConfig::default(),
             auth: AuthConfig::default(),
@@ -30,24 +33,106 @@ impl Default for Config {
     }
 }
 
-/// Who may connect, on every listener (as Mosquitto's settings are with
-/// `per_listener_settings false`, its default). See docs/security.md.
+/// Who may connect and what they may do. The methods' files are shared by
+/// every listener; a `[[listener]]` may narrow the methods and set its own
+/// `allow_anonymous`. See docs/security.md. Relative paths are from the
+/// directory Ferry runs in.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
-    /// Clients without a user name may connect. The default, as on
-    /// Mosquitto 2's localhost-only default listener; set it to false
-    /// before exposing a listener beyond localhost.
+    /// Clients that prove no identity may connect, on listeners that do
+    /// not say otherwise. The default, as on Mosquitto 2's localhost-only
+    /// default listener; set it to false before exposing a listener.
     pub allow_anonymous: bool,
     /// A password file made with `ferry passwd`: a client that gives a user
-    /// name must give that user's password. Relative paths are from the
-    /// directory Ferry runs in.
+    /// name must give that user's password.
     pub password_file: Option<PathBuf>,
+    /// Rules of who may publish and subscribe where; without one, every
+    /// client may do everything.
+    pub acl_file: Option<PathBuf>,
+    /// JWTs accepted as passwords.
+    pub jwt: Option<ferry_auth::JwtConfig>,
 }
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        AuthConfig { allow_anonymous: true, password_file: None }
+        AuthConfig { allow_anonymous: true, password_file: None, acl_file: None, jwt: None }
+    }
+}
+
+/// One `[[listener]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerConfig {
+    /// For logs; by default the protocol and address.
+    pub name: Option<String>,
+    pub protocol: ListenerProtocol,
+    /// An address like `0.0.0.0:8883`.
+    pub bind: String,
+    pub tls: Option<ferry_broker::TlsSettings>,
+    /// Overrides `[auth] allow_anonymous` on this listener.
+    pub allow_anonymous: Option<bool>,
+    /// The methods this listener accepts; by default all that are set up.
+    pub auth_methods: Option<Vec<AuthMethod>>,
+    /// Connections open at once on this listener; 0 for no limit beyond
+    /// `[broker] max_connections`.
+    #[serde(default)]
+    pub max_connections: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListenerProtocol {
+    Mqtt,
+    Ws,
+    Http,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMethod {
+    Password,
+    Jwt,
+    Certificate,
+}
+
+impl ListenerConfig {
+    /// A listener of the `[listeners]` shorthand: no TLS, `[auth]` as is.
+    fn plain(protocol: ListenerProtocol, bind: String) -> ListenerConfig {
+        ListenerConfig {
+            name: None,
+            protocol,
+            bind,
+            tls: None,
+            allow_anonymous: None,
+            auth_methods: None,
+            max_connections: 0,
+        }
+    }
+
+    pub fn name(&self) -> String {
+        let scheme = match (self.protocol, self.tls.is_some()) {
+            (ListenerProtocol::Mqtt, false) => "mqtt",
+            (ListenerProtocol::Mqtt, true) => "mqtts",
+            (ListenerProtocol::Ws, false) => "ws",
+            (ListenerProtocol::Ws, true) => "wss",
+            (ListenerProtocol::Http, false) => "http",
+            (ListenerProtocol::Http, true) => "https",
+        };
+        self.name.clone().unwrap_or_else(|| format!("{scheme}://{}", self.bind))
+    }
+
+    /// How this listener lets clients in, given the shared `[auth]`.
+    pub fn auth(&self, auth: &AuthConfig) -> ferry_auth::ListenerAuth {
+        let offers =
+            |method| self.auth_methods.as_ref().is_none_or(|methods| methods.contains(&method));
+        ferry_auth::ListenerAuth {
+            allow_anonymous: self.allow_anonymous.unwrap_or(auth.allow_anonymous),
+            password: offers(AuthMethod::Password) && auth.password_file.is_some(),
+            jwt: offers(AuthMethod::Jwt) && auth.jwt.is_some(),
+            certificate: offers(AuthMethod::Certificate)
+                && self.tls.as_ref().is_some_and(|tls| tls.client_ca_file.is_some()),
+        }
     }
 }
 
@@ -104,6 +189,22 @@ pub enum ConfigFileError {
 }
 
 impl Config {
+    /// Every listener to open: the `[listeners]` shorthand's, then the
+    /// `[[listener]]` tables.
+    pub fn all_listeners(&self) -> Vec<ListenerConfig> {
+        let shorthand = [
+            (ListenerProtocol::Mqtt, &self.listeners.mqtt),
+            (ListenerProtocol::Ws, &self.listeners.ws),
+            (ListenerProtocol::Http, &self.listeners.http),
+        ];
+        shorthand
+            .into_iter()
+            .filter(|(_, bind)| !bind.is_empty())
+            .map(|(protocol, bind)| ListenerConfig::plain(protocol, bind.clone()))
+            .chain(self.listener.iter().cloned())
+            .collect()
+    }
+
     pub fn load(path: &Path) -> Result<Config, ConfigFileError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigFileError::Read { path: path.to_owned(), source })?;
@@ -135,12 +236,18 @@ impl Config {
                 message: error.message,
             }
         })?;
-        if !self.auth.allow_anonymous && self.auth.password_file.is_none() {
-            return Err(ConfigFileError::Semantic {
-                path: path.to_owned(),
-                key: "auth.allow_anonymous".into(),
-                message: "false with no auth.password_file: no client could connect".into(),
-            });
+        let semantic = |key: String, message: String| ConfigFileError::Semantic {
+            path: path.to_owned(),
+            key,
+            message,
+        };
+        let plain = ListenerConfig::plain(ListenerProtocol::Mqtt, String::new());
+        let plain_listeners = !self.listeners.mqtt.is_empty() || !self.listeners.ws.is_empty();
+        if plain_listeners && !plain.auth(&self.auth).accepts_anyone() {
+            return Err(semantic(
+                "auth.allow_anonymous".into(),
+                "false with no auth.password_file or auth.jwt: no client could connect".into(),
+            ));
         }
         for (key, value) in [
             ("listeners.mqtt", &self.listeners.mqtt),
@@ -148,11 +255,27 @@ impl Config {
             ("listeners.http", &self.listeners.http),
         ] {
             if !value.is_empty() && value.parse::<std::net::SocketAddr>().is_err() {
-                return Err(ConfigFileError::Semantic {
-                    path: path.to_owned(),
-                    key: key.into(),
-                    message: format!("{value:?} is not an address like 127.0.0.1:1883"),
-                });
+                return Err(semantic(
+                    key.into(),
+                    format!("{value:?} is not an address like 127.0.0.1:1883"),
+                ));
+            }
+        }
+        for (index, listener) in self.listener.iter().enumerate() {
+            let key = |name: &str| format!("listener[{index}].{name}");
+            if listener.bind.parse::<std::net::SocketAddr>().is_err() {
+                return Err(semantic(
+                    key("bind"),
+                    format!("{:?} is not an address like 0.0.0.0:8883", listener.bind),
+                ));
+            }
+            if listener.protocol != ListenerProtocol::Http
+                && !listener.auth(&self.auth).accepts_anyone()
+            {
+                return Err(semantic(
+                    key("allow_anonymous"),
+                    "false, and none of this listener's auth_methods is set up: no client could connect".into(),
+                ));
             }
         }
         Ok(())

@@ -1,20 +1,46 @@
-//! The HTTP listener. Today it answers health checks; the admin API,
-//! Prometheus metrics, the twin API and the console will be served here.
+//! The HTTP listener: health checks and the admin API's reload. Prometheus
+//! metrics, the rest of the admin API, the twin API and the console will
+//! be served here.
 
+use crate::security::Security;
+use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
-use ferry_broker::Broker;
 use serde_json::json;
 use std::sync::Arc;
 
-pub fn router(broker: Arc<Broker>) -> Router {
+#[derive(Clone)]
+pub struct AppState {
+    security: Arc<Security>,
+}
+
+pub fn router(security: Arc<Security>) -> Router {
     Router::new()
         .route("/health", get(health))
+        .route("/api/v1/reload", post(reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(broker)
+        .with_state(AppState { security })
+}
+
+/// Reloads users, JWT keys, the ACL and certificates, as SIGHUP does.
+async fn reload(State(state): State<AppState>) -> Response {
+    let security = state.security.clone();
+    // Reading files and hashing nothing, but still blocking I/O.
+    match tokio::task::spawn_blocking(move || security.reload()).await {
+        Ok(Ok(loaded)) => Json(json!({ "status": "reloaded", "loaded": loaded })).into_response(),
+        Ok(Err(error)) => {
+            tracing::error!("reload failed, the previous settings stay: {error:#}");
+            self::error(StatusCode::UNPROCESSABLE_ENTITY, "reload_failed", format!("{error:#}"))
+        }
+        Err(_) => self::error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "reload_failed",
+            "the reload task failed".into(),
+        ),
+    }
 }
 
 async fn health() -> Json<serde_json::Value> {

@@ -6,7 +6,9 @@ mod config;
 mod http;
 mod logging;
 mod passwd;
+mod security;
 mod serve;
+mod tls_listener;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};

@@ -1,9 +1,12 @@
 //! `ferry serve`: bind the listeners, run until SIGINT/SIGTERM, then shut
 //! down gracefully.
 
-use crate::config::Config;
+use crate::config::{Config, ListenerProtocol};
+use crate::security::Security;
+use crate::tls_listener::TlsListener;
 use anyhow::Context;
-use ferry_broker::{keep_alive, listener, sys, Broker};
+use ferry_broker::{keep_alive, listener, memory_watermark, sys, Broker, Listener, Protocol, Tls};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
@@ -33,49 +36,103 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // set up must stop Ferry gracefully, not kill it.
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup())?;
     let broker = Broker::open(config.broker.clone(), &config.durability, &config.data_dir)
         .with_context(|| {
             format!("cannot open the durable state in {}", config.data_dir.display())
         })?;
-    let passwords = match &config.auth.password_file {
-        Some(path) => Some(ferry_auth::PasswordFile::load(path)?),
-        None => None,
-    };
-    if let Some(passwords) = &passwords {
-        tracing::info!(users = passwords.users().count(), "password file loaded");
-    }
-    broker
-        .set_authenticator(ferry_auth::Authenticator::new(passwords, config.auth.allow_anonymous));
     let mut tasks = Vec::new();
-
-    if let Some(listener) = bind(&config.listeners.mqtt, "mqtt").await? {
-        tracing::info!("listening on mqtt://{}", listener.local_addr()?);
-        tasks.push(tokio::spawn(listener::serve_tcp(listener, broker.clone())));
+    let mut bound = Vec::new();
+    for settings in config.all_listeners() {
+        let name = settings.name();
+        let tls = match &settings.tls {
+            Some(tls) => Some(Arc::new(
+                Tls::load(tls.clone())
+                    .with_context(|| format!("listener {name}: cannot set up TLS"))?,
+            )),
+            None => None,
+        };
+        let tcp = TcpListener::bind(&settings.bind)
+            .await
+            .with_context(|| format!("listener {name}: cannot listen on {}", settings.bind))?;
+        bound.push((settings, name, tcp, tls));
     }
-    if let Some(listener) = bind(&config.listeners.ws, "ws").await? {
-        tracing::info!("listening on ws://{}{}", listener.local_addr()?, ferry_broker::MQTT_PATH);
-        tasks.push(tokio::spawn(listener::serve_ws(listener, broker.clone())));
+    // Before the first accept: until then every client would be let in.
+    let tls_listeners =
+        bound.iter().filter_map(|(_, name, _, tls)| Some((name.clone(), tls.clone()?))).collect();
+    let security = Arc::new(Security::start(config.auth.clone(), tls_listeners, broker.clone())?);
+    let mut http = Vec::new();
+    for (settings, name, tcp, tls) in bound {
+        let address = tcp.local_addr()?;
+        let protocol = match settings.protocol {
+            ListenerProtocol::Http => {
+                http.push((tcp, tls));
+                continue;
+            }
+            ListenerProtocol::Mqtt => Protocol::Mqtt,
+            ListenerProtocol::Ws => Protocol::WebSocket,
+        };
+        let scheme = match (protocol, tls.is_some()) {
+            (Protocol::Mqtt, false) => "mqtt",
+            (Protocol::Mqtt, true) => "mqtts",
+            (Protocol::WebSocket, false) => "ws",
+            (Protocol::WebSocket, true) => "wss",
+        };
+        let path = if protocol == Protocol::WebSocket { ferry_broker::MQTT_PATH } else { "" };
+        match &settings.name {
+            Some(name) => {
+                tracing::info!(listener = %name, "listening on {scheme}://{address}{path}")
+            }
+            None => tracing::info!("listening on {scheme}://{address}{path}"),
+        }
+        let auth = settings.auth(&config.auth);
+        let listener = Arc::new(Listener::new(name, protocol, tls, auth, settings.max_connections));
+        tasks.push(tokio::spawn(listener::serve(tcp, listener, broker.clone())));
     }
-    if let Some(listener) = bind(&config.listeners.http, "http").await? {
-        tracing::info!("listening on http://{}", listener.local_addr()?);
-        let app = crate::http::router(broker.clone());
+    for (tcp, tls) in http {
+        let address = tcp.local_addr()?;
+        let app = crate::http::router(security.clone());
         let mut shutdown = broker.shutdown_signal();
+        let stopped = async move {
+            let _ = shutdown.changed().await;
+        };
+        let served = match tls {
+            None => {
+                tracing::info!("listening on http://{address}");
+                tokio::spawn(
+                    async move { axum::serve(tcp, app).with_graceful_shutdown(stopped).await },
+                )
+            }
+            Some(tls) => {
+                tracing::info!("listening on https://{address}");
+                let tcp = TlsListener::new(tcp, tls)?;
+                tokio::spawn(
+                    async move { axum::serve(tcp, app).with_graceful_shutdown(stopped).await },
+                )
+            }
+        };
         tasks.push(tokio::spawn(async move {
-            let stopped = async move {
-                let _ = shutdown.changed().await;
-            };
-            if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stopped).await {
+            if let Ok(Err(error)) = served.await {
                 tracing::error!(%error, "HTTP server failed");
             }
         }));
     }
     tasks.push(tokio::spawn(sys::run(broker.clone())));
     tasks.push(tokio::spawn(keep_alive::run(broker.clone())));
+    tasks.push(tokio::spawn(memory_watermark::run(broker.clone())));
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "ferry started");
 
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
+    loop {
+        tokio::select! {
+            _ = interrupt.recv() => break,
+            _ = terminate.recv() => break,
+            _ = hangup.recv() => {
+                tracing::info!("SIGHUP: reloading users, ACL and certificates");
+                if let Err(error) = security.reload() {
+                    tracing::error!("reload failed, the previous settings stay: {error:#}");
+                }
+            }
+        }
     }
     tracing::info!("shutting down");
     broker.begin_shutdown();
@@ -86,14 +143,4 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     broker.close_store();
     tracing::info!("stopped");
     Ok(())
-}
-
-async fn bind(address: &str, name: &str) -> anyhow::Result<Option<TcpListener>> {
-    if address.is_empty() {
-        return Ok(None);
-    }
-    let listener = TcpListener::bind(address)
-        .await
-        .with_context(|| format!("cannot listen for {name} on {address}"))?;
-    Ok(Some(listener))
 }
