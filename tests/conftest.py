@@ -284,7 +284,7 @@ class Broker:
         for name, m in found.items():
             if name in attrs:
                 setattr(self, attrs[name], int(m.group(2)))
-            else:
+            elif m.re.groups >= 2:  # a named listener's (host, port)
                 self.ports[name] = int(m.group(2))
         return self
 

@@ -89,6 +89,9 @@ pub enum AclError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("{path}:{line}: key `{key}`: {message}")]
     Invalid { path: PathBuf, line: usize, key: String, message: String },
+    /// Not TOML at all: there is no key to name yet.
+    #[error("{path}:{line}: {message}")]
+    Syntax { path: PathBuf, line: usize, message: String },
     /// `rule` counts the file's `[[rule]]` tables from 1.
     #[error("{path}:{line}: rule {rule}: key `{key}`: {message}")]
     Rule { path: PathBuf, line: usize, rule: usize, key: String, message: String },
@@ -556,24 +559,19 @@ fn deserialize_error(
         }
         _ => None,
     };
-    let key = key_of(&segments);
     let inner = error.inner();
     let line = inner.span().map_or(0, |span| line_of(text, span.start));
-    let message = inner.message().to_string();
+    let message = inner.message().trim_end().to_string();
     let path = path.to_owned();
     match rule {
         Some((rule, key)) => AclError::Rule { path, line, rule, key, message },
-        None => AclError::Invalid { path, line, key, message },
+        None if segments.is_empty() => AclError::Syntax { path, line, message },
+        None => AclError::Invalid { path, line, key: key_of(&segments), message },
     }
 }
 
 /// A key as the file's author would write it: `groups.operators[2]`.
-/// The file's top level, where a syntax error is, reads `.` as
-/// `serde_path_to_error` writes it.
 fn key_of(segments: &[&Segment]) -> String {
-    if segments.is_empty() {
-        return ".".into();
-    }
     let mut key = String::new();
     for segment in segments {
         match segment {

@@ -159,14 +159,18 @@ impl Authenticator {
             (Method::Jwt, _, Some(jwt)) => {
                 let token = credentials.password.unwrap_or_default();
                 match jwt.verify(token, unix_now()) {
-                    // A user name beside the token must be the one it names.
+                    // A user name beside the token must be the one it
+                    // names; one beside a token that names nobody proves
+                    // nothing, and is no identity.
                     Ok(token)
                         if credentials.username.is_none_or(|given| {
                             token.username.as_deref().is_none_or(|named| named == given)
                         }) =>
                     {
-                        let username = token.username.or(credentials.username.map(Arc::from));
-                        Verdict::Accepted(Identity { username, groups: token.groups })
+                        Verdict::Accepted(Identity {
+                            username: token.username,
+                            groups: token.groups,
+                        })
                     }
                     _ => Verdict::BadCredentials,
                 }

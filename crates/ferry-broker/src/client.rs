@@ -507,16 +507,18 @@ impl Client {
             return Ok(None);
         };
         let bytes = publish.topic.len() + publish.payload.len();
-        if !self.version.is_v5() {
+        if !self.version.is_v5() || publish.qos == QoS::AtMostOnce {
             if limits.charge(bytes, now) {
                 broker.stats.publishers_throttled.inc();
-                broker.shed_log.publisher_limited(&self.session.client_id, "slowed (3.1.1)");
+                broker.shed_log.publisher_limited(&self.session.client_id, "slowed");
             }
             return Ok(None);
         }
+        // MQTT 5's 0x96 (Message rate too high) is for DISCONNECT only;
+        // an acknowledgement says 0x97 for either limit.
         let (reason, what) = match limits.admit(bytes, now) {
             None => return Ok(None),
-            Some(Over::Rate) => (ReasonCode::MessageRateTooHigh, "max_publish_rate"),
+            Some(Over::Rate) => (ReasonCode::QuotaExceeded, "max_publish_rate"),
             Some(Over::Bandwidth) => (ReasonCode::QuotaExceeded, "max_publish_bytes_rate"),
         };
         broker.stats.publishes_limited.inc();

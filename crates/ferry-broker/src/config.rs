@@ -59,11 +59,11 @@ pub struct BrokerConfig {
     /// as many allowed); 0 for no limit.
     pub max_connection_rate: u32,
     /// PUBLISH packets per second a client may send (bursts of as many
-    /// allowed); 0 for no limit. v5 clients beyond it get 0x96 (their QoS 0
-    /// messages are dropped); 3.1.1 clients are slowed by not reading.
+    /// allowed); 0 for no limit. A v5 client's QoS 1/2 message beyond it
+    /// gets 0x97; other clients and messages are slowed by not reading.
     pub max_publish_rate: u32,
-    /// PUBLISH bytes per second a client may send; 0 for no limit. v5
-    /// clients beyond it get 0x97; 3.1.1 clients are slowed.
+    /// PUBLISH bytes (topic and payload) per second a client may send; 0
+    /// for no limit. Beyond it, as with `max_publish_rate`.
     pub max_publish_bytes_rate: u64,
     /// Longest topic name or filter, in bytes.
     pub max_topic_bytes: usize,

@@ -113,6 +113,8 @@ enum Event {
     Woken,
     /// The pause of a limited publisher is over.
     Resumed,
+    /// The write buffer stayed full, untouched, for the slow-consumer timeout.
+    Stalled,
 }
 
 async fn run<S: Transport>(
@@ -141,34 +143,34 @@ async fn run<S: Transport>(
     // Set while the client's publish limits or the memory watermark pause
     // its input; boxed, as only a limited client ever has one.
     let mut pause: Option<Pin<Box<tokio::time::Sleep>>> = None;
-    // When the write buffer became full without the client taking any of
-    // it since (a slow or stuck consumer), in `now_ms`; 0 when it is not.
-    let mut stalled_since_ms = 0;
+    // Runs out when the write buffer has stayed full, the client taking
+    // none of it, for `slow_consumer_timeout_secs`: armed while the buffer
+    // is full, pushed back by every write. Kept once made, as a consumer
+    // that is merely busy fills its buffer and drains it many times a second.
+    let stall_timeout = Duration::from_secs(broker.config.slow_consumer_timeout_secs);
+    let mut stall_timer: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    let mut stalled = false;
     let mut event_was_write = false;
     loop {
-        if wbuf.len() < write_cap || event_was_write {
-            stalled_since_ms = 0;
-        } else if broker.config.slow_consumer_timeout_secs > 0 {
-            let now = broker.now_ms();
-            if stalled_since_ms == 0 {
-                stalled_since_ms = now;
-            } else if now - stalled_since_ms >= broker.config.slow_consumer_timeout_secs * 1000 {
-                broker.stats.slow_consumers_disconnected.inc();
-                broker.shed_log.consumer_cut_off(
-                    &session.client_id,
-                    "write buffer full for slow_consumer_timeout_secs",
-                );
-                return Close::protocol(
-                    ReasonCode::QuotaExceeded,
-                    "took nothing of a full write buffer for slow_consumer_timeout_secs",
-                );
+        let full = wbuf.len() >= write_cap && !stall_timeout.is_zero();
+        if full && (!stalled || event_was_write) {
+            let deadline = tokio::time::Instant::now() + stall_timeout;
+            match &mut stall_timer {
+                Some(timer) => timer.as_mut().reset(deadline),
+                None => stall_timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
             }
         }
+        stalled = full;
         if pause.is_none() {
             pause =
                 client.paused_until().map(|until| Box::pin(tokio::time::sleep_until(until.into())));
         }
         let event = poll_fn(|cx| {
+            if stalled
+                && stall_timer.as_mut().is_some_and(|timer| timer.as_mut().poll(cx).is_ready())
+            {
+                return Poll::Ready(Event::Stalled);
+            }
             if pause.as_mut().is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready()) {
                 pause = None;
                 return Poll::Ready(Event::Resumed);
@@ -204,6 +206,17 @@ async fn run<S: Transport>(
             }
             Event::Woken => woken.set(session.wake.notified()),
             Event::Resumed => {}
+            Event::Stalled => {
+                broker.stats.slow_consumers_disconnected.inc();
+                broker.shed_log.consumer_cut_off(
+                    &session.client_id,
+                    "write buffer full for slow_consumer_timeout_secs",
+                );
+                return Close::protocol(
+                    ReasonCode::QuotaExceeded,
+                    "took nothing of a full write buffer for slow_consumer_timeout_secs",
+                );
+            }
         }
         client.check_blocked(broker);
         if let Err(close) = process_input(client, broker, rbuf, wbuf) {

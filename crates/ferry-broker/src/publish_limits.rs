@@ -2,11 +2,12 @@
 //! buckets, and the pause that slows a client down when it is over them or
 //! when the broker is short of memory.
 //!
-//! MQTT 5 has reason codes to tell a client it is too fast (0x96 Message
-//! rate too high, 0x97 Quota exceeded), so a v5 client over its limit has
-//! the message refused and knows it. A 3.1.1 client has no such code: its
-//! message is taken, and the connection stops reading until the client is
-//! back within its limit, which TCP turns into the client being slowed.
+//! MQTT 5 can tell a client its QoS 1/2 message is over a limit (0x97
+//! Quota exceeded in PUBACK/PUBREC), so such a message is refused and the
+//! client knows it. A 3.1.1 client has no such code, and a QoS 0 message
+//! no acknowledgement: the message is taken, and the connection stops
+//! reading until the client is back within its limit, which TCP turns into
+//! the client being slowed.
 
 use crate::config::BrokerConfig;
 use crate::token_bucket::TokenBucket;
@@ -50,7 +51,7 @@ impl PublishLimits {
         }
     }
 
-    /// For a v5 client: takes the message's share of both limits, or
+    /// For a v5 client's QoS 1/2 message: takes the message's share of both limits, or
     /// says which it is over and takes nothing.
     pub(crate) fn admit(&mut self, bytes: usize, now: Instant) -> Option<Over> {
         if !self.messages.try_take(1.0, now) {
@@ -64,7 +65,7 @@ impl PublishLimits {
         None
     }
 
-    /// For a 3.1.1 client: takes the message's share even beyond the
+    /// For a 3.1.1 client, or a QoS 0 message: takes the message's share even beyond the
     /// limits, and pauses the client until it is back within them.
     /// Returns whether it is now paused.
     pub(crate) fn charge(&mut self, bytes: usize, now: Instant) -> bool {

@@ -37,13 +37,14 @@ impl Default for Config {
 /// every listener; a `[[listener]]` may narrow the methods and set its own
 /// `allow_anonymous`. See docs/security.md. Relative paths are from the
 /// directory Ferry runs in.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
-    /// Clients that prove no identity may connect, on listeners that do
-    /// not say otherwise. The default, as on Mosquitto 2's localhost-only
-    /// default listener; set it to false before exposing a listener.
-    pub allow_anonymous: bool,
+    /// Whether clients that prove no identity may connect, on listeners
+    /// that do not say. Unset, they may on listeners bound to a loopback
+    /// address only, as with Mosquitto 2: exposing a broker without
+    /// authentication takes an explicit `true`.
+    pub allow_anonymous: Option<bool>,
     /// A password file made with `ferry passwd`: a client that gives a user
     /// name must give that user's password.
     pub password_file: Option<PathBuf>,
@@ -54,11 +55,6 @@ pub struct AuthConfig {
     pub jwt: Option<ferry_auth::JwtConfig>,
 }
 
-impl Default for AuthConfig {
-    fn default() -> Self {
-        AuthConfig { allow_anonymous: true, password_file: None, acl_file: None, jwt: None }
-    }
-}
 
 /// One `[[listener]]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -127,7 +123,9 @@ impl ListenerConfig {
         let offers =
             |method| self.auth_methods.as_ref().is_none_or(|methods| methods.contains(&method));
         ferry_auth::ListenerAuth {
-            allow_anonymous: self.allow_anonymous.unwrap_or(auth.allow_anonymous),
+            allow_anonymous: self.allow_anonymous.or(auth.allow_anonymous).unwrap_or_else(|| {
+                self.bind.parse::<std::net::SocketAddr>().is_ok_and(|bind| bind.ip().is_loopback())
+            }),
             password: offers(AuthMethod::Password) && auth.password_file.is_some(),
             jwt: offers(AuthMethod::Jwt) && auth.jwt.is_some(),
             certificate: offers(AuthMethod::Certificate)
@@ -184,6 +182,9 @@ pub enum ConfigFileError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("{path}:{line}: key `{key}`: {message}")]
     Invalid { path: PathBuf, line: usize, key: String, message: String },
+    /// Not TOML at all: there is no key to name yet.
+    #[error("{path}:{line}: {message}")]
+    Syntax { path: PathBuf, line: usize, message: String },
     #[error("{path}: key `{key}`: {message}")]
     Semantic { path: PathBuf, key: String, message: String },
 }
@@ -217,18 +218,19 @@ impl Config {
             let key = error.path().to_string();
             let inner = error.into_inner();
             let line = inner.span().map_or(0, |span| line_of(text, span.start));
-            ConfigFileError::Invalid {
-                path: path.to_owned(),
-                line,
-                key,
-                message: inner.message().to_string(),
+            let message = inner.message().trim_end().to_string();
+            if key == "." {
+                return ConfigFileError::Syntax { path: path.to_owned(), line, message };
             }
+            ConfigFileError::Invalid { path: path.to_owned(), line, key, message }
         })?;
         config.validate(path)?;
         Ok(config)
     }
 
-    fn validate(&self, path: &Path) -> Result<(), ConfigFileError> {
+    /// Checks what the types cannot: ranges, addresses, and that every
+    /// listener lets someone in. `path` names the source in errors.
+    pub fn validate(&self, path: &Path) -> Result<(), ConfigFileError> {
         self.broker.validate().and_then(|()| self.durability.validate()).map_err(|error| {
             ConfigFileError::Semantic {
                 path: path.to_owned(),
@@ -241,14 +243,6 @@ impl Config {
             key,
             message,
         };
-        let plain = ListenerConfig::plain(ListenerProtocol::Mqtt, String::new());
-        let plain_listeners = !self.listeners.mqtt.is_empty() || !self.listeners.ws.is_empty();
-        if plain_listeners && !plain.auth(&self.auth).accepts_anyone() {
-            return Err(semantic(
-                "auth.allow_anonymous".into(),
-                "false with no auth.password_file or auth.jwt: no client could connect".into(),
-            ));
-        }
         for (key, value) in [
             ("listeners.mqtt", &self.listeners.mqtt),
             ("listeners.ws", &self.listeners.ws),
@@ -262,21 +256,39 @@ impl Config {
             }
         }
         for (index, listener) in self.listener.iter().enumerate() {
-            let key = |name: &str| format!("listener[{index}].{name}");
             if listener.bind.parse::<std::net::SocketAddr>().is_err() {
                 return Err(semantic(
-                    key("bind"),
+                    format!("listener[{index}].bind"),
                     format!("{:?} is not an address like 0.0.0.0:8883", listener.bind),
                 ));
             }
-            if listener.protocol != ListenerProtocol::Http
-                && !listener.auth(&self.auth).accepts_anyone()
+        }
+        for listener in self.all_listeners() {
+            if listener.protocol == ListenerProtocol::Http
+                || listener.auth(&self.auth).accepts_anyone()
             {
-                return Err(semantic(
-                    key("allow_anonymous"),
-                    "false, and none of this listener's auth_methods is set up: no client could connect".into(),
-                ));
+                continue;
             }
+            let key = match self
+                .listener
+                .iter()
+                .position(|l| l.bind == listener.bind && l.name == listener.name)
+            {
+                Some(index) if self.listener[index].allow_anonymous.is_some() => {
+                    format!("listener[{index}].allow_anonymous")
+                }
+                _ => "auth.allow_anonymous".into(),
+            };
+            return Err(semantic(
+                key,
+                format!(
+                    "listener {} accepts no credentials (no password_file, jwt or client_ca_file for it) \
+                     and no anonymous clients: nobody could connect. Anonymous clients are allowed \
+                     by default only on loopback addresses; set allow_anonymous = true to allow \
+                     them elsewhere",
+                    listener.name()
+                ),
+            ));
         }
         Ok(())
     }
@@ -312,6 +324,14 @@ mod tests {
     }
 
     #[test]
+    fn broken_toml_names_the_line() {
+        let error = parse("[broker]\nreceive_maximum = \"unterminated\n").unwrap_err();
+        let text = error.to_string();
+        assert!(text.starts_with("ferry.toml:2: "), "{text}");
+        assert!(!text.contains("key `.`"), "{text}");
+    }
+
+    #[test]
     fn wrong_type_names_the_key() {
         let error = parse("[broker]\n\nreceive_maximum = \"many\"\n").unwrap_err();
         let text = error.to_string();
@@ -329,5 +349,32 @@ mod tests {
         assert!(error.to_string().contains("listeners.mqtt"), "{error}");
         let error = parse("[auth]\nallow_anonymous = false\n").unwrap_err();
         assert!(error.to_string().contains("auth.allow_anonymous"), "{error}");
+    }
+
+    #[test]
+    fn anonymous_clients_beyond_loopback_take_an_explicit_yes() {
+        let exposed = "[listeners]\nmqtt = \"0.0.0.0:1883\"\n";
+        let error = parse(exposed).unwrap_err();
+        assert!(error.to_string().contains("mqtt://0.0.0.0:1883"), "{error}");
+        assert!(parse(&format!("{exposed}[auth]\nallow_anonymous = true\n")).is_ok());
+        let listener = "[[listener]]\nprotocol = \"mqtt\"\nbind = \"0.0.0.0:8883\"\n";
+        let error = parse(listener).unwrap_err();
+        assert!(error.to_string().contains("auth.allow_anonymous"), "{error}");
+        let open = parse(&format!("{listener}allow_anonymous = true\n")).unwrap();
+        let all = open.all_listeners();
+        assert_eq!(all.len(), 4);
+        assert!(all.iter().all(|listener| listener.auth(&open.auth).allow_anonymous));
+        let error = parse(&format!("{listener}allow_anonymous = false\n")).unwrap_err();
+        assert!(error.to_string().contains("listener[0].allow_anonymous"), "{error}");
+    }
+
+    #[test]
+    fn listener_tables_are_checked() {
+        let error = parse("[[listener]]\nprotocol = \"mqtt\"\nbind = \"x\"\n").unwrap_err();
+        assert!(error.to_string().contains("listener[0].bind"), "{error}");
+        let error =
+            parse("[[listener]]\nprotocol = \"mqtt\"\nbind = \"127.0.0.1:1\"\ntls = { cert_file = \"c\" }\n")
+                .unwrap_err();
+        assert!(error.to_string().starts_with("ferry.toml:4: key `listener[0].tls`"), "{error}");
     }
 }

@@ -118,6 +118,10 @@ fn main() -> anyhow::Result<()> {
             if let Some(level) = args.log_level {
                 config.log.level = level;
             }
+            // Again with the flags applied: `--mqtt 0.0.0.0:1883` must meet
+            // the same rules as the file would.
+            let source = args.config.clone().unwrap_or_else(|| PathBuf::from("command line"));
+            config.validate(&source)?;
             logging::init(&config.log).context("invalid log configuration")?;
             serve::run(config)
         }
