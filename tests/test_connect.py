@@ -226,3 +226,15 @@ def test_mqtt31_client_id_is_1_to_23_characters(broker, client_id, accepted):
     r.send(R.encode_connect(client_id, version=4, protocol_name=b"MQIsdp", protocol_level=3))
     ack = r.expect(R.CONNACK)
     assert ack.reason == (0x00 if accepted else 0x02)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_packets_sent_right_behind_connect_are_applied(broker, version):
+    """A client may send packets before CONNACK arrives (MQTT 5 §3.1.4,
+    3.1.1 §3.1.4): a SUBSCRIBE in the same segment as the CONNECT is
+    answered without the client sending anything more."""
+    r = broker.raw(version)
+    r.send(R.encode_connect("pipelined", version)
+           + R.encode_subscribe(1, [("pipe/#", 1)], None, version))
+    assert r.expect(R.CONNACK).reason == 0
+    assert r.expect(R.SUBACK).reasons == [1]

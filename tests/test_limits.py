@@ -139,6 +139,7 @@ def test_packet_topic_and_subscription_limits(broker_factory):
     for topic in (deep, long):
         pid = v5.publish(topic, b"x", qos=1, wait_ack=False)
         assert v5.await_ack(R.PUBACK, pid).reason == 0x90  # Topic Name invalid
+    b.wait_log(r"refused: PUBLISH beyond the topic limits")
     suback = v5.subscribe(("a/b/c/d/#", 1), ("#", 1), ("+/status", 1), ("site/#", 1),
                           ("site/+/x", 1), ("one/more", 1), ("too/many", 1),
                           expect_granted=False)
@@ -193,6 +194,20 @@ def test_a_flooding_publisher_is_limited_and_others_are_not(broker_factory):
 
     normal.publish("normal/t", b"fine", qos=1)
     assert normal.expect(R.PUBLISH).payload == b"fine"
+
+
+def test_publish_bandwidth_is_limited(broker_factory):
+    b = broker_factory({"broker": {"max_publish_bytes_rate": 20_000}}, ws=False, http=False)
+    c = b.raw(5)
+    c.connect("bandwidth")
+    pids = [c.publish("bw/x", b"x" * 1000, qos=1, wait_ack=False) for _ in range(100)]
+    reasons = [c.await_ack(R.PUBACK, pid).reason for pid in pids]
+    # a second's worth (20 KB) at once, then 20 KB a second: of ~100 KB sent
+    # at once, most is refused
+    assert reasons.count(0x97) >= 50, reasons
+    assert set(reasons) <= {0x10, 0x97}, reasons
+    b.wait_log(r"publisher limited: max_publish_bytes_rate")
+    c.ping()
 
 
 def test_a_slow_consumer_is_cut_off_and_memory_stays_bounded(broker_factory):

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import ssl
 import subprocess
 import urllib.request
@@ -67,10 +68,13 @@ def secure(broker_factory, pki, tmp_path):
                      "identity_as": "username_and_client_id"}},
             {"name": "wss", "protocol": "ws", "bind": "127.0.0.1:0", "tls": server},
             {"name": "https", "protocol": "http", "bind": "127.0.0.1:0", "tls": server},
+            {"name": "tls13", "protocol": "mqtt", "bind": "127.0.0.1:0",
+             "tls": {**server, "min_version": "1.3"}},
         ],
     }
     wait = {"tls": _listening("mqtts", "tls"), "mtls": _listening("mqtts", "mtls"),
-            "mtls-uri": _listening("mqtts", "mtls-uri"), "wss": _listening("wss", "wss")}
+            "mtls-uri": _listening("mqtts", "mtls-uri"), "wss": _listening("wss", "wss"),
+            "tls13": _listening("mqtts", "tls13")}
     wait["https"] = re.compile(r"listening on https://(127\.0\.0\.1):(\d+)")
     b = broker_factory(config, wait=wait)
     b.server_files = (cert, key)
@@ -193,3 +197,17 @@ def test_certificates_reload_on_sighup_without_dropping_connections(secure, pki,
         stale.connect()
     # the connection made before the reload still works
     assert before.subscribe("devices/still/#") == [0]
+
+
+def test_minimum_tls_version(secure, pki):
+    def handshake(listener, maximum):
+        context = ssl.create_default_context(cafile=str(pki.ca))
+        context.maximum_version = maximum
+        with socket.create_connection((HOST, secure.ports[listener]), timeout=10) as raw:
+            with context.wrap_socket(raw, server_hostname=HOST) as tls:
+                return tls.version()
+
+    assert handshake("tls", ssl.TLSVersion.TLSv1_2) == "TLSv1.2"
+    assert handshake("tls13", ssl.TLSVersion.TLSv1_3) == "TLSv1.3"
+    with pytest.raises(ssl.SSLError):
+        handshake("tls13", ssl.TLSVersion.TLSv1_2)

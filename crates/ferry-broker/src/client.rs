@@ -167,6 +167,11 @@ impl Client {
         if let Some(will) = &connect.will {
             if !broker.may_publish(&principal, &will.topic) {
                 broker.stats.acl_denied.inc();
+                broker.shed_log.refused(
+                    &principal.client_id,
+                    "will denied by the ACL",
+                    &will.topic,
+                );
                 return refused(ReasonCode::NotAuthorized, "the will's topic is not allowed", wbuf);
             }
         }
@@ -486,8 +491,10 @@ impl Client {
         publish: &Publish,
     ) -> Result<Option<ReasonCode>, Close> {
         let config = &broker.config;
+        let client_id = &*self.session.client_id;
         if let Err(problem) = check_topic_limits(config, &publish.topic) {
             broker.stats.publishes_limited.inc();
+            broker.shed_log.refused(client_id, "PUBLISH beyond the topic limits", &publish.topic);
             if !self.version.is_v5() {
                 return Err(Close::protocol(ReasonCode::TopicNameInvalid, problem));
             }
@@ -495,6 +502,7 @@ impl Client {
         }
         if !self.with_principal(|principal| broker.may_publish(principal, &publish.topic)) {
             broker.stats.acl_denied.inc();
+            broker.shed_log.refused(client_id, "PUBLISH denied by the ACL", &publish.topic);
             return Ok(Some(ReasonCode::NotAuthorized));
         }
         let now = Instant::now();
@@ -557,24 +565,34 @@ impl Client {
         filter: &str,
     ) -> Result<Option<Arc<Principal>>, ReasonCode> {
         let config = &broker.config;
+        let refused = |what, reason| {
+            broker.stats.subscriptions_refused.inc();
+            broker.shed_log.refused(&self.session.client_id, what, filter);
+            Err(reason)
+        };
         if check_topic_limits(config, filter).is_err() {
-            broker.stats.publishes_limited.inc();
-            return Err(ReasonCode::TopicFilterInvalid);
+            return refused("SUBSCRIBE beyond the topic limits", ReasonCode::TopicFilterInvalid);
         }
         if wildcard_depth(filter).is_some_and(|depth| depth < config.min_wildcard_depth) {
-            broker.stats.acl_denied.inc();
-            return Err(ReasonCode::NotAuthorized);
+            return refused("SUBSCRIBE above min_wildcard_depth", ReasonCode::NotAuthorized);
         }
         let subscriptions = self.session.lock().subscriptions.len();
         if subscriptions >= config.max_subscriptions_per_client {
-            broker.stats.publishes_limited.inc();
-            return Err(ReasonCode::QuotaExceeded);
+            return refused(
+                "SUBSCRIBE beyond max_subscriptions_per_client",
+                ReasonCode::QuotaExceeded,
+            );
         }
         match self.with_principal(|principal| broker.may_subscribe(principal, filter)) {
             SubscribeVerdict::Allowed => Ok(None),
             SubscribeVerdict::Filtered => Ok(Some(self.shared_principal())),
             SubscribeVerdict::Denied => {
                 broker.stats.acl_denied.inc();
+                broker.shed_log.refused(
+                    &self.session.client_id,
+                    "SUBSCRIBE denied by the ACL",
+                    filter,
+                );
                 Err(ReasonCode::NotAuthorized)
             }
         }

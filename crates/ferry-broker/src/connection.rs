@@ -139,6 +139,16 @@ async fn run<S: Transport>(
     {
         return close;
     }
+    // Packets a client sent right behind its CONNECT (MQTT allows it, §3.1.4)
+    // may have come in the same read: apply them now, as no event may
+    // follow to do it.
+    if !rbuf.is_empty() {
+        if let Err(close) =
+            process_input(client, broker, rbuf, wbuf).and_then(|()| client.drain(broker, wbuf))
+        {
+            return close;
+        }
+    }
 
     // Set while the client's publish limits or the memory watermark pause
     // its input; boxed, as only a limited client ever has one.

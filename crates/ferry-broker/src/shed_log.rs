@@ -14,6 +14,7 @@ pub(crate) struct ShedLog {
     connections: Mutex<Limiter>,
     publishers: Mutex<Limiter>,
     consumers: Mutex<Limiter>,
+    refusals: Mutex<Limiter>,
 }
 
 #[derive(Debug, Default)]
@@ -45,6 +46,13 @@ impl ShedLog {
     pub(crate) fn publisher_limited(&self, client_id: &str, what: &str) {
         if let Some(suppressed) = self.publishers.lock().admit() {
             tracing::warn!(client_id, suppressed, "publisher limited: {what}");
+        }
+    }
+
+    /// A PUBLISH, SUBSCRIBE or will refused by the ACL or a limit.
+    pub(crate) fn refused(&self, client_id: &str, what: &str, topic: &str) {
+        if let Some(suppressed) = self.refusals.lock().admit() {
+            tracing::warn!(client_id, topic, suppressed, "refused: {what}");
         }
     }
 

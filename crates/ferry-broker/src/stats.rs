@@ -53,12 +53,15 @@ pub struct Stats {
     /// Sockets closed on accept: connection limits, rate or memory.
     pub connections_refused: Counter,
     pub tls_handshakes_failed: Counter,
-    /// PUBLISH packets refused (v5) or dropped (v5 QoS 0) for a client's
-    /// rate or bandwidth limit.
+    /// PUBLISH packets refused for a client's rate or bandwidth limit (v5
+    /// QoS 1/2), or for the topic limits.
     pub publishes_limited: Counter,
+    /// SUBSCRIBE filters refused for the topic limits, the wildcard depth
+    /// or the subscriptions per client.
+    pub subscriptions_refused: Counter,
     /// Times a 3.1.1 publisher was slowed by not reading its socket.
     pub publishers_throttled: Counter,
-    /// PUBLISH and SUBSCRIBE refused by an ACL.
+    /// PUBLISH, SUBSCRIBE and wills refused by the ACL.
     pub acl_denied: Counter,
     /// Slow consumers disconnected.
     pub slow_consumers_disconnected: Counter,

@@ -38,6 +38,7 @@ fn publish_all(broker: &Broker) {
         ("connections/tls_failed", stats.tls_handshakes_failed.get().to_string()),
         ("publish/limited", stats.publishes_limited.get().to_string()),
         ("publish/throttled", stats.publishers_throttled.get().to_string()),
+        ("subscriptions/refused", stats.subscriptions_refused.get().to_string()),
         ("acl/denied", stats.acl_denied.get().to_string()),
         ("clients/slow_disconnected", stats.slow_consumers_disconnected.get().to_string()),
         ("messages/received", stats.messages_received.get().to_string()),

@@ -55,7 +55,6 @@ pub struct AuthConfig {
     pub jwt: Option<ferry_auth::JwtConfig>,
 }
 
-
 /// One `[[listener]]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
