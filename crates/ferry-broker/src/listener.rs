@@ -92,7 +92,6 @@ pub async fn serve(tcp: TcpListener, listener: Arc<Listener>, broker: Arc<Broker
                 let _ = stream.set_nodelay(true);
                 let origin =
                     Box::new(Origin { peer, listener: listener.clone(), certificate: None });
-                let broker = broker.clone();
                 if listener.tls.is_none() && listener.protocol == Protocol::Mqtt {
                     // Straight to MQTT: no handshake state in the task of
                     // every plain connection.
