@@ -79,7 +79,8 @@ pub struct BrokerConfig {
     /// killed by the OOM killer; 0 disables the watermark.
     pub max_memory_bytes: u64,
     /// A client whose write buffer stays full, taking none of it, this
-    /// long is disconnected (0: never). Its queue is bounded anyway; this
+    /// long (checked once per period: one to two of them) is disconnected
+    /// (0: never). Its queue is bounded anyway; this
     /// frees the session's place for a client that reads.
     pub slow_consumer_timeout_secs: u64,
 }
