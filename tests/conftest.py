@@ -399,11 +399,32 @@ class Broker:
             c.connect(props)
         return c
 
-    def raw(self, version: int = 5, timeout: float = 5.0) -> rawmqtt.RawClient:
-        """An unconnected raw socket client."""
-        r = rawmqtt.RawClient(self.host, self.port, 5 if version == 5 else 4, timeout)
+    def raw(self, version: int = 5, timeout: float = 5.0, port: int | None = None
+            ) -> rawmqtt.RawClient:
+        """An unconnected raw socket client (to another listener's `port`)."""
+        r = rawmqtt.RawClient(self.host, port or self.port, 5 if version == 5 else 4, timeout)
         self._clients.append(r)
         return r
+
+    def connack(self, version: int, username: str | None = None, password: str | None = None,
+                port: int | None = None) -> int:
+        """The CONNACK reason for a raw CONNECT with these credentials; a
+        refused connection is read until the broker closes it."""
+        r = self.raw(version, port=port)
+        ack = r.connect(f"connack-{time.monotonic_ns()}", username=username,
+                        password=None if password is None else password.encode(),
+                        expect_success=False)
+        if ack.reason != 0:
+            r.read_until_closed()
+        return ack.reason
+
+
+def make_password_file(path: Path, users: dict[str, str]) -> Path:
+    """A password file written by `ferry passwd`, one call per user."""
+    for user, password in users.items():
+        subprocess.run([str(ferry_binary()), "passwd", str(path), user],
+                       input=f"{password}\n", text=True, check=True, capture_output=True)
+    return path
 
 
 def _ferry_cmd(workdir: Path, config: dict | None, ws: bool, http: bool, extra: list[str]):

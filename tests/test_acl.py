@@ -6,14 +6,13 @@ and reload on SIGHUP and through the admin API without dropping clients."""
 import json
 import os
 import signal
-import subprocess
 import urllib.error
 import urllib.request
 
 import pytest
 
 import rawmqtt as R
-from conftest import ferry_binary
+from conftest import make_password_file
 
 pytestmark = pytest.mark.ferry_only  # Ferry's ACL file and admin API
 
@@ -67,11 +66,7 @@ SUBACK_FAILURE_V311 = 0x80
 
 @pytest.fixture(scope="module")
 def password_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("acl") / "passwd"
-    for user, password in USERS.items():
-        subprocess.run([str(ferry_binary()), "passwd", str(path), user],
-                       input=f"{password}\n", text=True, check=True, capture_output=True)
-    return path
+    return make_password_file(tmp_path_factory.mktemp("acl") / "passwd", USERS)
 
 
 @pytest.fixture

@@ -7,8 +7,7 @@ import subprocess
 
 import pytest
 
-import rawmqtt as R
-from conftest import ferry_binary
+from conftest import make_password_file
 
 pytestmark = pytest.mark.ferry_only  # Ferry's config keys and `ferry passwd`
 
@@ -21,11 +20,7 @@ RATE_EXCEEDED = 0x9F
 
 @pytest.fixture(scope="module")
 def password_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("auth") / "passwd"
-    for user, password in USERS.items():
-        subprocess.run([str(ferry_binary()), "passwd", str(path), user],
-                       input=f"{password}\n", text=True, check=True, capture_output=True)
-    return path
+    return make_password_file(tmp_path_factory.mktemp("auth") / "passwd", USERS)
 
 
 def _broker(broker_factory, password_file, allow_anonymous):
@@ -34,14 +29,7 @@ def _broker(broker_factory, password_file, allow_anonymous):
 
 
 def _connack(b, version, username=None, password=None):
-    """CONNACK reason for a raw CONNECT; a refused connection is closed."""
-    r = b.raw(version)
-    ack = r.connect(f"auth-{username}", username=username,
-                    password=None if password is None else password.encode(),
-                    expect_success=False)
-    if ack.reason != 0:
-        r.read_until_closed()
-    return ack.reason
+    return b.connack(version, username, password)
 
 
 @pytest.mark.parametrize("version", [4, 5], ids=["v311", "v5"])

@@ -10,7 +10,6 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-import rawmqtt
 
 pytestmark = pytest.mark.ferry_only  # Ferry's [auth.jwt] and [[listener]] keys
 
@@ -71,15 +70,7 @@ def token(key=SECRET, algorithm="HS256", **claims):
 
 
 def _connack(b, version, username=None, password=None, port=None):
-    """CONNACK reason for a raw CONNECT; a refused connection is closed."""
-    r = rawmqtt.RawClient(b.host, port or b.port, 5 if version == 5 else 4)
-    b._clients.append(r)
-    ack = r.connect(f"jwt-{time.monotonic_ns()}", username=username,
-                    password=None if password is None else password.encode(),
-                    expect_success=False)
-    if ack.reason != 0:
-        r.read_until_closed()
-    return ack.reason
+    return b.connack(version, username, password, port)
 
 
 @pytest.mark.parametrize("version", [4, 5], ids=["v311", "v5"])
