@@ -132,7 +132,9 @@ pub(crate) fn admit(
         Some("the listener's max_connections")
     } else if broker.memory_high.load(Ordering::Relaxed) {
         Some("the memory watermark (max_memory_bytes)")
-    } else if !broker.connection_rate.lock().try_take(1.0, Instant::now()) {
+    } else if broker.config.max_connection_rate != 0
+        && !broker.connection_rate.lock().try_take(1.0, Instant::now())
+    {
         Some("max_connection_rate")
     } else {
         None

@@ -105,16 +105,20 @@ impl ListenerConfig {
         }
     }
 
-    pub fn name(&self) -> String {
-        let scheme = match (self.protocol, self.tls.is_some()) {
+    /// The URL scheme of what this listener serves: `mqtts`, `wss`, ...
+    pub fn scheme(&self) -> &'static str {
+        match (self.protocol, self.tls.is_some()) {
             (ListenerProtocol::Mqtt, false) => "mqtt",
             (ListenerProtocol::Mqtt, true) => "mqtts",
             (ListenerProtocol::Ws, false) => "ws",
             (ListenerProtocol::Ws, true) => "wss",
             (ListenerProtocol::Http, false) => "http",
             (ListenerProtocol::Http, true) => "https",
-        };
-        self.name.clone().unwrap_or_else(|| format!("{scheme}://{}", self.bind))
+        }
+    }
+
+    pub fn name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| format!("{}://{}", self.scheme(), self.bind))
     }
 
     /// How this listener lets clients in, given the shared `[auth]`.

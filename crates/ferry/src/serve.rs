@@ -72,12 +72,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             ListenerProtocol::Mqtt => Protocol::Mqtt,
             ListenerProtocol::Ws => Protocol::WebSocket,
         };
-        let scheme = match (protocol, tls.is_some()) {
-            (Protocol::Mqtt, false) => "mqtt",
-            (Protocol::Mqtt, true) => "mqtts",
-            (Protocol::WebSocket, false) => "ws",
-            (Protocol::WebSocket, true) => "wss",
-        };
+        let scheme = settings.scheme();
         let path = if protocol == Protocol::WebSocket { ferry_broker::MQTT_PATH } else { "" };
         match &settings.name {
             Some(name) => {
