@@ -21,6 +21,7 @@ Markers:
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
@@ -196,9 +197,17 @@ def mosquitto_conf(port: int, config: dict) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nobody listens on, below Linux's ephemeral range (32768-60999):
+    one from that range can be taken by the local end of a client connection
+    between this check and the broker's bind."""
+    while True:
+        port = random.randrange(20000, 32768)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 # --------------------------------------------------------------------------

@@ -5,13 +5,25 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU16, Ordering};
 
 const MOSQUITTO: &str = "/usr/sbin/mosquitto";
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, below Linux's ephemeral range
+/// (32768–60999): a port from that range can be taken between this check and
+/// the broker's bind by the local end of any client connection, this test's
+/// own bench clients included, and CI once failed that way. The counter keeps
+/// the tests of this binary, which run in parallel, on different ports.
 fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("bound address").port()
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 600) as u16 * 20;
+    loop {
+        let port = base + NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(port < 32_768, "no free port below the ephemeral range");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// A fresh directory for one test.
