@@ -52,6 +52,9 @@ pub struct Broker {
     /// This broker, for the answers of the durable log, which run after
     /// the call that appended has returned.
     me: Weak<Broker>,
+    /// Deliveries of stored messages, made by the log's answers and queued
+    /// once their batch is answered (`enqueue_stored`).
+    stored: Mutex<Vec<(Arc<Session>, Delivery)>>,
     pub(crate) subscriptions: RwLock<TopicTree<u64, Subscription>>,
     pub(crate) retained: RwLock<RetainedStore<Arc<Message>>>,
     pub(crate) sessions: Mutex<HashMap<Arc<str>, Arc<Session>>>,
@@ -131,11 +134,12 @@ impl Broker {
     }
 
     pub(crate) fn with_store(config: BrokerConfig, store: Option<Store>) -> Arc<Broker> {
-        Arc::new_cyclic(|me| Broker {
+        let broker = Arc::new_cyclic(|me| Broker {
             stats: Stats::default(),
             started_at: Instant::now(),
             store,
             me: me.clone(),
+            stored: Mutex::new(Vec::new()),
             subscriptions: RwLock::new(TopicTree::new()),
             retained: RwLock::new(RetainedStore::new()),
             sessions: Mutex::new(HashMap::new()),
@@ -154,7 +158,16 @@ impl Broker {
             shed_log: ShedLog::default(),
             memory_high: AtomicBool::new(false),
             config,
-        })
+        });
+        if let Some(store) = &broker.store {
+            let me = broker.me.clone();
+            store.on_batch_answered(move || {
+                if let Some(broker) = me.upgrade() {
+                    broker.enqueue_stored();
+                }
+            });
+        }
+        broker
     }
 
     /// Tells every connection to send DISCONNECT 0x8B and close, and the
@@ -718,11 +731,12 @@ impl Broker {
                     self.retain(message);
                 }
                 let delivered = plan.len();
+                let mut stored = self.stored.lock();
                 for (session, mut delivery) in plan {
                     if delivery.packet_id != 0 {
                         delivery.offset = NonZeroU64::new(offset);
                     }
-                    self.enqueue_expected(&session, delivery);
+                    stored.push((session, delivery));
                 }
                 publish_reason(delivered)
             }
@@ -744,6 +758,33 @@ impl Broker {
         }
     }
 
+    /// On the log writer's thread, once a batch is answered: queues the
+    /// deliveries its messages made, each session's in one go and in the
+    /// order they were stored. Per delivery, the lock of a busy subscriber's
+    /// session was the most contended lock of the durable path.
+    fn enqueue_stored(&self) {
+        let mut batch = std::mem::take(&mut *self.stored.lock());
+        // Stable: one session's deliveries keep their order.
+        batch.sort_by_key(|(session, _)| session.id);
+        let mut evicted = Vec::new();
+        let mut deliveries = batch.into_iter().peekable();
+        while let Some((session, first)) = deliveries.next() {
+            let same_session = std::iter::from_fn(|| {
+                deliveries.next_if(|(next, _)| next.id == session.id).map(|(_, delivery)| delivery)
+            });
+            session.enqueue_expected(
+                std::iter::once(first).chain(same_session),
+                self.config.max_queued_messages,
+                self.config.queue_overflow,
+                &self.stats,
+                &mut evicted,
+            );
+            for offset in evicted.drain(..) {
+                self.delivery_over(&session, Some(offset));
+            }
+        }
+    }
+
     fn retain(&self, message: &Arc<Message>) {
         let mut retained = self.retained.write();
         if message.payload.is_empty() {
@@ -759,28 +800,13 @@ impl Broker {
         delivery: Delivery,
         publisher: Option<&Publisher<'_>>,
     ) -> Enqueued {
-        self.enqueue_counted(session, delivery, publisher, false)
-    }
-
-    /// Queues a delivery that `Session::expect` counted as coming.
-    fn enqueue_expected(&self, session: &Session, delivery: Delivery) {
-        self.enqueue_counted(session, delivery, None, true);
-    }
-
-    fn enqueue_counted(
-        &self,
-        session: &Session,
-        delivery: Delivery,
-        publisher: Option<&Publisher<'_>>,
-        expected: bool,
-    ) -> Enqueued {
         let (outcome, evicted) = session.enqueue(
             delivery,
             self.config.max_queued_messages,
             self.config.queue_overflow,
             &self.stats,
             publisher,
-            expected,
+            false,
         );
         self.delivery_over(session, evicted);
         if outcome == Enqueued::Dropped {

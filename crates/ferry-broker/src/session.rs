@@ -264,51 +264,98 @@ impl Session {
     ) -> (Enqueued, Option<NonZeroU64>) {
         let online = self.is_online();
         let mut state = self.state.lock();
-        if expected {
-            state.incoming = state.incoming.saturating_sub(1);
-        }
-        if state.ended || (!online && delivery.qos == QoS::AtMostOnce) {
-            return (Enqueued::Dropped, None);
-        }
-        let mut evicted = None;
-        if state.queue.len() + state.on_disk.len() >= max_queued {
-            stats.dropped_queue_full.inc();
-            match overflow {
-                QueueOverflow::DropNew => return (Enqueued::Dropped, delivery.offset),
-                QueueOverflow::DropOldest => {
-                    evicted = match state.queue.pop_front() {
-                        Some(oldest) => oldest.offset,
-                        None => state.on_disk.pop_first().and_then(NonZeroU64::new),
-                    };
-                }
-            }
-        }
         let was_empty = state.queue.is_empty() && state.on_disk.is_empty();
-        match delivery.offset {
-            Some(offset) if !online || !state.on_disk.is_empty() => {
-                state.on_disk.insert(offset.get());
-            }
-            _ => state.queue.push_back(delivery),
-        }
-        let mut outcome = Enqueued::Queued;
-        if let Some(publisher) = publisher {
+        let (mut outcome, evicted) =
+            state.push(delivery, online, max_queued, overflow, stats, expected);
+        if let Some(publisher) = publisher.filter(|_| outcome == Enqueued::Queued) {
             if state.congested_by(self, online, publisher) {
                 state.add_waiter(publisher.session);
                 outcome = Enqueued::Congested;
             }
         }
         drop(state);
-        // The connection drains until the queue is empty or its window is
-        // full; in the second case an acknowledgement restarts the drain,
-        // so only the empty→nonempty transition needs a wake-up.
-        if was_empty && online {
+        self.wake_if_filled(was_empty, online, outcome);
+        (outcome, evicted)
+    }
+
+    /// Queues deliveries that [`Session::expect`] counted, in order, under
+    /// one lock and with one wake-up: the log's writer queues a whole
+    /// batch's worth for a session at once. Offsets the bound pushed out go
+    /// to `evicted`.
+    pub(crate) fn enqueue_expected(
+        &self,
+        deliveries: impl Iterator<Item = Delivery>,
+        max_queued: usize,
+        overflow: QueueOverflow,
+        stats: &Stats,
+        evicted: &mut Vec<NonZeroU64>,
+    ) {
+        let online = self.is_online();
+        let mut state = self.state.lock();
+        let was_empty = state.queue.is_empty() && state.on_disk.is_empty();
+        let mut outcome = Enqueued::Dropped;
+        for delivery in deliveries {
+            let (queued, pushed_out) =
+                state.push(delivery, online, max_queued, overflow, stats, true);
+            if queued == Enqueued::Queued {
+                outcome = queued;
+            }
+            evicted.extend(pushed_out);
+        }
+        drop(state);
+        self.wake_if_filled(was_empty, online, outcome);
+    }
+
+    /// The connection drains until the queue is empty or its window is
+    /// full; in the second case an acknowledgement restarts the drain, so
+    /// only the empty→nonempty transition needs a wake-up.
+    fn wake_if_filled(&self, was_empty: bool, online: bool, outcome: Enqueued) {
+        if was_empty && online && outcome != Enqueued::Dropped {
             self.wake.notify_one();
         }
-        (outcome, evicted)
     }
 }
 
 impl SessionState {
+    /// Queues one delivery under the session's bound (see
+    /// [`Session::enqueue`]).
+    fn push(
+        &mut self,
+        delivery: Delivery,
+        online: bool,
+        max_queued: usize,
+        overflow: QueueOverflow,
+        stats: &Stats,
+        expected: bool,
+    ) -> (Enqueued, Option<NonZeroU64>) {
+        if expected {
+            self.incoming = self.incoming.saturating_sub(1);
+        }
+        if self.ended || (!online && delivery.qos == QoS::AtMostOnce) {
+            return (Enqueued::Dropped, None);
+        }
+        let mut evicted = None;
+        if self.queue.len() + self.on_disk.len() >= max_queued {
+            stats.dropped_queue_full.inc();
+            match overflow {
+                QueueOverflow::DropNew => return (Enqueued::Dropped, delivery.offset),
+                QueueOverflow::DropOldest => {
+                    evicted = match self.queue.pop_front() {
+                        Some(oldest) => oldest.offset,
+                        None => self.on_disk.pop_first().and_then(NonZeroU64::new),
+                    };
+                }
+            }
+        }
+        match delivery.offset {
+            Some(offset) if !online || !self.on_disk.is_empty() => {
+                self.on_disk.insert(offset.get());
+            }
+            _ => self.queue.push_back(delivery),
+        }
+        (Enqueued::Queued, evicted)
+    }
+
     /// What back-pressure weighs: the queue and the deliveries on their way
     /// to it through the durable log.
     pub(crate) fn backlog(&self) -> usize {

@@ -223,19 +223,25 @@ impl Log {
     /// Appends a record and returns its offset. It is in memory until the
     /// next [`Log::flush`] or [`Log::sync`] (or a full write buffer).
     pub fn append(&mut self, payload: &[u8]) -> Result<u64, LogError> {
-        if payload.len() > self.config.max_record_bytes {
-            return Err(LogError::RecordTooLarge {
-                len: payload.len(),
-                max: self.config.max_record_bytes,
-            });
+        self.append_parts(&[payload])
+    }
+
+    /// Appends a record whose payload is `parts` one after the other, as
+    /// [`Log::append`] does their concatenation: a producer that holds a
+    /// large body (a message) beside what it encoded stores both without
+    /// first copying them together.
+    pub fn append_parts(&mut self, parts: &[&[u8]]) -> Result<u64, LogError> {
+        let len = parts.iter().map(|part| part.len()).sum::<usize>();
+        if len > self.config.max_record_bytes {
+            return Err(LogError::RecordTooLarge { len, max: self.config.max_record_bytes });
         }
-        let size = (record::HEADER_LEN + payload.len()) as u64;
+        let size = (record::HEADER_LEN + len) as u64;
         let used = self.active.len + self.buffer.len() as u64;
         if used + size > self.config.segment_bytes && used > segment::HEADER_LEN {
             self.roll()?;
         }
         let offset = self.end();
-        record::encode(payload, &mut self.buffer);
+        record::encode(parts, &mut self.buffer);
         if self.buffer.len() >= WRITE_BUFFER_BYTES {
             self.flush()?;
         }

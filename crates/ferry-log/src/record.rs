@@ -7,15 +7,18 @@
 /// Bytes before the payload.
 pub const HEADER_LEN: usize = 8;
 
-/// Appends one record to `buf`.
-pub fn encode(payload: &[u8], buf: &mut Vec<u8>) {
+/// Appends one record to `buf`, its payload being `parts` one after the
+/// other.
+pub fn encode(parts: &[&[u8]], buf: &mut Vec<u8>) {
     // The caller has checked the length against the configured limit,
     // which is below u32::MAX.
-    let len = (payload.len() as u32).to_le_bytes();
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&len), payload);
+    let len = (parts.iter().map(|part| part.len()).sum::<usize>() as u32).to_le_bytes();
+    let crc = parts.iter().fold(crc32c::crc32c(&len), |crc, part| crc32c::crc32c_append(crc, part));
     buf.extend_from_slice(&crc.to_le_bytes());
     buf.extend_from_slice(&len);
-    buf.extend_from_slice(payload);
+    for part in parts {
+        buf.extend_from_slice(part);
+    }
 }
 
 /// What is at the start of `bytes`.
@@ -58,16 +61,18 @@ mod tests {
     #[test]
     fn round_trip_and_size() {
         let mut buf = Vec::new();
-        encode(b"hello", &mut buf);
-        encode(b"", &mut buf);
+        encode(&[b"hello"], &mut buf);
+        encode(&[], &mut buf);
+        encode(&[b"hel", b"", b"lo"], &mut buf);
         assert_eq!(decode(&buf, 16), Decoded::Record { payload: b"hello", size: 13 });
         assert_eq!(decode(&buf[13..], 16), Decoded::Record { payload: b"", size: 8 });
+        assert_eq!(decode(&buf[21..], 16), Decoded::Record { payload: b"hello", size: 13 });
     }
 
     #[test]
     fn every_truncation_is_incomplete() {
         let mut buf = Vec::new();
-        encode(b"payload", &mut buf);
+        encode(&[b"payload"], &mut buf);
         for cut in 0..buf.len() {
             assert_eq!(decode(&buf[..cut], 64), Decoded::Incomplete, "cut at {cut}");
         }
@@ -76,7 +81,7 @@ mod tests {
     #[test]
     fn every_flipped_bit_is_caught() {
         let mut buf = Vec::new();
-        encode(b"payload", &mut buf);
+        encode(&[b"payload"], &mut buf);
         for bit in 0..buf.len() * 8 {
             let mut damaged = buf.clone();
             damaged[bit / 8] ^= 1 << (bit % 8);
@@ -93,7 +98,7 @@ mod tests {
     #[test]
     fn a_length_over_the_limit_is_invalid_before_any_read() {
         let mut buf = Vec::new();
-        encode(&[7; 100], &mut buf);
+        encode(&[&[7; 100]], &mut buf);
         assert_eq!(decode(&buf, 99), Decoded::Invalid("length over the record limit"));
     }
 }

@@ -149,13 +149,20 @@ impl Counters {
     }
 }
 
+/// A record's payload as its producer holds it: what it encoded, and a
+/// body it already had, stored after it (empty for most records).
+struct Parts {
+    head: Bytes,
+    tail: Bytes,
+}
+
 enum Request {
-    Append(Bytes, Done),
+    Append(Parts, Done),
     Close,
 }
 
 /// Appends made by answers, on the writer thread itself.
-type SideList = Arc<Mutex<Vec<(Bytes, Done)>>>;
+type SideList = Arc<Mutex<Vec<(Parts, Done)>>>;
 
 /// Called on the writer thread after each stored batch.
 pub type AfterStore = Box<dyn FnMut(&mut Log) + Send>;
@@ -202,12 +209,20 @@ impl Writer {
     /// `Bytes`, so that a producer that built its record in a `BytesMut`
     /// hands it over without a copy.
     pub fn append(&self, payload: Bytes, done: Done) {
+        self.append_parts(payload, Bytes::new(), done);
+    }
+
+    /// Queues the record whose payload is `head` then `tail`, as
+    /// [`Writer::append`] does: a producer adds a body it holds (a
+    /// message's payload) to what it encoded without copying it.
+    pub fn append_parts(&self, head: Bytes, tail: Bytes, done: Done) {
+        let parts = Parts { head, tail };
         if std::thread::current().id() == self.thread {
-            self.side.lock().unwrap_or_else(PoisonError::into_inner).push((payload, done));
+            self.side.lock().unwrap_or_else(PoisonError::into_inner).push((parts, done));
             return;
         }
         if let Err(mpsc::SendError(Request::Append(_, done))) =
-            self.requests.send(Request::Append(payload, done))
+            self.requests.send(Request::Append(parts, done))
         {
             done(Err(StoreError::Stopped));
         }
@@ -290,8 +305,8 @@ fn run(
             },
         };
         match next {
-            Some(Request::Append(payload, done)) => {
-                take_append(&mut log, payload, done, &mut waiting, &mut since, stats);
+            Some(Request::Append(parts, done)) => {
+                take_append(&mut log, parts, done, &mut waiting, &mut since, stats);
                 continue;
             }
             Some(Request::Close) => {
@@ -336,8 +351,8 @@ fn take_side(
 ) -> bool {
     let from_answers = std::mem::take(&mut *side.lock().unwrap_or_else(PoisonError::into_inner));
     let any = !from_answers.is_empty();
-    for (payload, done) in from_answers {
-        take_append(log, payload, done, waiting, since, stats);
+    for (parts, done) in from_answers {
+        take_append(log, parts, done, waiting, since, stats);
     }
     any
 }
@@ -345,13 +360,13 @@ fn take_side(
 /// Appends one record to the batch being gathered, or answers its failure.
 fn take_append(
     log: &mut Log,
-    payload: Bytes,
+    parts: Parts,
     done: Done,
     waiting: &mut Vec<(u64, Done)>,
     since: &mut Option<Instant>,
     stats: &Counters,
 ) {
-    match log.append(&payload) {
+    match log.append_parts(&[&parts.head, &parts.tail]) {
         Ok(offset) => {
             since.get_or_insert_with(Instant::now);
             waiting.push((offset, done));
@@ -489,6 +504,24 @@ mod tests {
         assert!(writer.stats().syncs >= 3);
         drop(writer);
         thread.join();
+    }
+
+    #[test]
+    fn a_record_in_parts_is_stored_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+        let (writer, thread) = spawn(log, Durability::Always, |_| {});
+        let (results, answers) = mpsc::channel();
+        writer.append_parts("head|".into(), "tail".into(), done_into(&results));
+        writer.append_parts("alone".into(), Bytes::new(), done_into(&results));
+        drop(results);
+        assert!(answers.iter().all(|answer| answer.is_ok()));
+        drop(writer);
+        let mut log = thread.join();
+        let start = log.start();
+        let stored: Vec<Vec<u8>> =
+            log.read(start, usize::MAX).unwrap().into_iter().map(|(_, p)| p.to_vec()).collect();
+        assert_eq!(stored, [b"head|tail".to_vec(), b"alone".to_vec()]);
     }
 
     #[test]

@@ -213,6 +213,23 @@ impl Publish {
         self.write_body(version, buf);
         Ok(())
     }
+
+    /// Encodes this PUBLISH up to its payload, which must follow it: for a
+    /// writer that stores or sends the payload from where it already is
+    /// (a log record in two parts, vectored I/O) instead of copying it in.
+    pub fn encode_head(
+        &self,
+        version: ProtocolVersion,
+        buf: &mut BytesMut,
+    ) -> Result<(), EncodeError> {
+        let first_byte = ((PacketType::Publish as u8) << 4) | self.header_flags();
+        let remaining = fits_remaining_length(self.body_len(version)?)?;
+        buf.reserve(1 + varint::len(remaining) + remaining - self.payload.len());
+        buf.put_u8(first_byte);
+        varint::put(buf, remaining);
+        self.write_head(version, buf);
+        Ok(())
+    }
 }
 
 fn fits_remaining_length(len: usize) -> Result<usize, EncodeError> {
@@ -275,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn a_publish_encodes_by_reference_as_its_packet_does() {
+    fn a_publish_encodes_by_reference_and_in_parts_as_its_packet_does() {
         let properties = PropertyValues {
             message_expiry_interval: Some(60),
             user_properties: vec![("k".into(), "v".into())],
@@ -300,6 +317,10 @@ mod tests {
                 publish.encode(version, &mut by_reference).unwrap();
                 Packet::Publish(publish.clone()).encode(version, &mut as_packet).unwrap();
                 assert_eq!(by_reference, as_packet);
+                let mut head = BytesMut::new();
+                publish.encode_head(version, &mut head).unwrap();
+                head.extend_from_slice(&publish.payload);
+                assert_eq!(head, as_packet, "the head and the payload after it");
             }
         }
     }

@@ -220,7 +220,12 @@ impl Recovery {
         space.measure(&self.log);
         let ledger = checkpoint.ledger.clone();
         let measured = space.clone();
+        let answered = BatchAnswered::default();
+        let hook = answered.clone();
         let after_store = move |log: &mut Log| {
+            if let Some(hook) = hook.lock().as_mut() {
+                hook();
+            }
             measured.measure(log);
             // Full, a snapshot is what frees the segments consumers have
             // passed: take one as soon as they move, not a segment later.
@@ -243,6 +248,7 @@ impl Recovery {
             thread: Mutex::new(Some(thread)),
             ledger,
             space,
+            answered,
             recovery: (self.replayed, self.elapsed),
             recovered_end: self.end,
             _lock: self.lock,
@@ -278,6 +284,9 @@ impl Checkpoint {
     }
 }
 
+/// Run on the writer thread once every answer of a batch has run.
+type BatchAnswered = Arc<Mutex<Option<Box<dyn FnMut() + Send>>>>;
+
 /// The running durable state: appends records, and closes at shutdown.
 pub struct Store {
     writer: Writer,
@@ -286,6 +295,7 @@ pub struct Store {
     thread: Mutex<Option<WriterThread>>,
     ledger: Arc<Mutex<Ledger>>,
     space: Arc<Space>,
+    answered: BatchAnswered,
     /// Records replayed and time taken at startup.
     recovery: (u64, Duration),
     recovered_end: u64,
@@ -315,10 +325,11 @@ impl Store {
         record: Record,
         done: impl FnOnce(Result<u64, StoreError>) + Send + 'static,
     ) {
-        let payload = record.encode();
+        let parts = record.encode_parts();
         let ledger = self.ledger.clone();
-        self.writer.append(
-            payload,
+        self.writer.append_parts(
+            parts.head,
+            parts.tail,
             Box::new(move |result| match result {
                 Ok(stored) => {
                     ledger.lock().apply(stored.offset, &record);
@@ -327,6 +338,13 @@ impl Store {
                 Err(error) => done(Err(error.into())),
             }),
         );
+    }
+
+    /// Runs `hook` on the writer thread after the answers of every batch
+    /// (`append`'s `done`s): what they left for later, to do once for the
+    /// lot, is done before the writer takes the next batch.
+    pub fn on_batch_answered(&self, hook: impl FnMut() + Send + 'static) {
+        *self.answered.lock() = Some(Box::new(hook));
     }
 
     /// Appends a record nobody waits for. Losing one in a crash costs no

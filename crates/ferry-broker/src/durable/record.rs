@@ -93,6 +93,12 @@ pub enum Record {
     },
 }
 
+/// A record encoded for the log: `head` then `tail` are its bytes.
+pub struct RecordParts {
+    pub head: Bytes,
+    pub tail: Bytes,
+}
+
 /// A message and where it goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Published {
@@ -190,19 +196,34 @@ impl Record {
         Record::Delivered { session, offsets }
     }
 
-    /// The record's bytes. Built in a `BytesMut` so that a message's PUBLISH
-    /// is encoded in place, not encoded and then copied.
+    /// The record's bytes.
     pub fn encode(&self) -> Bytes {
+        let parts = self.encode_parts();
+        if parts.tail.is_empty() {
+            return parts.head;
+        }
+        let mut whole = BytesMut::with_capacity(parts.head.len() + parts.tail.len());
+        whole.extend_from_slice(&parts.head);
+        whole.extend_from_slice(&parts.tail);
+        whole.freeze()
+    }
+
+    /// The record's bytes in two parts to be stored one after the other:
+    /// what is encoded here, and the payload of the message it carries
+    /// (empty if none), which is shared rather than copied. A message's
+    /// PUBLISH is last in every record that has one, so its payload ends
+    /// the record.
+    pub fn encode_parts(&self) -> RecordParts {
         let capacity = match self {
             Record::Published(published) => {
-                let publish = &published.message.publish;
                 // The targets and the message's fields; properties beyond
                 // this cost one more allocation.
-                128 + 16 * published.targets.len() + publish.topic.len() + publish.payload.len()
+                128 + 16 * published.targets.len() + published.message.publish.topic.len()
             }
             _ => 32,
         };
         let mut out = BytesMut::with_capacity(capacity);
+        let mut tail = Bytes::new();
         match self {
             Record::SessionOpened { session, client_id, expiry_secs } => {
                 out.put_u8(kind::SESSION_OPENED);
@@ -252,7 +273,7 @@ impl Record {
                         put_varint(&mut out, u64::from(*id));
                     }
                 }
-                put_message(&mut out, &published.message);
+                tail = put_message(&mut out, &published.message);
             }
             Record::Delivered { session, offsets } => {
                 put_session(&mut out, kind::DELIVERED, *session);
@@ -274,7 +295,7 @@ impl Record {
             Record::WillPending { session, delay_secs, message } => {
                 put_session(&mut out, kind::WILL_PENDING, *session);
                 put_varint(&mut out, u64::from(*delay_secs));
-                put_message(&mut out, message);
+                tail = put_message(&mut out, message);
             }
             Record::WillDone { session } => put_session(&mut out, kind::WILL_DONE, *session),
             Record::Queued { session, offsets } => {
@@ -282,7 +303,7 @@ impl Record {
                 put_offsets(&mut out, offsets);
             }
         }
-        out.freeze()
+        RecordParts { head: out.freeze(), tail }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Record, RecordError> {
@@ -423,21 +444,24 @@ fn put_bytes(out: &mut BytesMut, bytes: &[u8]) {
 
 /// The message as a 5.0 PUBLISH. Its packet id means nothing here (each
 /// target has its own) but QoS > 0 needs one on the wire.
-fn put_message(out: &mut BytesMut, message: &StoredMessage) {
+/// Puts the message up to its PUBLISH's payload, and returns the payload,
+/// which must follow.
+fn put_message(out: &mut BytesMut, message: &StoredMessage) -> Bytes {
     put_varint(out, message.received_at_ms);
     put_varint(out, message.origin);
     let publish = &message.publish;
     let result = if publish.dup || publish.packet_id != StoredMessage::packet_id(publish.qos) {
         Publish { dup: false, packet_id: StoredMessage::packet_id(publish.qos), ..publish.clone() }
-            .encode(ProtocolVersion::V5, out)
+            .encode_head(ProtocolVersion::V5, out)
     } else {
         // As it will be stored: no copy to make.
-        publish.encode(ProtocolVersion::V5, out)
+        publish.encode_head(ProtocolVersion::V5, out)
     };
     if let Err(error) = result {
         // The broker received and decoded this message, so it encodes.
         unreachable!("a received message cannot be encoded: {error}");
     }
+    publish.payload.clone()
 }
 
 struct Input<'a> {
@@ -658,6 +682,8 @@ mod tests {
         for record in every_kind() {
             let encoded = record.encode();
             assert_eq!(Record::decode(&encoded).unwrap(), record, "{record:?}");
+            let parts = record.encode_parts();
+            assert_eq!([&parts.head[..], &parts.tail[..]].concat(), encoded, "{record:?}");
         }
     }
 

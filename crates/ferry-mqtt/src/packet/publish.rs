@@ -88,12 +88,17 @@ impl Publish {
     }
 
     pub(crate) fn write_body(&self, version: ProtocolVersion, buf: &mut BytesMut) {
+        self.write_head(version, buf);
+        buf.put_slice(&self.payload);
+    }
+
+    /// The body up to the payload.
+    pub(crate) fn write_head(&self, version: ProtocolVersion, buf: &mut BytesMut) {
         wire::put_binary(buf, self.topic.as_bytes());
         if self.qos != QoS::AtMostOnce {
             buf.put_u16(self.packet_id);
         }
         self.properties.write(version, buf);
-        buf.put_slice(&self.payload);
     }
 }
 
