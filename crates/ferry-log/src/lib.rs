@@ -16,8 +16,9 @@
 //! # Writing and syncing
 //!
 //! [`Log::append`] buffers the record and returns its offset;
-//! [`Log::flush`] hands buffered records to the operating system (they then
-//! survive the process being killed); [`Log::sync`] also `fdatasync`s them
+//! [`Log::flush`] writes buffered records to the file, by direct I/O where
+//! the file system allows it (`write_buffer` says why and how), so they
+//! survive the process being killed; [`Log::sync`] also `fdatasync`s them
 //! (they then survive a power cut) and moves [`Log::durable_end`]. When to
 //! sync is a policy: one sync covers every record appended before it, and
 //! [`writer`] is the thread that applies it — it gathers the appends
@@ -34,7 +35,8 @@
 //! ones were synced before the next was begun. The scan stops at the first
 //! record that is torn (fewer bytes than it announces) or damaged (CRC
 //! mismatch), truncates the file there durably and logs how many bytes it
-//! dropped. Recovery therefore reads at most one segment, whatever the
+//! dropped, unless they were only the zeros that pad a direct write.
+//! Recovery therefore reads at most one segment, whatever the
 //! backlog.
 //!
 //! # Space
@@ -56,6 +58,7 @@ mod error;
 mod reader;
 mod record;
 mod segment;
+mod write_buffer;
 pub mod writer;
 
 pub use error::LogError;
@@ -65,6 +68,7 @@ use segment::Segment;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use write_buffer::WriteBuffer;
 
 /// The largest segment: recovery scans one segment, so this bounds startup
 /// time (1 GiB at the ~2 GB/s this disk reads is half a second).
@@ -136,10 +140,24 @@ pub struct Log {
     /// Sealed segments, oldest first: (base, length).
     sealed: VecDeque<(u64, u64)>,
     active: Segment,
-    /// Records appended but not yet written to `active`.
-    buffer: Vec<u8>,
+    /// Records appended but not yet written to `active`, in whole blocks.
+    buffer: WriteBuffer,
     durable_end: u64,
+    /// What the owner was last told is stored (by `flush` or `sync`): a
+    /// failed write cuts the log back to it.
+    kept: Kept,
+    /// Records appended since `kept` were lost to a failed write, and the
+    /// owner has not been told yet: appends are refused until it is.
+    lost: bool,
     cursors: BTreeMap<String, u64>,
+}
+
+/// A point the log can be cut back to: its end, and the bytes of the
+/// segment's last block before it, which the next write rewrites.
+#[derive(Debug)]
+struct Kept {
+    end: u64,
+    tail: Vec<u8>,
 }
 
 impl Log {
@@ -184,15 +202,22 @@ impl Log {
         )?;
         if end.valid_len < active.len {
             let dropped = active.len - end.valid_len;
-            tracing::warn!(
-                segment = %active.path.display(),
-                at = end.valid_len,
-                dropped_bytes = dropped,
-                reason = end.damaged.unwrap_or("torn record"),
-                "durable log: cut a torn or damaged tail off the last segment"
-            );
+            let rest = active.read_at(end.valid_len, dropped as usize)?;
+            if rest.iter().all(|&byte| byte == 0) {
+                // The zeros that pad a direct write's last block: nothing
+                // was written there (no record is all zeros).
+                tracing::debug!(segment = %active.path.display(), padding = dropped, "durable log: cut the padding off the last segment");
+            } else {
+                tracing::warn!(
+                    segment = %active.path.display(),
+                    at = end.valid_len,
+                    dropped_bytes = dropped,
+                    reason = end.damaged.unwrap_or("torn record"),
+                    "durable log: cut a torn or damaged tail off the last segment"
+                );
+                recovery.truncated_bytes = dropped;
+            }
             active.truncate(end.valid_len)?;
-            recovery.truncated_bytes = dropped;
         }
         recovery.segments = sealed.len() + 1;
         recovery.tail_records = tail_records;
@@ -209,13 +234,18 @@ impl Log {
         active: Segment,
         durable_end: u64,
     ) -> Result<Log, LogError> {
+        let end = active.end();
+        let in_block = active.len % write_buffer::BLOCK as u64;
+        let tail = active.read_at(active.len - in_block, in_block as usize)?;
         Ok(Log {
             dir: dir.to_owned(),
             config,
             sealed,
+            buffer: WriteBuffer::new(WRITE_BUFFER_BYTES, active.len, &tail),
             active,
-            buffer: Vec::new(),
             durable_end,
+            kept: Kept { end, tail },
+            lost: false,
             cursors: cursors::load(dir)?,
         })
     }
@@ -231,81 +261,145 @@ impl Log {
     /// large body (a message) beside what it encoded stores both without
     /// first copying them together.
     pub fn append_parts(&mut self, parts: &[&[u8]]) -> Result<u64, LogError> {
+        if self.lost {
+            return Err(self.lost_error());
+        }
         let len = parts.iter().map(|part| part.len()).sum::<usize>();
         if len > self.config.max_record_bytes {
             return Err(LogError::RecordTooLarge { len, max: self.config.max_record_bytes });
         }
         let size = (record::HEADER_LEN + len) as u64;
-        let used = self.active.len + self.buffer.len() as u64;
+        let used = self.end() - self.active.base;
         if used + size > self.config.segment_bytes && used > segment::HEADER_LEN {
-            self.roll()?;
+            self.roll().inspect_err(|_| self.lost = true)?;
         }
         let offset = self.end();
-        record::encode(parts, &mut self.buffer);
-        if self.buffer.len() >= WRITE_BUFFER_BYTES {
-            self.flush()?;
+        self.put(&record::header(parts))?;
+        for part in parts {
+            self.put(part)?;
         }
         Ok(offset)
     }
 
+    /// Copies `bytes` into the write buffer, writing it out whenever it is
+    /// full. A failed write loses every record since `kept`.
+    fn put(&mut self, mut bytes: &[u8]) -> Result<(), LogError> {
+        while !bytes.is_empty() {
+            if self.buffer.is_full() {
+                self.write_out().inspect_err(|_| self.lost = true)?;
+            }
+            let taken = self.buffer.push(bytes);
+            bytes = &bytes[taken..];
+        }
+        Ok(())
+    }
+
+    /// Writes the buffer's blocks to the active segment. If that fails, the
+    /// log is cut back to `kept`.
+    fn write_out(&mut self) -> Result<(), LogError> {
+        if self.buffer.unwritten() == 0 {
+            return Ok(());
+        }
+        let (position, blocks) = self.buffer.blocks();
+        if let Err(error) = self.active.write_blocks(position, blocks) {
+            self.cut_back();
+            return Err(error);
+        }
+        self.active.len = self.buffer.end();
+        self.buffer.written_out();
+        Ok(())
+    }
+
     /// Seals the active segment (durably) and begins the next one.
     fn roll(&mut self) -> Result<(), LogError> {
-        self.sync()?;
+        self.sync_kept()?;
+        // The padding of the last write goes: a sealed segment's length is
+        // where the next one begins.
+        let len = self.active.len;
+        self.active.truncate(len)?;
         let next = Segment::create(&self.dir, self.active.end())?;
         next.sync()?;
         cursors::sync_dir(&self.dir)?;
         let sealed = std::mem::replace(&mut self.active, next);
         self.sealed.push_back((sealed.base, sealed.len));
+        let header = segment::header(self.active.base);
+        self.buffer.reset(self.active.len, &header);
+        self.kept = Kept { end: self.active.end(), tail: header.to_vec() };
         self.durable_end = self.active.end();
         Ok(())
     }
 
-    /// Writes buffered records to the file: from here on they survive the
+    /// Writes appended records to the file: from here on they survive the
     /// process dying, not yet the machine.
     ///
-    /// If the write fails (disk full, EIO), the records buffered since the
-    /// last flush are dropped and the file is cut back to where they began,
-    /// so a partly written record never sits in front of later ones; what
-    /// was stored before is untouched.
+    /// If the write fails (disk full, EIO), or an earlier one did, the
+    /// records appended since the last flush or sync are lost: the file is
+    /// cut back to where they began, so a partly written record never sits
+    /// in front of later ones, and what was stored before is untouched.
     pub fn flush(&mut self) -> Result<(), LogError> {
-        if self.buffer.is_empty() {
-            return Ok(());
+        if std::mem::take(&mut self.lost) {
+            return Err(self.lost_error());
         }
-        let result = self.active.write(&self.buffer);
-        self.buffer.clear();
-        if let Err(error) = result {
-            let good = self.active.len;
-            self.cut_back(good);
-            return Err(error);
-        }
+        self.write_out()?;
+        self.keep();
         Ok(())
     }
 
-    /// After a failed write or sync: the file ends at `len` again, or the
-    /// failure to get there is logged (the next open cuts the tail anyway).
-    fn cut_back(&mut self, len: u64) {
-        if let Err(error) = self.active.truncate(len) {
-            tracing::error!(%error, "durable log: cannot cut back a failed write; recovery will");
+    /// Flushes and `fdatasync`s: every record appended so far survives a
+    /// power cut. Returns the new [`Log::durable_end`]. Fails as
+    /// [`Log::flush`] does, and if `fdatasync` fails: what it was to cover
+    /// cannot be trusted to be on disk, so the file is cut back to where
+    /// the records since the last flush or sync began, and they are gone.
+    pub fn sync(&mut self) -> Result<u64, LogError> {
+        if std::mem::take(&mut self.lost) {
+            return Err(self.lost_error());
+        }
+        self.sync_kept()?;
+        Ok(self.durable_end)
+    }
+
+    fn sync_kept(&mut self) -> Result<(), LogError> {
+        self.write_out()?;
+        if self.durable_end < self.end() {
+            if let Err(error) = self.active.sync() {
+                self.cut_back();
+                return Err(error);
+            }
+            self.durable_end = self.end();
+        }
+        self.keep();
+        Ok(())
+    }
+
+    /// Everything appended so far is what the owner is told is stored.
+    fn keep(&mut self) {
+        if self.kept.end != self.end() {
+            self.kept = Kept { end: self.end(), tail: self.buffer.tail().to_vec() };
         }
     }
 
-    /// Flushes and `fdatasync`s: every record appended so far survives a
-    /// power cut. Returns the new [`Log::durable_end`].
-    ///
-    /// If `fdatasync` fails, what it was to cover cannot be trusted to be on
-    /// disk (Linux may already have dropped the dirty pages), so the file is
-    /// cut back to the durable end and those records are gone.
-    pub fn sync(&mut self) -> Result<u64, LogError> {
-        self.flush()?;
-        if self.durable_end < self.active.end() {
-            if let Err(error) = self.active.sync() {
-                let durable = self.durable_end - self.active.base;
-                self.cut_back(durable);
-                return Err(error);
-            }
-            self.durable_end = self.active.end();
+    /// After a failed write or sync: the file ends at `kept` again, or the
+    /// failure to get there is logged (the next open cuts the tail anyway).
+    fn cut_back(&mut self) {
+        let end = self.kept.end;
+        if end < self.active.base {
+            // Kept in a sealed segment: the failure came while beginning
+            // the next one, which has nothing in it yet.
+            return;
         }
-        Ok(self.durable_end)
+        if let Err(error) = self.active.truncate(end - self.active.base) {
+            tracing::error!(%error, "durable log: cannot cut back a failed write; recovery will");
+        }
+        self.buffer.reset(end - self.active.base, &self.kept.tail);
+    }
+
+    fn lost_error(&self) -> LogError {
+        LogError::Io {
+            path: self.active.path.clone(),
+            source: std::io::Error::other(
+                "an earlier write failed: the records appended since the last flush are lost",
+            ),
+        }
     }
 
     /// Records before this offset are synced.
@@ -315,7 +409,7 @@ impl Log {
 
     /// The offset the next record will get.
     pub fn end(&self) -> u64 {
-        self.active.end() + self.buffer.len() as u64
+        self.active.base + self.buffer.end()
     }
 
     /// The offset of the oldest record still held (or of the next one, if
@@ -458,6 +552,9 @@ impl Drop for Log {
     fn drop(&mut self) {
         if let Err(error) = self.flush() {
             tracing::error!(%error, "durable log: appended records lost at close");
+        }
+        if let Err(error) = self.active.trim_padding() {
+            tracing::warn!(%error, "durable log: the last segment keeps its padding");
         }
     }
 }

@@ -7,15 +7,23 @@
 /// Bytes before the payload.
 pub const HEADER_LEN: usize = 8;
 
-/// Appends one record to `buf`, its payload being `parts` one after the
-/// other.
-pub fn encode(parts: &[&[u8]], buf: &mut Vec<u8>) {
+/// The header of the record whose payload is `parts` one after the other.
+pub fn header(parts: &[&[u8]]) -> [u8; HEADER_LEN] {
     // The caller has checked the length against the configured limit,
     // which is below u32::MAX.
     let len = (parts.iter().map(|part| part.len()).sum::<usize>() as u32).to_le_bytes();
     let crc = parts.iter().fold(crc32c::crc32c(&len), |crc, part| crc32c::crc32c_append(crc, part));
-    buf.extend_from_slice(&crc.to_le_bytes());
-    buf.extend_from_slice(&len);
+    let mut header = [0; HEADER_LEN];
+    header[..4].copy_from_slice(&crc.to_le_bytes());
+    header[4..].copy_from_slice(&len);
+    header
+}
+
+/// Appends one record to `buf`, its payload being `parts` one after the
+/// other.
+#[cfg(test)]
+fn encode(parts: &[&[u8]], buf: &mut Vec<u8>) {
+    buf.extend_from_slice(&header(parts));
     for part in parts {
         buf.extend_from_slice(part);
     }

@@ -7,7 +7,8 @@
 use crate::record::{self, Decoded};
 use crate::LogError;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// `FERRYLOG`, the format version, and the segment's base offset.
@@ -39,7 +40,12 @@ pub struct Segment {
     pub base: u64,
     pub path: PathBuf,
     file: File,
-    /// Bytes in the file, header included.
+    /// The same file opened for direct I/O, which records are written
+    /// through (`write_buffer` says why); none where the file system
+    /// refuses direct I/O (tmpfs), and then `file` is used.
+    direct: Option<File>,
+    /// Bytes of records in the file, header included. The file may be
+    /// longer: the zeros that pad the last block of a direct write.
     pub len: u64,
 }
 
@@ -47,26 +53,22 @@ impl Segment {
     /// Creates the segment starting at `base`, with its header written.
     pub fn create(dir: &Path, base: u64) -> Result<Segment, LogError> {
         let path = dir.join(file_name(base));
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
-            .append(true)
+            .write(true)
             .create_new(true)
             .open(&path)
             .map_err(LogError::io(&path))?;
-        let mut header = Vec::with_capacity(HEADER_LEN as usize);
-        header.extend_from_slice(MAGIC);
-        header.extend_from_slice(&VERSION.to_le_bytes());
-        header.extend_from_slice(&0u32.to_le_bytes());
-        header.extend_from_slice(&base.to_le_bytes());
-        file.write_all(&header).map_err(LogError::io(&path))?;
-        Ok(Segment { base, path, file, len: HEADER_LEN })
+        file.write_all_at(&header(base), 0).map_err(LogError::io(&path))?;
+        let direct = open_direct(&path)?;
+        Ok(Segment { base, path, file, direct, len: HEADER_LEN })
     }
 
     /// Opens an existing segment and checks its header.
     pub fn open(dir: &Path, base: u64) -> Result<Segment, LogError> {
         let path = dir.join(file_name(base));
         let mut file =
-            OpenOptions::new().read(true).append(true).open(&path).map_err(LogError::io(&path))?;
+            OpenOptions::new().read(true).write(true).open(&path).map_err(LogError::io(&path))?;
         let len = file.metadata().map_err(LogError::io(&path))?.len();
         let mut header = [0u8; HEADER_LEN as usize];
         let corrupt = |reason: &str| LogError::Corrupt {
@@ -90,7 +92,8 @@ impl Segment {
         if u64::from_le_bytes(stored) != base {
             return Err(corrupt("base offset in the header does not match the file name"));
         }
-        Ok(Segment { base, path, file, len })
+        let direct = open_direct(&path)?;
+        Ok(Segment { base, path, file, direct, len })
     }
 
     /// The offset just past the last byte of this segment.
@@ -98,16 +101,30 @@ impl Segment {
         self.base + self.len
     }
 
-    /// Appends bytes that hold whole records.
-    pub fn write(&mut self, bytes: &[u8]) -> Result<(), LogError> {
-        self.file.write_all(bytes).map_err(LogError::io(&self.path))?;
-        self.len += bytes.len() as u64;
-        Ok(())
+    /// Writes whole blocks from the write buffer at file position
+    /// `position`: directly to the disk where the file system allows it.
+    pub fn write_blocks(&mut self, position: u64, blocks: &[u8]) -> Result<(), LogError> {
+        let file = self.direct.as_ref().unwrap_or(&self.file);
+        file.write_all_at(blocks, position).map_err(LogError::io(&self.path))
+    }
+
+    /// The `len` bytes of the file from `position` on.
+    pub fn read_at(&self, position: u64, len: usize) -> Result<Vec<u8>, LogError> {
+        let mut bytes = vec![0; len];
+        self.file.read_exact_at(&mut bytes, position).map_err(LogError::io(&self.path))?;
+        Ok(bytes)
     }
 
     /// Makes what was written durable (data, and the file length).
     pub fn sync(&self) -> Result<(), LogError> {
         self.file.sync_data().map_err(LogError::io(&self.path))
+    }
+
+    /// Cuts the zeros that pad the last write off the file, so that a log
+    /// closed in order ends where its records do. Not synced: recovery
+    /// knows padding when it sees it.
+    pub fn trim_padding(&self) -> Result<(), LogError> {
+        self.file.set_len(self.len).map_err(LogError::io(&self.path))
     }
 
     /// Cuts the file to `len` bytes, durably.
@@ -116,6 +133,25 @@ impl Segment {
         self.file.sync_all().map_err(LogError::io(&self.path))?;
         self.len = len;
         Ok(())
+    }
+}
+
+/// A segment's header.
+pub fn header(base: u64) -> [u8; HEADER_LEN as usize] {
+    let mut header = [0u8; HEADER_LEN as usize];
+    header[..8].copy_from_slice(MAGIC);
+    header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    header[16..24].copy_from_slice(&base.to_le_bytes());
+    header
+}
+
+/// The file at `path` opened for direct writes, or none if its file
+/// system does not do direct I/O (EINVAL, as tmpfs answers).
+fn open_direct(path: &Path) -> Result<Option<File>, LogError> {
+    match OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => Ok(None),
+        Err(error) => Err(LogError::io(path)(error)),
     }
 }
 

@@ -228,6 +228,9 @@ enum Op {
     Append(Vec<u8>),
     Sync,
     Reopen,
+    /// The process dies with everything flushed: the last segment keeps
+    /// the padding of its last direct write.
+    Crash,
     Cursor(usize),
     Reclaim,
     Read(usize, usize),
@@ -238,6 +241,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => proptest::collection::vec(any::<u8>(), 0..100).prop_map(Op::Append),
         1 => Just(Op::Sync),
         1 => Just(Op::Reopen),
+        1 => Just(Op::Crash),
         1 => any::<usize>().prop_map(Op::Cursor),
         1 => Just(Op::Reclaim),
         2 => (any::<usize>(), 1..20usize).prop_map(|(at, n)| Op::Read(at, n)),
@@ -269,6 +273,13 @@ proptest! {
                     drop(log);
                     let (reopened, recovery) = Log::open(dir.path(), SMALL).unwrap();
                     prop_assert_eq!(recovery.truncated_bytes, 0);
+                    log = reopened;
+                }
+                Op::Crash => {
+                    log.flush().unwrap();
+                    std::mem::forget(log);
+                    let (reopened, recovery) = Log::open(dir.path(), SMALL).unwrap();
+                    prop_assert_eq!(recovery.truncated_bytes, 0, "padding is not damage");
                     log = reopened;
                 }
                 Op::Cursor(at) => {
@@ -331,4 +342,28 @@ fn a_reader_reads_any_flushed_record_by_offset_across_segments() {
     assert_eq!(reader.read(later).unwrap(), b"later");
     assert!(reader.read(offsets[0] + 1).is_err(), "not the start of a record");
     assert!(reader.read(log.end() + 100).is_err(), "past the end");
+}
+
+/// On a file system without direct I/O (tmpfs) the log writes through the
+/// page cache, the same blocks at the same places.
+#[test]
+fn a_log_on_tmpfs_works_the_same() {
+    let shm = Path::new("/dev/shm");
+    assert!(shm.is_dir(), "Linux mounts tmpfs at /dev/shm");
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let expected: Vec<Vec<u8>> = (0..40).map(payload).collect();
+    {
+        let (mut log, _) = Log::open(dir.path(), SMALL).unwrap();
+        for record in &expected[..20] {
+            log.append(record).unwrap();
+        }
+        log.sync().unwrap();
+        std::mem::forget(log);
+    }
+    let (mut log, recovery) = Log::open(dir.path(), SMALL).unwrap();
+    assert_eq!(recovery.truncated_bytes, 0);
+    for record in &expected[20..] {
+        log.append(record).unwrap();
+    }
+    assert_eq!(all(&mut log), expected);
 }
