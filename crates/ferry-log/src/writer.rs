@@ -150,9 +150,9 @@ impl Counters {
 }
 
 /// A record's payload as its producer holds it: what it encoded, and a
-/// body it already had, stored after it (empty for most records).
+/// body it already had, stored after it.
 struct Parts {
-    head: Bytes,
+    head: Vec<u8>,
     tail: Bytes,
 }
 
@@ -209,13 +209,13 @@ impl Writer {
     /// `Bytes`, so that a producer that built its record in a `BytesMut`
     /// hands it over without a copy.
     pub fn append(&self, payload: Bytes, done: Done) {
-        self.append_parts(payload, Bytes::new(), done);
+        self.append_parts(Vec::new(), payload, done);
     }
 
     /// Queues the record whose payload is `head` then `tail`, as
     /// [`Writer::append`] does: a producer adds a body it holds (a
     /// message's payload) to what it encoded without copying it.
-    pub fn append_parts(&self, head: Bytes, tail: Bytes, done: Done) {
+    pub fn append_parts(&self, head: Vec<u8>, tail: Bytes, done: Done) {
         let parts = Parts { head, tail };
         if std::thread::current().id() == self.thread {
             self.side.lock().unwrap_or_else(PoisonError::into_inner).push((parts, done));
@@ -512,8 +512,8 @@ mod tests {
         let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
         let (writer, thread) = spawn(log, Durability::Always, |_| {});
         let (results, answers) = mpsc::channel();
-        writer.append_parts("head|".into(), "tail".into(), done_into(&results));
-        writer.append_parts("alone".into(), Bytes::new(), done_into(&results));
+        writer.append_parts(b"head|".to_vec(), "tail".into(), done_into(&results));
+        writer.append_parts(b"alone".to_vec(), Bytes::new(), done_into(&results));
         drop(results);
         assert!(answers.iter().all(|answer| answer.is_ok()));
         drop(writer);

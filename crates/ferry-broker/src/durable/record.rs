@@ -93,9 +93,12 @@ pub enum Record {
     },
 }
 
-/// A record encoded for the log: `head` then `tail` are its bytes.
+/// A record encoded for the log: `head` then `tail` are its bytes. The
+/// head is a `Vec`: a `Bytes` made from one with room to spare would cost
+/// a second allocation, and the log writer's thread, which frees it, was
+/// paying for that one too.
 pub struct RecordParts {
-    pub head: Bytes,
+    pub head: Vec<u8>,
     pub tail: Bytes,
 }
 
@@ -197,15 +200,10 @@ impl Record {
     }
 
     /// The record's bytes.
-    pub fn encode(&self) -> Bytes {
-        let parts = self.encode_parts();
-        if parts.tail.is_empty() {
-            return parts.head;
-        }
-        let mut whole = BytesMut::with_capacity(parts.head.len() + parts.tail.len());
-        whole.extend_from_slice(&parts.head);
-        whole.extend_from_slice(&parts.tail);
-        whole.freeze()
+    pub fn encode(&self) -> Vec<u8> {
+        let RecordParts { mut head, tail } = self.encode_parts();
+        head.extend_from_slice(&tail);
+        head
     }
 
     /// The record's bytes in two parts to be stored one after the other:
@@ -303,7 +301,7 @@ impl Record {
                 put_offsets(&mut out, offsets);
             }
         }
-        RecordParts { head: out.freeze(), tail }
+        RecordParts { head: out.into(), tail }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Record, RecordError> {
