@@ -322,10 +322,13 @@ impl Store {
     /// as the fsync policy says (with its offset), or could not be.
     pub fn append(
         &self,
-        record: Record,
+        mut record: Record,
         done: impl FnOnce(Result<u64, StoreError>) + Send + 'static,
     ) {
         let parts = record.encode_parts();
+        if let Record::Published(published) = &mut record {
+            published.forget_unretained_message();
+        }
         let ledger = self.ledger.clone();
         self.writer.append_parts(
             parts.head,

@@ -148,6 +148,21 @@ pub struct StoredMessage {
     pub origin: u64,
 }
 
+impl Published {
+    /// Lets go of the message's topic, properties and payload unless it is
+    /// retained, the only case the ledger keeps a message: the record goes
+    /// on to the log writer's thread, and dropping them there would touch
+    /// reference counts the connections' threads keep using.
+    pub fn forget_unretained_message(&mut self) {
+        let publish = &mut self.message.publish;
+        if !publish.retain {
+            publish.topic = Default::default();
+            publish.properties = Default::default();
+            publish.payload = Bytes::new();
+        }
+    }
+}
+
 impl StoredMessage {
     /// The packet id a stored PUBLISH carries: none at QoS 0, a
     /// placeholder otherwise (each target has its own).
