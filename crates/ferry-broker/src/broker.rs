@@ -53,8 +53,9 @@ pub struct Broker {
     /// the call that appended has returned.
     me: Weak<Broker>,
     /// Deliveries of stored messages, made by the log's answers and queued
-    /// once their batch is answered (`enqueue_stored`).
-    stored: Mutex<Vec<(Arc<Session>, Delivery)>>,
+    /// once their batch is answered (`enqueue_stored`), each with its place
+    /// in the batch.
+    stored: Mutex<Vec<(Arc<Session>, usize, Delivery)>>,
     pub(crate) subscriptions: RwLock<TopicTree<u64, Subscription>>,
     pub(crate) retained: RwLock<RetainedStore<Arc<Message>>>,
     pub(crate) sessions: Mutex<HashMap<Arc<str>, Arc<Session>>>,
@@ -736,7 +737,8 @@ impl Broker {
                     if delivery.packet_id != 0 {
                         delivery.offset = NonZeroU64::new(offset);
                     }
-                    stored.push((session, delivery));
+                    let place = stored.len();
+                    stored.push((session, place, delivery));
                 }
                 publish_reason(delivered)
             }
@@ -764,13 +766,17 @@ impl Broker {
     /// session was the most contended lock of the durable path.
     fn enqueue_stored(&self) {
         let mut batch = std::mem::take(&mut *self.stored.lock());
-        // Stable: one session's deliveries keep their order.
-        batch.sort_by_key(|(session, _)| session.id);
+        // By place within a session, so each session's keep their order.
+        // Not a stable sort, and the batch's vector is kept for the next:
+        // a fresh scratch buffer per batch cost page faults on the writer.
+        batch.sort_unstable_by_key(|(session, place, _)| (session.id, *place));
         let mut evicted = Vec::new();
-        let mut deliveries = batch.into_iter().peekable();
-        while let Some((session, first)) = deliveries.next() {
+        let mut deliveries = batch.drain(..).peekable();
+        while let Some((session, _, first)) = deliveries.next() {
             let same_session = std::iter::from_fn(|| {
-                deliveries.next_if(|(next, _)| next.id == session.id).map(|(_, delivery)| delivery)
+                deliveries
+                    .next_if(|(next, _, _)| next.id == session.id)
+                    .map(|(_, _, delivery)| delivery)
             });
             session.enqueue_expected(
                 std::iter::once(first).chain(same_session),
@@ -782,6 +788,11 @@ impl Broker {
             for offset in evicted.drain(..) {
                 self.delivery_over(&session, Some(offset));
             }
+        }
+        drop(deliveries);
+        let mut stored = self.stored.lock();
+        if stored.is_empty() {
+            *stored = batch;
         }
     }
 
