@@ -76,6 +76,11 @@ pub struct Broker {
     pub(crate) memory_high: AtomicBool,
 }
 
+/// Where a stored message goes once the log has it: usually one session,
+/// kept inline, since the plan travels to the log writer's thread and
+/// every allocation freed there costs the connection's thread too.
+type Plan = smallvec::SmallVec<[(Arc<Session>, Delivery); 1]>;
+
 /// What became of a publish.
 pub(crate) enum Routed {
     /// Delivered now: acknowledge at once.
@@ -593,7 +598,7 @@ impl Broker {
                 return Routed::Refused(ReasonCode::QuotaExceeded);
             }
             if must_store {
-                let mut plan = Vec::with_capacity(targets.len());
+                let mut plan = Plan::with_capacity(targets.len());
                 for_each_delivery(&message, &targets, |subscription, delivery| {
                     plan.push((subscription.session.clone(), delivery));
                 });
@@ -668,12 +673,12 @@ impl Broker {
         &self,
         store: &Store,
         message: Arc<Message>,
-        mut plan: Vec<(Arc<Session>, Delivery)>,
+        mut plan: Plan,
         publisher: Option<&Publisher<'_>>,
         answer: Option<Answer>,
         moved_from: Option<(u64, u64)>,
     ) -> Option<Arc<Session>> {
-        let mut targets = Vec::new();
+        let mut targets = smallvec::SmallVec::new();
         let mut congested = None;
         plan.retain_mut(|(session, delivery)| {
             let persistent = session.is_persistent() && delivery.qos != QoS::AtMostOnce;
@@ -723,7 +728,7 @@ impl Broker {
         &self,
         result: Result<u64, StoreError>,
         message: &Arc<Message>,
-        plan: Vec<(Arc<Session>, Delivery)>,
+        plan: Plan,
         answer: Option<Answer>,
     ) {
         let reason = match result {
@@ -920,7 +925,7 @@ impl Broker {
                         .and(from)
                         .map(|offset| (leaving_session, offset.get()));
                     let message = handed_over.message.clone();
-                    let plan = vec![(session, handed_over)];
+                    let plan = smallvec::smallvec![(session, handed_over)];
                     self.store_then_deliver(store, message, plan, None, None, moved_from);
                 }
                 None => {

@@ -9,6 +9,7 @@
 
 use super::offsets::Offsets;
 use super::record::{Published, Record, StoredMessage, StoredSubscription};
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -206,7 +207,7 @@ impl Ledger {
                 message: message.clone(),
                 inbound: None,
                 moved_from: None,
-                targets: Vec::new(),
+                targets: SmallVec::new(),
             }))
         });
         sessions.chain(retained)
@@ -359,7 +360,7 @@ mod tests {
                 message: clear,
                 inbound: None,
                 moved_from: None,
-                targets: vec![],
+                targets: SmallVec::new(),
             })),
         ));
         let ledger = replay(&records);

@@ -13,6 +13,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 #[cfg(test)]
 use ferry_mqtt::ByteStr;
 use ferry_mqtt::{DecodeError, Packet, ProtocolVersion, Publish, QoS, SubscriptionOptions};
+use smallvec::SmallVec;
 
 /// A change to the durable state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +117,9 @@ pub struct Published {
     /// with exactly one of them.
     pub moved_from: Option<(u64, u64)>,
     /// The persistent sessions it is queued for.
-    pub targets: Vec<Target>,
+    /// Inline when there is one: the record is freed on the log writer's
+    /// thread, and every allocation freed there costs its owner too.
+    pub targets: SmallVec<[Target; 1]>,
 }
 
 /// One persistent session a message is delivered to, as `Delivery` says.
@@ -362,7 +365,7 @@ impl Record {
                 let moved_offset = input.varint("moved from offset")?;
                 let moved_from = (moved_offset != 0).then_some((moved_session, moved_offset));
                 let count = input.count("targets")?;
-                let mut targets = Vec::with_capacity(count);
+                let mut targets = SmallVec::with_capacity(count);
                 for _ in 0..count {
                     let session = input.varint("target session")?;
                     let flags = input.u8("target flags")?;
@@ -653,7 +656,7 @@ mod tests {
                 message: with_properties,
                 inbound: Some((9, 65535)),
                 moved_from: Some((4, 1 << 33)),
-                targets: vec![
+                targets: smallvec::smallvec![
                     Target {
                         session: 1,
                         qos: QoS::AtLeastOnce,
@@ -674,7 +677,7 @@ mod tests {
                 message: message("t", b"", QoS::AtMostOnce, true),
                 inbound: None,
                 moved_from: None,
-                targets: vec![],
+                targets: SmallVec::new(),
             })),
             Record::Delivered { session: 1, offsets: vec![24, 4_000, 1 << 40] },
             Record::Released { session: 1, offset: u64::MAX, packet_id: 65535 },
