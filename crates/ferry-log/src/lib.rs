@@ -271,7 +271,7 @@ impl Log {
         let size = (record::HEADER_LEN + len) as u64;
         let used = self.end() - self.active.base;
         if used + size > self.config.segment_bytes && used > segment::HEADER_LEN {
-            self.roll().inspect_err(|_| self.lost = true)?;
+            self.roll()?;
         }
         let offset = self.end();
         self.put(&record::header(parts))?;
@@ -312,7 +312,10 @@ impl Log {
 
     /// Seals the active segment (durably) and begins the next one.
     fn roll(&mut self) -> Result<(), LogError> {
-        self.sync_kept()?;
+        // A failed sync loses the records since `kept`; a failure after it
+        // (beginning the next segment) loses nothing, and this append
+        // alone fails.
+        self.sync_kept().inspect_err(|_| self.lost = true)?;
         // The padding of the last write goes: a sealed segment's length is
         // where the next one begins.
         let len = self.active.len;
