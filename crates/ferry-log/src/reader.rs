@@ -2,8 +2,9 @@
 //! consumer that keeps offsets (a queue of messages left in the log) needs.
 //!
 //! A `Reader` has its own read-only handles, so it never waits for the
-//! writer thread. It may read any record the writer has flushed: flushed
-//! bytes are in the page cache, visible to every handle on the file.
+//! writer thread. It may read any record the writer has flushed: a flush
+//! writes to the file, directly to the disk or into the page cache, and
+//! either way every handle on the file reads what was written.
 
 use crate::{record, segment, LogError};
 use std::collections::BTreeMap;
