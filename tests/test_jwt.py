@@ -10,6 +10,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+import rawmqtt
+
 
 pytestmark = pytest.mark.ferry_only  # Ferry's [auth.jwt] and [[listener]] keys
 
@@ -125,3 +127,25 @@ def test_claims_name_the_user_and_groups_for_acls(jwt_broker):
     device.c.username_pw_set("device-9", token(sub="device-9", groups="sensors"))
     assert device.connect().reason == 0
     assert device.subscribe("ops/alerts", qos=1) == [0x87]
+
+
+@pytest.mark.parametrize("version", [4, 5], ids=["v311", "v5"])
+def test_a_client_is_disconnected_when_its_token_expires(broker_factory, tmp_path, version):
+    secret = tmp_path / "jwt.secret"
+    secret.write_text(SECRET + "\n")
+    b = broker_factory({"auth": {"allow_anonymous": False, "jwt": {
+        "secret_file": str(secret), "audience": AUDIENCE, "issuer": ISSUER, "leeway_secs": 0}}})
+    user = None if version == 5 else "sensor-7"
+    now = int(time.time())
+    lasting = b.raw(version)
+    lasting.connect("lasting", username=user, password=token(exp=now + 600).encode())
+    expiring = b.raw(version)
+    expiring.connect("expiring", username=user, password=token(exp=now + 3).encode())
+    expiring.ping()  # at least two seconds of the token are left
+    packets = expiring.read_until_closed(timeout=10)
+    # MQTT 5 is told why (0xA0, Maximum connect time); 3.1.1 has no
+    # DISCONNECT from the server, and the connection just closes.
+    assert [p.reason for p in packets if p.type == rawmqtt.DISCONNECT] == (
+        [0xA0] if version == 5 else [])
+    b.wait_log(r"closing connection: credentials expired")
+    lasting.ping()  # a client whose token holds stays

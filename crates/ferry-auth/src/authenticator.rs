@@ -84,6 +84,9 @@ pub struct Identity {
     pub username: Option<Arc<str>>,
     /// Groups a JWT claimed.
     pub groups: Vec<Arc<str>>,
+    /// Unix seconds from which the credentials no longer hold (a JWT's
+    /// `exp` and the leeway): the broker disconnects the client then.
+    pub valid_until: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -144,7 +147,11 @@ impl Authenticator {
 
     fn verify(&self, method: Method, credentials: &Credentials<'_>) -> Verdict {
         let accepted = |username: Option<&str>| {
-            Verdict::Accepted(Identity { username: username.map(Arc::from), groups: Vec::new() })
+            Verdict::Accepted(Identity {
+                username: username.map(Arc::from),
+                groups: Vec::new(),
+                valid_until: None,
+            })
         };
         match (method, &self.passwords, &self.jwt) {
             (Method::Certificate, ..) => accepted(credentials.certificate),
@@ -170,6 +177,7 @@ impl Authenticator {
                         Verdict::Accepted(Identity {
                             username: token.username,
                             groups: token.groups,
+                            valid_until: Some(jwt.valid_until(token.expires_at)),
                         })
                     }
                     _ => Verdict::BadCredentials,
@@ -263,10 +271,11 @@ mod tests {
     }
 
     fn user(name: &str) -> Verdict {
-        Verdict::Accepted(Identity { username: Some(name.into()), groups: Vec::new() })
+        Verdict::Accepted(Identity { username: Some(name.into()), ..Identity::default() })
     }
 
-    const ANONYMOUS: Verdict = Verdict::Accepted(Identity { username: None, groups: Vec::new() });
+    const ANONYMOUS: Verdict =
+        Verdict::Accepted(Identity { username: None, groups: Vec::new(), valid_until: None });
 
     #[test]
     fn credentials_and_anonymous_access_decide() {

@@ -232,6 +232,12 @@ impl JwtVerifier {
         split_token(password).is_some_and(|parts| decode_header(parts.header).is_some())
     }
 
+    /// The last second a token that expires at `expires_at` is accepted:
+    /// its `exp` and the leeway.
+    pub fn valid_until(&self, expires_at: u64) -> u64 {
+        expires_at.saturating_add(self.leeway_secs)
+    }
+
     /// Checks `token`'s signature, then its claims at `now_unix_secs`. No
     /// claim is looked at before the signature holds.
     pub fn verify(&self, token: &[u8], now_unix_secs: u64) -> Result<VerifiedToken, JwtRejection> {
@@ -814,6 +820,8 @@ Q0iyA3e1GguwfhzlmQIDAQAB
         assert_eq!(at(json!(NOW - 30)), Err(JwtRejection::Expired));
         assert_eq!(at(json!(NOW - 3600)), Err(JwtRejection::Expired));
         assert_eq!(at(json!((NOW + 60) as f64 + 0.5)).unwrap().expires_at, NOW + 60);
+        // Accepted up to the same point while connected: exp and the leeway.
+        assert_eq!(verifier.valid_until(NOW - 29), NOW + 1);
         assert_eq!(at(json!("tomorrow")), Err(JwtRejection::Malformed));
         assert_eq!(at(json!(-1)), Err(JwtRejection::Malformed));
         assert_eq!(check(&verifier, &hs256(&json!({"sub": "u"}))), Err(JwtRejection::MissingClaim));

@@ -158,6 +158,7 @@ impl Client {
             Ok(identity) => identity,
             Err((reason, explanation)) => return refused(reason, explanation, wbuf),
         };
+        let valid_until = identity.valid_until;
         let principal = match principal(&connect, origin, identity) {
             Ok(principal) => principal,
             Err(explanation) => {
@@ -176,7 +177,7 @@ impl Client {
             }
         }
         let Accepted { client, connack, stored } =
-            Client::connect(broker, *connect, principal, wbuf)?;
+            Client::connect(broker, *connect, principal, valid_until, wbuf)?;
         if let Some(stored) = stored {
             // Answered even when the store fails (the session then lasts
             // until a restart, and that is logged): never left hanging.
@@ -187,10 +188,13 @@ impl Client {
         Ok(client)
     }
 
+    /// `valid_until`: Unix seconds at which the client's credentials
+    /// expire (a JWT's), and it is disconnected.
     fn connect(
         broker: &Arc<Broker>,
         connect: Connect,
         mut principal: Principal,
+        valid_until: Option<u64>,
         wbuf: &mut BytesMut,
     ) -> Result<Accepted, Close> {
         let config = &broker.config;
@@ -259,7 +263,13 @@ impl Client {
         let attached = broker.attach(&client_id, connect.clean_start, expiry_secs);
         let keep_alive =
             (keep_alive_secs > 0).then(|| Duration::from_millis(u64::from(keep_alive_secs) * 1500));
-        attached.session.liveness.arm(broker.now_ms(), keep_alive);
+        let now_ms = broker.now_ms();
+        // On the broker's clock: the wall clock is read once, here.
+        let credentials_end_ms = valid_until.map(|secs| {
+            now_ms
+                .saturating_add(secs.saturating_mul(1000).saturating_sub(crate::broker::unix_ms()))
+        });
+        attached.session.liveness.arm(now_ms, keep_alive, credentials_end_ms);
         let will = connect.will.map(|will| PendingWill::from_connect(will, attached.session.id));
 
         if v5 {
@@ -981,6 +991,9 @@ impl Client {
         }
         if self.session.liveness.is_expired() {
             return Err(Close::KeepAliveTimeout);
+        }
+        if self.session.liveness.credentials_expired() {
+            return Err(Close::CredentialsExpired);
         }
         let mut state = self.session.lock();
         if state.ended || state.generation != self.generation {

@@ -26,6 +26,8 @@ pub(crate) enum Close {
         message: String,
     },
     KeepAliveTimeout,
+    /// The client's credentials expired (a JWT's `exp`).
+    CredentialsExpired,
     /// Another connection attached to the session.
     TakenOver,
     ServerShuttingDown,
@@ -45,6 +47,7 @@ impl Close {
             Close::Malformed(error) => Some(error.reason_code()),
             Close::Protocol { reason, .. } => Some(*reason),
             Close::KeepAliveTimeout => Some(ReasonCode::KeepAliveTimeout),
+            Close::CredentialsExpired => Some(ReasonCode::MaximumConnectTime),
             Close::TakenOver => Some(ReasonCode::SessionTakenOver),
             Close::ServerShuttingDown => Some(ReasonCode::ServerShuttingDown),
         }
@@ -56,6 +59,7 @@ impl Close {
             Close::Malformed(error) => Some(error.to_string()),
             Close::Protocol { message, .. } => Some(message.clone()),
             Close::KeepAliveTimeout => Some("keep-alive timeout".into()),
+            Close::CredentialsExpired => Some("credentials expired".into()),
             Close::TakenOver => Some("another connection took over the session".into()),
             Close::ServerShuttingDown => Some("server shutting down".into()),
             _ => None,
@@ -86,6 +90,9 @@ impl Close {
             }
             Close::KeepAliveTimeout => {
                 tracing::info!(%peer, client_id, "closing connection: keep-alive timeout")
+            }
+            Close::CredentialsExpired => {
+                tracing::info!(%peer, client_id, "closing connection: credentials expired (JWT exp)")
             }
             Close::TakenOver => {
                 tracing::info!(%peer, client_id, "closing connection: session taken over")
