@@ -78,6 +78,7 @@ def secure(broker_factory, pki, tmp_path):
     wait["https"] = re.compile(r"listening on https://(127\.0\.0\.1):(\d+)")
     b = broker_factory(config, wait=wait)
     b.server_files = (cert, key)
+    b.acl_file = acl
     return b
 
 
@@ -197,6 +198,22 @@ def test_certificates_reload_on_sighup_without_dropping_connections(secure, pki,
         stale.connect()
     # the connection made before the reload still works
     assert before.subscribe("devices/still/#") == [0]
+
+
+def test_a_reload_with_one_bad_certificate_changes_nothing(secure, pki):
+    c = _tls_client(secure, "tls", pki, client_id="through-reload")
+    assert c.connect().reason == 0
+    # the new ACL would refuse everything, but the certificate beside it is broken
+    secure.acl_file.write_text('[[rule]]\npermission = "deny"\naction = "all"\ntopics = ["#"]\n')
+    cert, _ = secure.server_files
+    cert.write_text("not a certificate\n")
+    since = len(secure.log_lines())
+    os.kill(secure.proc.pid, signal.SIGHUP)
+    secure.wait_log(r"reload failed, the previous settings stay: listener tls\b", since=since)
+    # so neither was applied: the old ACL still grants, the old certificate still serves
+    assert c.subscribe("devices/kept/#") == [0]
+    again = _tls_client(secure, "tls", pki, client_id="after-failed-reload")
+    assert again.connect().reason == 0
 
 
 def test_minimum_tls_version(secure, pki):

@@ -45,5 +45,5 @@ pub use durable::{DurabilityConfig, Fsync, StoreError, StoreFigures};
 pub use listener::{Listener, Protocol};
 pub use message::Message;
 pub use stats::Stats;
-pub use tls::{Tls, TlsError, TlsSettings};
+pub use tls::{ReadAgain, Tls, TlsError, TlsSettings};
 pub use websocket::MQTT_PATH;

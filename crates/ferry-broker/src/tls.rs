@@ -99,6 +99,9 @@ pub enum TlsError {
     ClientCa(#[from] rustls::server::VerifierBuilderError),
 }
 
+/// A listener's TLS files read again, not yet in use.
+pub struct ReadAgain(TlsAcceptor);
+
 /// A listener's TLS: the current configuration and how to remake it.
 pub struct Tls {
     settings: TlsSettings,
@@ -117,12 +120,16 @@ impl Tls {
         Ok(Tls { settings, acceptor: RwLock::new(TlsAcceptor::from(Arc::new(config))) })
     }
 
-    /// Reads the files again and uses them for new handshakes; on error the
-    /// previous configuration stays.
-    pub fn reload(&self) -> Result<(), TlsError> {
-        let config = server_config(&self.settings)?;
-        *self.acceptor.write() = TlsAcceptor::from(Arc::new(config));
-        Ok(())
+    /// Reads the files again, for [`Tls::install`]: a reload of several
+    /// listeners reads them all before it changes any.
+    pub fn reread(&self) -> Result<ReadAgain, TlsError> {
+        Ok(ReadAgain(TlsAcceptor::from(Arc::new(server_config(&self.settings)?))))
+    }
+
+    /// Uses what [`Tls::reread`] read for new handshakes; connections
+    /// already made keep theirs.
+    pub fn install(&self, read: ReadAgain) {
+        *self.acceptor.write() = read.0;
     }
 
     pub fn is_mutual(&self) -> bool {

@@ -2,10 +2,9 @@
 //! keys, ACL, TLS certificates — loaded at start and again on SIGHUP or
 //! `POST /api/v1/reload`, without dropping a connection.
 //!
-//! The authentication and ACL files are loaded all together before any is
-//! applied, so a reload with one bad file changes nothing; each listener's
-//! certificates are swapped on their own, and a listener whose files fail
-//! keeps the ones it has.
+//! Every file — the authentication and ACL files and every TLS listener's
+//! certificates — is read before any is applied, so a reload with one bad
+//! file changes nothing and says which file it was.
 
 use crate::config::AuthConfig;
 use anyhow::Context;
@@ -38,35 +37,31 @@ impl Security {
         broker: Arc<Broker>,
     ) -> anyhow::Result<Security> {
         let security = Security { auth, tls, broker };
-        let loaded = security.apply_auth()?;
+        let (auth, loaded) = security.read_auth()?;
+        security.apply_auth(auth);
         tracing::info!(?loaded, "authentication and authorization loaded");
         Ok(security)
     }
 
-    /// Loads every file again. Returns the first problem, after trying
-    /// every TLS listener.
+    /// Reads every file again and, if all of them are good, applies them;
+    /// otherwise changes nothing and returns the first problem.
     pub fn reload(&self) -> anyhow::Result<Loaded> {
-        let mut loaded = self.apply_auth()?;
-        let mut failed = None;
+        let (auth, mut loaded) = self.read_auth()?;
+        let mut certificates = Vec::with_capacity(self.tls.len());
         for (name, tls) in &self.tls {
-            match tls.reload() {
-                Ok(()) => loaded.tls_listeners += 1,
-                Err(error) => {
-                    tracing::error!(listener = %name, %error, "TLS files not reloaded; the previous ones stay");
-                    failed.get_or_insert(anyhow::anyhow!("listener {name}: {error}"));
-                }
-            }
+            let read = tls.reread().with_context(|| format!("listener {name}"))?;
+            certificates.push((tls, read));
         }
-        match failed {
-            Some(error) => Err(error),
-            None => {
-                tracing::info!(?loaded, "reloaded");
-                Ok(loaded)
-            }
+        self.apply_auth(auth);
+        loaded.tls_listeners = certificates.len();
+        for (tls, read) in certificates {
+            tls.install(read);
         }
+        tracing::info!(?loaded, "reloaded");
+        Ok(loaded)
     }
 
-    fn apply_auth(&self) -> anyhow::Result<Loaded> {
+    fn read_auth(&self) -> anyhow::Result<(AuthFiles, Loaded)> {
         let passwords = match &self.auth.password_file {
             Some(path) => Some(PasswordFile::load(path)?),
             None => None,
@@ -85,8 +80,18 @@ impl Security {
             acl_rules: acl.as_ref().map(Acl::rules),
             tls_listeners: 0,
         };
+        Ok((AuthFiles { passwords, jwt, acl }, loaded))
+    }
+
+    fn apply_auth(&self, AuthFiles { passwords, jwt, acl }: AuthFiles) {
         self.broker.set_authenticator(Authenticator::new(passwords, jwt));
         self.broker.set_acl(acl);
-        Ok(loaded)
     }
+}
+
+/// The authentication and authorization files, read and not yet applied.
+struct AuthFiles {
+    passwords: Option<PasswordFile>,
+    jwt: Option<JwtVerifier>,
+    acl: Option<Acl>,
 }
