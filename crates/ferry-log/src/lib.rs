@@ -202,8 +202,7 @@ impl Log {
         )?;
         if end.valid_len < active.len {
             let dropped = active.len - end.valid_len;
-            let rest = active.read_at(end.valid_len, dropped as usize)?;
-            if rest.iter().all(|&byte| byte == 0) {
+            if active.zeros_at(end.valid_len, dropped)? {
                 // The zeros that pad a direct write's last block: nothing
                 // was written there (no record is all zeros).
                 tracing::debug!(segment = %active.path.display(), padding = dropped, "durable log: cut the padding off the last segment");

@@ -115,6 +115,23 @@ impl Segment {
         Ok(bytes)
     }
 
+    /// Whether the `len` bytes of the file from `position` on are all
+    /// zeros; read a chunk at a time, since a damaged tail can be long.
+    pub fn zeros_at(&self, position: u64, len: u64) -> Result<bool, LogError> {
+        let mut chunk = vec![0; SCAN_CHUNK.min(len as usize)];
+        let mut at = position;
+        while at < position + len {
+            let want = chunk.len().min((position + len - at) as usize);
+            let part = &mut chunk[..want];
+            self.file.read_exact_at(part, at).map_err(LogError::io(&self.path))?;
+            if part.iter().any(|&byte| byte != 0) {
+                return Ok(false);
+            }
+            at += want as u64;
+        }
+        Ok(true)
+    }
+
     /// Makes what was written durable (data, and the file length).
     pub fn sync(&self) -> Result<(), LogError> {
         self.file.sync_data().map_err(LogError::io(&self.path))

@@ -367,3 +367,36 @@ fn a_log_on_tmpfs_works_the_same() {
     }
     assert_eq!(all(&mut log), expected);
 }
+
+/// A tail of zeros is padding, however long (a file extended but never
+/// written, say); zeros that end in anything else are damage, all of it.
+#[test]
+fn zeros_after_the_last_record_are_padding_and_anything_else_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<Vec<u8>> = (0..10).map(payload).collect();
+    {
+        let (mut log, _) = Log::open(dir.path(), Config::default()).unwrap();
+        for record in &records {
+            log.append(record).unwrap();
+        }
+        log.sync().unwrap();
+    }
+    let last = segment_files(dir.path()).pop().unwrap();
+    let len = std::fs::metadata(&last).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&last).unwrap();
+    file.set_len(len + (3 << 20)).unwrap();
+    drop(file);
+    let (mut log, recovery) = Log::open(dir.path(), Config::default()).unwrap();
+    assert_eq!(recovery.truncated_bytes, 0);
+    assert_eq!(std::fs::metadata(&last).unwrap().len(), len, "the padding is cut");
+    assert_eq!(all(&mut log), records);
+    drop(log);
+
+    let mut file = std::fs::OpenOptions::new().append(true).open(&last).unwrap();
+    file.set_len(len + (3 << 20)).unwrap();
+    file.write_all(b"!").unwrap();
+    drop(file);
+    let (mut log, recovery) = Log::open(dir.path(), Config::default()).unwrap();
+    assert_eq!(recovery.truncated_bytes, (3 << 20) + 1);
+    assert_eq!(all(&mut log), records);
+}
