@@ -822,7 +822,6 @@ impl Broker {
             self.config.queue_overflow,
             &self.stats,
             publisher,
-            false,
         );
         self.delivery_over(session, evicted);
         if outcome == Enqueued::Dropped {

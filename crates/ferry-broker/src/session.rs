@@ -251,8 +251,8 @@ impl Session {
     /// not queued for an offline session: at-most-once means no storage. A
     /// stored message for a session that is offline (or still has older
     /// ones in the log) stays in the log: only its offset is queued.
-    /// `expected` says it was counted by [`Session::expect`]. Also returns
-    /// the offset of a stored delivery the bound pushed out, if one was.
+    /// Also returns the offset of a stored delivery the bound pushed out,
+    /// if one was.
     pub(crate) fn enqueue(
         &self,
         delivery: Delivery,
@@ -260,13 +260,12 @@ impl Session {
         overflow: QueueOverflow,
         stats: &Stats,
         publisher: Option<&Publisher<'_>>,
-        expected: bool,
     ) -> (Enqueued, Option<NonZeroU64>) {
         let online = self.is_online();
         let mut state = self.state.lock();
         let was_empty = state.queue.is_empty() && state.on_disk.is_empty();
         let (mut outcome, evicted) =
-            state.push(delivery, online, max_queued, overflow, stats, expected);
+            state.push(delivery, online, max_queued, overflow, stats, false);
         if let Some(publisher) = publisher.filter(|_| outcome == Enqueued::Queued) {
             if state.congested_by(self, online, publisher) {
                 state.add_waiter(publisher.session);
@@ -318,7 +317,8 @@ impl Session {
 
 impl SessionState {
     /// Queues one delivery under the session's bound (see
-    /// [`Session::enqueue`]).
+    /// [`Session::enqueue`]); `expected` says [`Session::expect`] counted
+    /// it.
     fn push(
         &mut self,
         delivery: Delivery,
