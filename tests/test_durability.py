@@ -488,3 +488,24 @@ def test_a_long_offline_queue_drains_in_order_while_new_messages_arrive(broker_f
     rest = raw_collect_publishes(sub, stored + 50 - len(got), timeout=10, ack=True)
     got += [p.payload for p in rest]
     assert got == [b"old %d" % i for i in range(stored)] + [b"new %d" % i for i in range(50)]
+
+
+def test_a_message_sent_after_a_stored_ones_ack_is_delivered_after_it(broker):
+    """A retained message is stored before it is acknowledged; the next
+    message of the same publisher (QoS 0, not stored) is routed as soon as
+    it arrives. Its PUBACK must not reach the publisher before the stored
+    message is queued for subscribers, or the next message overtakes it
+    (the acknowledgements of a batch used to go out before its deliveries
+    were queued)."""
+    sub = broker.raw()
+    sub.connect("order-sub")
+    sub.subscribe(("order/t", 0))
+    pub = broker.raw()
+    pub.connect("order-pub")
+    rounds = 200
+    for i in range(rounds):
+        pub.publish("order/t", b"stored-%d" % i, qos=1, retain=True)
+        pub.publish("order/t", b"direct-%d" % i, qos=0)
+    got = [p.payload for p in raw_collect_publishes(sub, 2 * rounds)]
+    expected = [x for i in range(rounds) for x in (b"stored-%d" % i, b"direct-%d" % i)]
+    assert got == expected

@@ -29,6 +29,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 use tokio_util::task::TaskTracker;
 
+/// How long a new connection waits for the connection it takes over to
+/// apply its client's last packets. That connection answers within a turn
+/// of its core's loop; this bounds a core that is stuck.
+const TAKEOVER_PATIENCE: Duration = Duration::from_secs(1);
+
 /// A subscription's entry in the topic tree. Holds the session itself so a
 /// publish needs no lookup by client id.
 #[derive(Clone)]
@@ -56,6 +61,10 @@ pub struct Broker {
     /// once their batch is answered (`enqueue_stored`), each with its place
     /// in the batch.
     stored: Mutex<Vec<(Arc<Session>, usize, Delivery)>>,
+    /// The publishers' acknowledgements of a batch's messages, given once
+    /// the batch's deliveries are queued: a publisher that had its PUBACK
+    /// earlier could publish again and have that message queued first.
+    stored_replies: Mutex<Vec<(Answer, ReasonCode)>>,
     pub(crate) subscriptions: RwLock<TopicTree<u64, Subscription>>,
     pub(crate) retained: RwLock<RetainedStore<Arc<Message>>>,
     pub(crate) sessions: Mutex<HashMap<Arc<str>, Arc<Session>>>,
@@ -146,6 +155,7 @@ impl Broker {
             store,
             me: me.clone(),
             stored: Mutex::new(Vec::new()),
+            stored_replies: Mutex::new(Vec::new()),
             subscriptions: RwLock::new(TopicTree::new()),
             retained: RwLock::new(RetainedStore::new()),
             sessions: Mutex::new(HashMap::new()),
@@ -281,6 +291,16 @@ impl Broker {
         sessions.insert(client_id.clone(), session.clone());
         let stored = self.persist_expiry(&session, expiry_secs);
         Attached { session, session_present: false, generation: 1, stored }
+    }
+
+    /// Lets the connection that holds `client_id`'s session, if one does,
+    /// apply what its client already sent before a new connection attaches
+    /// ([`Session::settle`]).
+    pub(crate) async fn settle_previous(&self, client_id: &str) {
+        let existing = self.sessions.lock().get(client_id).cloned();
+        if let Some(existing) = existing {
+            existing.settle(TAKEOVER_PATIENCE).await;
+        }
     }
 
     pub(crate) fn me(&self) -> Weak<Broker> {
@@ -761,13 +781,14 @@ impl Broker {
             }
         };
         if let Some(answer) = answer {
-            answer.session.fill_reply(answer.generation, answer.packet(reason));
+            self.stored_replies.lock().push((answer, reason));
         }
     }
 
     /// On the log writer's thread, once a batch is answered: queues the
     /// deliveries its messages made, each session's in one go and in the
-    /// order they were stored. Per delivery, the lock of a busy subscriber's
+    /// order they were stored, then gives the publishers their
+    /// acknowledgements. Per delivery, the lock of a busy subscriber's
     /// session was the most contended lock of the durable path.
     fn enqueue_stored(&self) {
         let mut batch = std::mem::take(&mut *self.stored.lock());
@@ -798,6 +819,15 @@ impl Broker {
         let mut stored = self.stored.lock();
         if stored.is_empty() {
             *stored = batch;
+        }
+        drop(stored);
+        let mut replies = std::mem::take(&mut *self.stored_replies.lock());
+        for (answer, reason) in replies.drain(..) {
+            answer.session.fill_reply(answer.generation, answer.packet(reason));
+        }
+        let mut kept = self.stored_replies.lock();
+        if kept.is_empty() {
+            *kept = replies;
         }
     }
 

@@ -176,6 +176,10 @@ impl Client {
                 return refused(ReasonCode::NotAuthorized, "the will's topic is not allowed", wbuf);
             }
         }
+        // (An empty id is assigned a new one: no session to take over.)
+        if !principal.client_id.is_empty() {
+            broker.settle_previous(&principal.client_id).await;
+        }
         let Accepted { client, connack, stored } =
             Client::connect(broker, *connect, principal, valid_until, wbuf)?;
         if let Some(stored) = stored {

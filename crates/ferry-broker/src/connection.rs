@@ -37,7 +37,7 @@ const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) async fn serve<S: Transport>(
     mut stream: S,
     origin: Box<Origin>,
-    _admission: Admission,
+    admission: Admission,
     broker: Arc<Broker>,
 ) {
     broker.stats.connections_total.inc();
@@ -85,8 +85,14 @@ pub(crate) async fn serve<S: Transport>(
     }
     close.log(origin.peer, Some(&client.session.client_id));
     let server_closed = close.reason_code().is_some();
+    let session = client.session.clone();
     client.finish(&broker, close);
+    // A connection waiting to take the session over may go on now.
+    session.settled();
     Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, server_closed)).await;
+    // The place is given back before the socket closes, so that a client
+    // that sees the close may connect again at once.
+    drop(admission);
 }
 
 /// Sends what is left in `wbuf` and, when the server is the one closing,
@@ -218,7 +224,14 @@ async fn run<S: Transport>(
                     READ_CHUNK_MIN_BYTES
                 };
             }
-            Event::Woken => woken.set(session.wake.notified()),
+            Event::Woken => {
+                woken.set(session.wake.notified());
+                if session.is_settling() {
+                    if let Err(close) = apply_arrived(client, broker, stream, rbuf, wbuf).await {
+                        return close;
+                    }
+                }
+            }
             Event::Resumed => {}
             Event::StallCheck if wrote_since_armed || wbuf.len() < write_cap => {}
             Event::StallCheck => {
@@ -244,6 +257,45 @@ async fn run<S: Transport>(
         }
         client.record_delivered(broker);
     }
+}
+
+/// A new connection waits to take the session over: applies what the
+/// client sent before it (a DISCONNECT, say) first, then lets it go on.
+/// Bytes already in the socket may not be known to this core's reactor
+/// yet (another core read the new CONNECT first), so the task lets the
+/// reactor run once, then reads until nothing is left.
+async fn apply_arrived<S: Transport>(
+    client: &mut Client,
+    broker: &Arc<Broker>,
+    stream: &mut S,
+    rbuf: &mut BytesMut,
+    wbuf: &mut BytesMut,
+) -> Result<(), Close> {
+    tokio::task::yield_now().await;
+    while !client.is_blocked() {
+        let read = poll_fn(|cx| {
+            if rbuf.capacity() - rbuf.len() < READ_CHUNK_MIN_BYTES {
+                rbuf.reserve(READ_CHUNK_MIN_BYTES);
+            }
+            match poll_read_buf(Pin::new(&mut *stream), cx, rbuf) {
+                Poll::Ready(result) => Poll::Ready(Some(result)),
+                Poll::Pending => Poll::Ready(None),
+            }
+        })
+        .await;
+        match read {
+            None => break,
+            Some(Ok(0)) if !rbuf.is_empty() => return Err(Close::Truncated(rbuf.len())),
+            Some(Ok(0)) => return Err(Close::PeerClosed),
+            Some(Ok(read)) => {
+                broker.stats.bytes_received.add(read as u64);
+                process_input(client, broker, rbuf, wbuf)?;
+            }
+            Some(Err(_)) => return Err(Close::Io),
+        }
+    }
+    client.session.settled();
+    Ok(())
 }
 
 /// Decodes and applies the complete packets in `rbuf`, until it holds only

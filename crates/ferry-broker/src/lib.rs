@@ -17,6 +17,7 @@ mod client;
 mod close;
 mod config;
 mod connection;
+pub mod cores;
 mod durable;
 mod encode_once;
 pub mod keep_alive;
@@ -40,6 +41,7 @@ mod websocket;
 mod will;
 
 pub use broker::Broker;
+pub use cores::Cores;
 pub use config::{BrokerConfig, ConfigError, QueueOverflow};
 pub use durable::{DurabilityConfig, Fsync, StoreError, StoreFigures};
 pub use listener::{Listener, Protocol};

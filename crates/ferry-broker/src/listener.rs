@@ -1,9 +1,11 @@
 //! Listeners: one accept loop per configured address, each with its own
 //! transport (TCP or WebSocket, either with TLS), authentication policy and
-//! connection limit; one task per accepted connection.
+//! connection limit; one task per accepted connection, on the core
+//! (`cores.rs`) that serves it for its life.
 
 use crate::broker::Broker;
 use crate::connection;
+use crate::cores::Cores;
 use crate::tls::Tls;
 use crate::websocket::{check_handshake, WsByteStream};
 use ferry_auth::ListenerAuth;
@@ -74,8 +76,15 @@ impl Drop for Admission {
     }
 }
 
-/// Serves the listener until the broker shuts down.
-pub async fn serve(tcp: TcpListener, listener: Arc<Listener>, broker: Arc<Broker>) {
+/// Serves the listener until the broker shuts down: accepts here, and
+/// hands each admitted socket to one of the `cores`, which serves it for
+/// its whole life.
+pub async fn serve(
+    tcp: TcpListener,
+    listener: Arc<Listener>,
+    broker: Arc<Broker>,
+    cores: Arc<Cores>,
+) {
     let mut shutdown = broker.shutdown_signal();
     loop {
         let accepted = tokio::select! {
@@ -90,25 +99,51 @@ pub async fn serve(tcp: TcpListener, listener: Arc<Listener>, broker: Arc<Broker
                 // MQTT packets are small and latency matters more than
                 // segment count; coalescing happens in our write buffer.
                 let _ = stream.set_nodelay(true);
+                // Out of this runtime's reactor, into the core's.
+                let stream = match stream.into_std() {
+                    Ok(stream) => stream,
+                    Err(error) => {
+                        tracing::warn!(listener = %listener.name, %peer, %error, "cannot hand the connection to a core");
+                        continue;
+                    }
+                };
                 let origin =
                     Box::new(Origin { peer, listener: listener.clone(), certificate: None });
+                let tracked = broker.connections.token();
+                let broker = broker.clone();
                 if listener.tls.is_none() && listener.protocol == Protocol::Mqtt {
                     // Straight to MQTT: no handshake state in the task of
                     // every plain connection.
-                    broker.connections.spawn(connection::serve(
-                        stream,
-                        origin,
-                        admission,
-                        broker.clone(),
-                    ));
+                    cores.place(move || async move {
+                        let _tracked = tracked;
+                        if let Some(stream) = register(stream, &origin) {
+                            connection::serve(stream, origin, admission, broker).await;
+                        }
+                    });
                 } else {
-                    broker.connections.spawn(open(stream, origin, admission, broker.clone()));
+                    cores.place(move || async move {
+                        let _tracked = tracked;
+                        if let Some(stream) = register(stream, &origin) {
+                            open(stream, origin, admission, broker).await;
+                        }
+                    });
                 }
             }
             Err(error) => {
                 tracing::warn!(listener = %listener.name, %error, "accept failed");
                 tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
             }
+        }
+    }
+}
+
+/// Registers an accepted socket with the reactor of the core it runs on.
+fn register(stream: std::net::TcpStream, origin: &Origin) -> Option<TcpStream> {
+    match TcpStream::from_std(stream) {
+        Ok(stream) => Some(stream),
+        Err(error) => {
+            tracing::warn!(listener = %origin.listener.name, peer = %origin.peer, %error, "cannot register the connection");
+            None
         }
     }
 }

@@ -18,6 +18,7 @@ use std::collections::{HashSet, VecDeque};
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
@@ -75,6 +76,10 @@ pub struct Session {
     /// Whether the session is in the durable log (it has an expiry
     /// interval and durability is on). Read on the publish path unlocked.
     persistent: AtomicBool,
+    /// A new connection for this client id waits to take over: the current
+    /// one applies what its client already sent (a DISCONNECT, say), then
+    /// clears this and wakes the waiter.
+    settling: AtomicBool,
     /// Wakes the connection task: new messages, or it has been taken over.
     pub(crate) wake: Notify,
     pub(crate) liveness: Liveness,
@@ -158,6 +163,7 @@ impl Session {
             client_id,
             online: AtomicBool::new(false),
             persistent: AtomicBool::new(false),
+            settling: AtomicBool::new(false),
             wake: Notify::new(),
             liveness: Liveness::default(),
             state: Mutex::new(SessionState {
@@ -186,6 +192,58 @@ impl Session {
 
     pub(crate) fn set_online(&self, online: bool) {
         self.online.store(online, Ordering::Release);
+    }
+
+    /// Whether a new connection waits for this session's connection to
+    /// apply the input it already has ([`Session::settle`]).
+    pub(crate) fn is_settling(&self) -> bool {
+        self.settling.load(Ordering::Acquire)
+    }
+
+    /// The session's connection has applied its input, or ended: a
+    /// connection waiting to take over may go on.
+    pub(crate) fn settled(&self) {
+        if self.settling.swap(false, Ordering::AcqRel) {
+            self.wake.notify_waiters();
+        }
+    }
+
+    /// Before a new connection takes this session over: lets the current
+    /// connection apply what its client sent before the new one connected,
+    /// so that a DISCONNECT (ending a session with expiry 0, or dropping
+    /// the will) counts, as it would on a single-threaded broker. A client
+    /// that sends DISCONNECT and reconnects at once must not find its
+    /// ended session still there just because another core read its new
+    /// CONNECT first. Waits at most `patience`: a connection that does not
+    /// answer is taken over as before.
+    pub(crate) async fn settle(&self, patience: Duration) {
+        if !self.is_online() {
+            return;
+        }
+        self.settling.store(true, Ordering::Release);
+        self.wake.notify_one();
+        // Gone offline meanwhile: it has ended, and will not answer.
+        if !self.is_online() {
+            self.settling.store(false, Ordering::Release);
+            return;
+        }
+        let deadline = tokio::time::sleep(patience);
+        tokio::pin!(deadline);
+        loop {
+            let answered = self.wake.notified();
+            tokio::pin!(answered);
+            answered.as_mut().enable();
+            if !self.is_settling() {
+                return;
+            }
+            tokio::select! {
+                _ = answered => {}
+                _ = &mut deadline => {
+                    self.settling.store(false, Ordering::Release);
+                    return;
+                }
+            }
+        }
     }
 
     pub fn is_persistent(&self) -> bool {

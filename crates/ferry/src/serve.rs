@@ -5,7 +5,9 @@ use crate::config::{Config, ListenerProtocol};
 use crate::security::Security;
 use crate::tls_listener::TlsListener;
 use anyhow::Context;
-use ferry_broker::{keep_alive, listener, memory_watermark, sys, Broker, Listener, Protocol, Tls};
+use ferry_broker::{
+    keep_alive, listener, memory_watermark, sys, Broker, Cores, Listener, Protocol, Tls,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -15,17 +17,10 @@ use tokio::signal::unix::{signal, SignalKind};
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 pub fn run(config: Config) -> anyhow::Result<()> {
-    // One worker thread per core: every core serves connections.
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
-    // Tasks woken by one batch of socket events then run in the order the
-    // events arrived. With the LIFO slot, the last woken runs first, so a
-    // SUBSCRIBE sent just before another client's PUBLISH was routinely
-    // applied after it (a third of the time in a tight loop; never with
-    // Mosquitto). `.cargo/config.toml` sets the cfg that exposes this knob.
-    #[cfg(tokio_unstable)]
-    builder.disable_lifo_slot();
-    let runtime = builder.build()?;
+    // This thread's runtime accepts connections and runs the HTTP listener,
+    // signals and periodic chores; the connections themselves run on one
+    // runtime per core (`ferry_broker::Cores`).
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(serve(config))
 }
 
@@ -41,6 +36,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_context(|| {
             format!("cannot open the durable state in {}", config.data_dir.display())
         })?;
+    let cores = Arc::new(Cores::per_cpu().context("cannot start the per-core runtimes")?);
     let mut tasks = Vec::new();
     let mut bound = Vec::new();
     for settings in config.all_listeners() {
@@ -82,7 +78,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         }
         let auth = settings.auth(&config.auth);
         let listener = Arc::new(Listener::new(name, protocol, tls, auth, settings.max_connections));
-        tasks.push(tokio::spawn(listener::serve(tcp, listener, broker.clone())));
+        tasks.push(tokio::spawn(listener::serve(tcp, listener, broker.clone(), cores.clone())));
     }
     for (tcp, tls) in http {
         let address = tcp.local_addr()?;
@@ -135,6 +131,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let _ = task.await;
     }
     broker.wait_for_connections(SHUTDOWN_GRACE).await;
+    // The listeners are gone, so this is the last reference; what still
+    // runs on the cores after the grace period is cancelled.
+    if let Some(cores) = Arc::into_inner(cores) {
+        cores.stop();
+    }
     broker.close_store();
     tracing::info!("stopped");
     Ok(())

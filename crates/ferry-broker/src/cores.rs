@@ -1,0 +1,124 @@
+//! Per-core execution: one single-threaded runtime per core, and every
+//! connection pinned to one of them for its whole life.
+//!
+//! Why not one multi-threaded runtime: at one message in flight per client
+//! (the shape of a device fleet) a work-stealing runtime's workers park,
+//! search for work, steal it and wake each other for nearly every message;
+//! measured, that cost ~3× the epoll waits, futex wake-ups and 4× the
+//! context switches per message of single-threaded Mosquitto. Here a
+//! connection's socket events, its protocol work and its writes all happen
+//! on the thread that owns it, and a thread only wakes another when a
+//! message crosses cores (docs/architecture.md, "Threads and tasks").
+//!
+//! The listeners accept on the control runtime and hand each socket to the
+//! core with the fewest connections, which registers it with its own
+//! reactor: a balanced spread without SO_REUSEPORT's hash, which can leave
+//! one core with far more clients than another.
+
+use std::future::Future;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use tokio::runtime::{Builder, Handle};
+use tokio::sync::oneshot;
+
+/// The per-core runtimes. Dropping it without [`Cores::stop`] leaves the
+/// threads running until the process exits.
+pub struct Cores {
+    cores: Vec<Core>,
+}
+
+struct Core {
+    handle: Handle,
+    /// Connections this core serves now: what the spread balances.
+    connections: Arc<AtomicUsize>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Decrements its core's connection count however the connection ends,
+/// cancellation at shutdown included.
+struct Placed(Arc<AtomicUsize>);
+
+impl Drop for Placed {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Cores {
+    /// Starts `count` threads (at least one), `ferry-core-{i}`, each running
+    /// a single-threaded runtime with I/O and timers.
+    pub fn start(count: usize) -> io::Result<Cores> {
+        let mut cores = Vec::with_capacity(count.max(1));
+        for index in 0..count.max(1) {
+            let runtime = Builder::new_current_thread().enable_all().build()?;
+            let handle = runtime.handle().clone();
+            let (stop, stopped) = oneshot::channel::<()>();
+            let thread = std::thread::Builder::new()
+                .name(format!("ferry-core-{index}"))
+                .spawn(move || {
+                    // Spawned tasks run while the thread blocks on this; the
+                    // runtime's drop then cancels whatever is left.
+                    let _ = runtime.block_on(stopped);
+                })?;
+            cores.push(Core {
+                handle,
+                connections: Arc::new(AtomicUsize::new(0)),
+                stop: Some(stop),
+                thread: Some(thread),
+            });
+        }
+        Ok(Cores { cores })
+    }
+
+    /// One core per CPU the process may run on.
+    pub fn per_cpu() -> io::Result<Cores> {
+        Cores::start(std::thread::available_parallelism().map_or(1, usize::from))
+    }
+
+    pub fn len(&self) -> usize {
+        self.cores.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cores.is_empty()
+    }
+
+    /// Runs the future made by `serve` on the least busy core, counted
+    /// there until it ends. `serve` runs on that core, so whatever it
+    /// registers (a socket, a timer) belongs to that core's reactor.
+    pub(crate) fn place<F, Fut>(&self, serve: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let core = self
+            .cores
+            .iter()
+            .min_by_key(|core| core.connections.load(Ordering::Relaxed))
+            .expect("Cores::start makes at least one core");
+        core.connections.fetch_add(1, Ordering::Relaxed);
+        let placed = Placed(core.connections.clone());
+        core.handle.spawn(async move {
+            let _placed = placed;
+            serve().await
+        });
+    }
+
+    /// Stops every core's runtime, cancelling what still runs on it, and
+    /// waits for the threads.
+    pub fn stop(mut self) {
+        for core in &mut self.cores {
+            if let Some(stop) = core.stop.take() {
+                let _ = stop.send(());
+            }
+        }
+        for core in &mut self.cores {
+            if let Some(thread) = core.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
