@@ -73,3 +73,36 @@ def test_offline_queue_bound_drop_new(broker_factory, version):
     # the session keeps working after the overflow
     pub.publish("q/t", b"after", qos=1)
     assert s.get().payload == b"after"
+
+
+@pytest.mark.ferry_only  # mosquitto's default bound is 1,000 messages, in memory
+def test_default_bound_keeps_an_offline_devices_backlog(broker):
+    """Mosquitto's default (1,000, drop) loses the 1,001st message of a
+    device offline for a few minutes; Ferry's default bound is 100,000
+    messages / 256 MiB, since an offline session's messages wait on disk."""
+    s, _ = _persistent_sub(broker, 5, "backlog")
+    s.disconnect()
+    pub = broker.client(5, "backlog-pub")
+    count = 3000
+    for i in range(count):
+        pub.publish("q/t", b"%d" % i, qos=1)
+    s, ack = _persistent_sub(broker, 5, "backlog", topic=None)
+    assert ack.session_present
+    assert [m.payload for m in s.get_n(count, timeout=30)] == [b"%d" % i for i in range(count)]
+    expect_nothing(s)
+
+
+@pytest.mark.ferry_only  # mosquitto bounds queues in bytes only with max_queued_bytes, no drop_oldest
+@pytest.mark.parametrize("overflow, kept", [("drop_oldest", range(12, 21)), ("drop_new", range(1, 10))])
+def test_offline_queue_bound_in_bytes(broker_factory, overflow, kept):
+    # each message is 3 bytes of topic and 100 of payload: 9 fit in 1000
+    b = broker_factory({"broker": {"max_queued_bytes": 1000, "queue_overflow": overflow}})
+    s, _ = _persistent_sub(b, 5, "bytes")
+    s.disconnect()
+    pub = b.client(5, "bytes-pub")
+    for i in range(1, 21):
+        pub.publish("q/t", b"%03d" % i + b"." * 97, qos=1)
+    s, ack = _persistent_sub(b, 5, "bytes", topic=None)
+    assert ack.session_present
+    assert [m.payload[:3] for m in s.get_n(len(kept))] == [b"%03d" % i for i in kept]
+    expect_nothing(s)

@@ -30,10 +30,17 @@ use std::time::Duration;
 /// Longest a publisher waits for one congested subscriber.
 pub const MAX_WAIT: Duration = Duration::from_secs(2);
 
-/// Queue length at which publishers start waiting: half the bound, so the
-/// messages already decoded from the publisher's last read still fit.
+/// The queue length back-pressure aims at, whatever the bound: an online
+/// subscriber drains its queue, so a deeper one would only hold messages
+/// in memory longer (the bound, 100,000 by default, is for offline and
+/// stalled sessions).
+const ONLINE_QUEUE: usize = 1000;
+
+/// Queue length at which publishers start waiting: half the bound (or of
+/// [`ONLINE_QUEUE`] if that is smaller), so the messages already decoded
+/// from the publisher's last read still fit.
 pub(crate) fn high_watermark(max_queued: usize) -> usize {
-    (max_queued / 2).max(1)
+    (max_queued.min(ONLINE_QUEUE) / 2).max(1)
 }
 
 /// Queue length at which waiting publishers resume.

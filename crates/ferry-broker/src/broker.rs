@@ -376,8 +376,7 @@ impl Broker {
             let will = state.pending_will.take();
             let subscriptions = std::mem::take(&mut state.subscriptions);
             let orphans = state.take_shared_deliveries();
-            state.queue.clear();
-            state.on_disk.clear();
+            state.clear_queue();
             state.inflight.clear();
             state.inbound_qos2.clear();
             (subscriptions, orphans, will)
@@ -806,8 +805,7 @@ impl Broker {
             });
             session.enqueue_expected(
                 std::iter::once(first).chain(same_session),
-                self.config.max_queued_messages,
-                self.config.queue_overflow,
+                self.config.queue_bound(),
                 &self.stats,
                 &mut evicted,
             );
@@ -846,14 +844,12 @@ impl Broker {
         delivery: Delivery,
         publisher: Option<&Publisher<'_>>,
     ) -> Enqueued {
-        let (outcome, evicted) = session.enqueue(
-            delivery,
-            self.config.max_queued_messages,
-            self.config.queue_overflow,
-            &self.stats,
-            publisher,
-        );
-        self.delivery_over(session, evicted);
+        let mut evicted = Vec::new();
+        let outcome =
+            session.enqueue(delivery, self.config.queue_bound(), &self.stats, publisher, &mut evicted);
+        for offset in evicted {
+            self.delivery_over(session, Some(offset));
+        }
         if outcome == Enqueued::Dropped {
             tracing::trace!(client_id = %session.client_id, "message dropped for session");
         }
@@ -867,7 +863,7 @@ impl Broker {
     pub(crate) fn load_from_disk(&self, session: &Session, state: &mut SessionState, max: usize) {
         let Some(store) = &self.store else { return };
         for _ in 0..max {
-            let Some(offset) = state.on_disk.pop_first().and_then(NonZeroU64::new) else { return };
+            let Some(offset) = state.pop_on_disk() else { return };
             let delivery = store.read_published(offset.get()).and_then(|published| {
                 let target = published.targets.into_iter().find(|t| t.session == session.id);
                 let Some(target) = target else {
@@ -889,7 +885,7 @@ impl Broker {
                 })
             });
             match delivery {
-                Ok(delivery) => state.queue.push_back(delivery),
+                Ok(delivery) => state.push_loaded(delivery),
                 Err(error) => {
                     self.stats.store_failures.inc();
                     tracing::error!(client_id = %session.client_id, offset = offset.get(), %error, "queued message cannot be read back from the durable log; skipped");

@@ -1031,7 +1031,7 @@ impl Client {
             if chosen != 0 && state.inflight.iter().any(|entry| entry.packet_id() == chosen) {
                 break;
             }
-            let Some(delivery) = state.queue.pop_front() else { break };
+            let Some(delivery) = state.pop_queued() else { break };
             if delivery.message.is_expired(now) {
                 broker.stats.dropped_expired.inc();
                 delivery_over(&mut self.delivered, broker, &self.session, delivery.offset);

@@ -15,6 +15,15 @@ pub enum QueueOverflow {
     DropNew,
 }
 
+/// A session's queue bound, read from the configuration once per use.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueueBound {
+    pub messages: usize,
+    /// 0: no limit in bytes.
+    pub bytes: u64,
+    pub overflow: QueueOverflow,
+}
+
 /// The `[broker]` section of the configuration file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -30,8 +39,15 @@ pub struct BrokerConfig {
     /// receive maximum says: bounds the per-client retransmission state.
     pub max_inflight_messages: u16,
     /// Messages a session may hold beyond its in-flight window, online or
-    /// offline. Bounds memory per session.
+    /// offline. Generous because an offline session's messages wait in the
+    /// durable log, not in memory (~4 bytes each): Mosquitto's 1,000 exists
+    /// because it queues in RAM, and it drops the 1,001st message of a
+    /// device that was offline for a few minutes.
     pub max_queued_messages: usize,
+    /// Bytes (topic and payload) a session may hold queued; 0 for no limit
+    /// but the message count. Bounds what one session can take of the
+    /// disk, and of memory when durability is off.
+    pub max_queued_bytes: u64,
     pub queue_overflow: QueueOverflow,
     /// Topic aliases a client may use toward us (0 disables them).
     pub topic_alias_maximum: u16,
@@ -92,7 +108,8 @@ impl Default for BrokerConfig {
             max_packet_size_bytes: 1024 * 1024,
             receive_maximum: 100,
             max_inflight_messages: 100,
-            max_queued_messages: 1000,
+            max_queued_messages: 100_000,
+            max_queued_bytes: 256 * 1024 * 1024,
             queue_overflow: QueueOverflow::DropOldest,
             topic_alias_maximum: 64,
             outbound_topic_alias_maximum: 64,
@@ -126,6 +143,14 @@ pub struct ConfigError {
 }
 
 impl BrokerConfig {
+    pub(crate) fn queue_bound(&self) -> QueueBound {
+        QueueBound {
+            messages: self.max_queued_messages,
+            bytes: self.max_queued_bytes,
+            overflow: self.queue_overflow,
+        }
+    }
+
     /// Checks ranges that serde cannot express.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let fail = |key, message: &str| {
@@ -142,6 +167,9 @@ impl BrokerConfig {
         }
         if self.max_packet_size_bytes > 268_435_460 {
             return fail("max_packet_size_bytes", "must be at most 268435460 (the MQTT limit)");
+        }
+        if self.max_queued_messages == 0 {
+            return fail("max_queued_messages", "must be at least 1");
         }
         if self.write_buffer_bytes < 1024 {
             return fail("write_buffer_bytes", "must be at least 1024");

@@ -7,14 +7,16 @@
 //! a publish touches only the locks of the sessions it delivers to, never a
 //! global one.
 
-use crate::config::QueueOverflow;
+use crate::config::{QueueBound, QueueOverflow};
 use crate::durable::Offsets;
 use crate::keep_alive::Liveness;
 use crate::message::Message;
 use crate::stats::Stats;
 use ferry_mqtt::{ByteStr, Packet, QoS};
 use parking_lot::{Mutex, MutexGuard};
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -44,6 +46,11 @@ pub struct Delivery {
     /// Stored before the last restart: it may have been sent before, so it
     /// goes out with DUP set (§4.4).
     pub restored: bool,
+}
+
+/// What a queued delivery counts toward `max_queued_bytes`.
+fn queued_size(delivery: &Delivery) -> u64 {
+    (delivery.message.topic.len() + delivery.message.payload.len()) as u64
 }
 
 /// An outbound QoS 1/2 exchange awaiting the client's answer.
@@ -95,8 +102,10 @@ pub(crate) struct SessionState {
     pub ended: bool,
     pub expiry_secs: u32,
     /// The session's filters, to take its entries out of the topic tree
-    /// when it ends.
-    pub subscriptions: HashSet<ByteStr>,
+    /// when it ends. Unkeyed hashing: a client's filters only ever collide
+    /// in its own set (at most `max_subscriptions_per_client`), and a keyed
+    /// hasher's 16 bytes of keys would cost every idle session.
+    pub subscriptions: HashSet<ByteStr, BuildHasherDefault<DefaultHasher>>,
     pub queue: VecDeque<Delivery>,
     /// Deliveries of stored messages waiting in the log, after `queue`:
     /// where an offline persistent session's messages go, and, until they
@@ -104,6 +113,13 @@ pub(crate) struct SessionState {
     /// Log offsets only (`Offsets`, ~4 bytes each): a message is read back
     /// when the session is ready for it.
     pub on_disk: Offsets,
+    /// Topic and payload bytes of `queue`, exactly.
+    queue_bytes: u64,
+    /// Topic and payload bytes of `on_disk`, as queued since the broker
+    /// started. An offset does not say its message's size, so one taken
+    /// out unread counts as the average; deliveries restored after a
+    /// restart are not in it (they count toward the message bound only).
+    on_disk_bytes: u64,
     pub inflight: VecDeque<Inflight>,
     next_packet_id: u16,
     /// QoS 2 packet ids received and answered with PUBREC, not yet released.
@@ -170,9 +186,11 @@ impl Session {
                 generation: 0,
                 ended: false,
                 expiry_secs,
-                subscriptions: HashSet::new(),
+                subscriptions: HashSet::default(),
                 queue: VecDeque::new(),
                 on_disk: Offsets::default(),
+                queue_bytes: 0,
+                on_disk_bytes: 0,
                 inflight: VecDeque::new(),
                 next_packet_id: 0,
                 inbound_qos2: Vec::new(),
@@ -309,21 +327,20 @@ impl Session {
     /// not queued for an offline session: at-most-once means no storage. A
     /// stored message for a session that is offline (or still has older
     /// ones in the log) stays in the log: only its offset is queued.
-    /// Also returns the offset of a stored delivery the bound pushed out,
-    /// if one was.
+    /// The offsets of stored deliveries the bound pushed out go to
+    /// `evicted`.
     pub(crate) fn enqueue(
         &self,
         delivery: Delivery,
-        max_queued: usize,
-        overflow: QueueOverflow,
+        bound: QueueBound,
         stats: &Stats,
         publisher: Option<&Publisher<'_>>,
-    ) -> (Enqueued, Option<NonZeroU64>) {
+        evicted: &mut Vec<NonZeroU64>,
+    ) -> Enqueued {
         let online = self.is_online();
         let mut state = self.state.lock();
         let was_empty = state.queue.is_empty() && state.on_disk.is_empty();
-        let (mut outcome, evicted) =
-            state.push(delivery, online, max_queued, overflow, stats, false);
+        let mut outcome = state.push(delivery, online, bound, stats, false, evicted);
         if let Some(publisher) = publisher.filter(|_| outcome == Enqueued::Queued) {
             if state.congested_by(self, online, publisher) {
                 state.add_waiter(publisher.session);
@@ -332,7 +349,7 @@ impl Session {
         }
         drop(state);
         self.wake_if_filled(was_empty, online, outcome);
-        (outcome, evicted)
+        outcome
     }
 
     /// Queues deliveries that [`Session::expect`] counted, in order, under
@@ -342,8 +359,7 @@ impl Session {
     pub(crate) fn enqueue_expected(
         &self,
         deliveries: impl Iterator<Item = Delivery>,
-        max_queued: usize,
-        overflow: QueueOverflow,
+        bound: QueueBound,
         stats: &Stats,
         evicted: &mut Vec<NonZeroU64>,
     ) {
@@ -352,12 +368,10 @@ impl Session {
         let was_empty = state.queue.is_empty() && state.on_disk.is_empty();
         let mut outcome = Enqueued::Dropped;
         for delivery in deliveries {
-            let (queued, pushed_out) =
-                state.push(delivery, online, max_queued, overflow, stats, true);
+            let queued = state.push(delivery, online, bound, stats, true, evicted);
             if queued == Enqueued::Queued {
                 outcome = queued;
             }
-            evicted.extend(pushed_out);
         }
         drop(state);
         self.wake_if_filled(was_empty, online, outcome);
@@ -381,37 +395,90 @@ impl SessionState {
         &mut self,
         delivery: Delivery,
         online: bool,
-        max_queued: usize,
-        overflow: QueueOverflow,
+        bound: QueueBound,
         stats: &Stats,
         expected: bool,
-    ) -> (Enqueued, Option<NonZeroU64>) {
+        evicted: &mut Vec<NonZeroU64>,
+    ) -> Enqueued {
         if expected {
             self.incoming = self.incoming.saturating_sub(1);
         }
         if self.ended || (!online && delivery.qos == QoS::AtMostOnce) {
-            return (Enqueued::Dropped, None);
+            return Enqueued::Dropped;
         }
-        let mut evicted = None;
-        if self.queue.len() + self.on_disk.len() >= max_queued {
+        let size = queued_size(&delivery);
+        let over = |state: &SessionState| {
+            let queued = state.queue.len() + state.on_disk.len();
+            queued >= bound.messages
+                || (bound.bytes != 0 && queued > 0 && state.queued_bytes() + size > bound.bytes)
+        };
+        if over(self) {
             stats.dropped_queue_full.inc();
-            match overflow {
-                QueueOverflow::DropNew => return (Enqueued::Dropped, delivery.offset),
+            match bound.overflow {
+                QueueOverflow::DropNew => {
+                    evicted.extend(delivery.offset);
+                    return Enqueued::Dropped;
+                }
                 QueueOverflow::DropOldest => {
-                    evicted = match self.queue.pop_front() {
-                        Some(oldest) => oldest.offset,
-                        None => self.on_disk.pop_first().and_then(NonZeroU64::new),
-                    };
+                    while over(self) {
+                        let oldest = match self.pop_queued() {
+                            Some(oldest) => oldest.offset,
+                            None => self.pop_on_disk(),
+                        };
+                        evicted.extend(oldest);
+                    }
                 }
             }
         }
         match delivery.offset {
             Some(offset) if !online || !self.on_disk.is_empty() => {
                 self.on_disk.insert(offset.get());
+                self.on_disk_bytes += size;
             }
-            _ => self.queue.push_back(delivery),
+            _ => {
+                self.queue_bytes += size;
+                self.queue.push_back(delivery);
+            }
         }
-        (Enqueued::Queued, evicted)
+        Enqueued::Queued
+    }
+
+    /// Topic and payload bytes queued, what `max_queued_bytes` bounds.
+    pub(crate) fn queued_bytes(&self) -> u64 {
+        self.queue_bytes + self.on_disk_bytes
+    }
+
+    /// Takes the oldest delivery of the in-memory queue.
+    pub(crate) fn pop_queued(&mut self) -> Option<Delivery> {
+        let delivery = self.queue.pop_front()?;
+        self.queue_bytes = self.queue_bytes.saturating_sub(queued_size(&delivery));
+        Some(delivery)
+    }
+
+    /// Takes the oldest delivery waiting in the log, by its offset.
+    pub(crate) fn pop_on_disk(&mut self) -> Option<NonZeroU64> {
+        let count = self.on_disk.len() as u64;
+        let offset = self.on_disk.pop_first()?;
+        self.on_disk_bytes -= self.on_disk_bytes / count.max(1);
+        if self.on_disk.is_empty() {
+            self.on_disk_bytes = 0;
+        }
+        NonZeroU64::new(offset)
+    }
+
+    /// Empties the queue, in memory and in the log.
+    pub(crate) fn clear_queue(&mut self) {
+        self.queue.clear();
+        self.on_disk.clear();
+        self.queue_bytes = 0;
+        self.on_disk_bytes = 0;
+    }
+
+    /// Queues a delivery read back from the log (see
+    /// [`Broker::load_from_disk`](crate::broker::Broker::load_from_disk)).
+    pub(crate) fn push_loaded(&mut self, delivery: Delivery) {
+        self.queue_bytes += queued_size(&delivery);
+        self.queue.push_back(delivery);
     }
 
     /// What back-pressure weighs: the queue and the deliveries on their way
@@ -428,6 +495,9 @@ impl SessionState {
         while let Some(delivery) = self.queue.pop_back() {
             match delivery.offset {
                 Some(offset) => {
+                    let size = queued_size(&delivery);
+                    self.queue_bytes = self.queue_bytes.saturating_sub(size);
+                    self.on_disk_bytes += size;
                     self.on_disk.insert(offset.get());
                 }
                 None => kept.push_front(delivery),
@@ -472,8 +542,10 @@ impl SessionState {
     /// the queue and the in-flight window, to hand them to another member.
     pub(crate) fn take_shared_deliveries(&mut self) -> Vec<Delivery> {
         let mut orphans = Vec::new();
+        let mut taken_bytes = 0;
         self.queue.retain(|delivery| {
             if delivery.shared_filter.is_some() {
+                taken_bytes += queued_size(delivery);
                 orphans.push(delivery.clone());
                 false
             } else {
@@ -487,6 +559,7 @@ impl SessionState {
             }
             _ => true,
         });
+        self.queue_bytes = self.queue_bytes.saturating_sub(taken_bytes);
         orphans
     }
 

@@ -314,7 +314,7 @@ mod tests {
     fn empty_file_gives_safe_defaults() {
         let config = parse("").unwrap();
         assert_eq!(config.listeners.mqtt, "127.0.0.1:1883");
-        assert_eq!(config.broker.max_queued_messages, 1000);
+        assert_eq!(config.broker.max_queued_messages, 100_000);
     }
 
     #[test]
