@@ -89,6 +89,22 @@ def test_no_topic_alias_to_client_without_maximum(broker):
     assert all("TopicAlias" not in p.props and p.topic == b"none/t" for p in got)
 
 
+# --------------------------------------------------- enhanced authentication
+# Ferry implements no authentication method (docs/security.md, "Not yet").
+@pytest.mark.mosquitto_differs("closes the connection without a DISCONNECT")
+def test_auth_packet_after_plain_connect_gets_disconnect_0x8c(broker):
+    r = broker.raw(5)
+    r.connect("auth-packet")
+    mark = len(broker.log_lines())
+    r.send(R.encode_auth(0x19, {"AuthenticationMethod": "SCRAM-SHA-1"}))
+    before = r.read_until_closed()
+    assert [p.reason for p in before if p.type == R.DISCONNECT] == \
+        [R.RC_BAD_AUTHENTICATION_METHOD], before
+    if broker.is_ferry:
+        broker.wait_log(r"reason=BadAuthenticationMethod", since=mark)
+        assert not [line for line in broker.log_lines()[mark:] if "failed to encode" in line]
+
+
 # ------------------------------------------------------------- flow control
 @pytest.mark.mosquitto_differs(
     "refills the window beyond the client's Receive Maximum after a PUBACK "
