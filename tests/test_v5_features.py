@@ -91,6 +91,16 @@ def test_no_topic_alias_to_client_without_maximum(broker):
 
 # --------------------------------------------------- enhanced authentication
 # Ferry implements no authentication method (docs/security.md, "Not yet").
+def test_connect_with_unsupported_authentication_method_is_refused(broker):
+    # [MQTT-4.12.0-1]: the server MUST close the connection, after CONNACK
+    # 0x8C or 0x87 if it likes; Mosquitto (no auth plugin) sends 0x8C.
+    r = broker.raw(5)
+    ack = r.connect("auth-method", props={"AuthenticationMethod": "SCRAM-SHA-1"},
+                    expect_success=False)
+    assert ack.reason == R.RC_BAD_AUTHENTICATION_METHOD, ack
+    assert r.read_until_closed() == []
+
+
 @pytest.mark.mosquitto_differs("closes the connection without a DISCONNECT")
 def test_auth_packet_after_plain_connect_gets_disconnect_0x8c(broker):
     r = broker.raw(5)
