@@ -3,13 +3,19 @@
 //! docs/configuration.md lists each key; keep the two in step.
 
 use ferry_broker::{BrokerConfig, DurabilityConfig};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub data_dir: PathBuf,
+    /// Connections the kernel holds for every listener (MQTT, TLS,
+    /// WebSocket, HTTP) until Ferry accepts them: listen(2)'s backlog.
+    /// Unset, the system's maximum (`net.core.somaxconn`), so a fleet that
+    /// reconnects at once is queued rather than dropped (`serve::listen`).
+    #[serde(deserialize_with = "positive")]
+    pub listen_backlog: Option<u32>,
     pub log: LogConfig,
     pub listeners: ListenersConfig,
     /// Listeners beyond the three plain ones, each with its own settings.
@@ -23,6 +29,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: PathBuf::from("./ferry-data"),
+            listen_backlog: None,
             log: LogConfig::default(),
             listeners: ListenersConfig::default(),
             listener: Vec::new(),
@@ -326,6 +333,15 @@ impl Config {
     }
 }
 
+/// A count that must be at least 1. Checked while deserializing, so the
+/// error carries the value's line as well as its key.
+fn positive<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    match u32::deserialize(deserializer)? {
+        0 => Err(serde::de::Error::custom("must be at least 1")),
+        value => Ok(Some(value)),
+    }
+}
+
 /// 1-based line number of a byte offset.
 fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|&&byte| byte == b'\n').count() + 1
@@ -416,6 +432,18 @@ mod tests {
             ),
             "{error}"
         );
+    }
+
+    #[test]
+    fn listen_backlog_is_a_positive_count() {
+        assert_eq!(parse("").unwrap().listen_backlog, None);
+        assert_eq!(parse("listen_backlog = 8192\n").unwrap().listen_backlog, Some(8192));
+        for bad in ["listen_backlog = 0\n", "listen_backlog = -1\n", "listen_backlog = \"max\"\n"] {
+            let error = parse(&format!("data_dir = \"x\"\n{bad}")).unwrap_err().to_string();
+            assert!(error.starts_with("ferry.toml:2: key `listen_backlog`: "), "{error}");
+        }
+        let error = parse("listen_backlog = 0\n").unwrap_err().to_string();
+        assert_eq!(error, "ferry.toml:1: key `listen_backlog`: must be at least 1");
     }
 
     #[test]
