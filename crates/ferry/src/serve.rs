@@ -147,10 +147,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
 
 /// The backlog of every listener: the configured `listen_backlog`, else
 /// the system's maximum, `net.core.somaxconn`, which the kernel caps any
-/// backlog at anyway. Tokio's `TcpListener::bind` asks for 1024, and
-/// Mosquitto for 100: when a fleet reconnects at once (a broker restart, a
-/// network blip) the kernel drops the SYNs beyond the backlog, and each of
-/// those clients waits a second or more for its retry.
+/// backlog at anyway. Tokio's `TcpListener::bind` asks for 128 (mio, as
+/// the standard library), Mosquitto for 100: when a fleet reconnects at
+/// once (a broker restart, a network blip) the kernel drops the SYNs beyond
+/// the backlog, and each of those clients waits a second or more for its
+/// retry (docs/benchmarks.md, Reconnect storm).
 fn listen_backlog(configured: Option<u32>) -> u32 {
     let system = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
         .ok()
