@@ -51,6 +51,7 @@ RC_UNSPECIFIED = 0x80
 RC_MALFORMED = 0x81
 RC_PROTOCOL_ERROR = 0x82
 RC_UNSUPPORTED_PROTOCOL_VERSION = 0x84
+RC_BAD_AUTHENTICATION_METHOD = 0x8C
 RC_SESSION_TAKEN_OVER = 0x8E
 RC_TOPIC_NAME_INVALID = 0x90
 RC_RECEIVE_MAXIMUM_EXCEEDED = 0x93
@@ -356,6 +357,11 @@ def encode_disconnect(reason: int | None = None, props=None, version: int = V5) 
         if props:
             body += encode_props(props)
     return packet(DISCONNECT, 0, body)
+
+
+def encode_auth(reason: int = 0x00, props=None) -> bytes:
+    """MQTT 5 AUTH (section 3.15): reason code and properties."""
+    return packet(AUTH, 0, bytes([reason]) + encode_props(props))
 
 
 # --------------------------------------------------------------------------

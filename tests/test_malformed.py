@@ -172,6 +172,20 @@ def test_publish_wildcard_topic(broker, offence, version, topic):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_publish_empty_topic_without_alias(broker, offence, version):
+    # MQTT 5 section 3.3.2.1: a Protocol Error (0x82), not Topic Name
+    # invalid; 3.1.1 has no reason codes, and topics of at least 1 character
+    r = broker.raw(version)
+    r.connect("empty-topic")
+    r.send(R.encode_publish("", b"x", qos=1, pid=1, version=version))
+    before = r.read_until_closed()
+    if version == 5:
+        assert disconnect_reasons(before) == [R.RC_PROTOCOL_ERROR], before
+    assert not [p for p in before if p.type != R.DISCONNECT], before
+    offence.check()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("how", ["whole_packet", "header_only"])
 def test_packet_larger_than_max_packet_size(broker_factory, version, how):
     b = broker_factory({"broker": {"max_packet_size_bytes": 1024}})

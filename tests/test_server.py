@@ -195,6 +195,92 @@ def test_invalid_config_fails_fast(tmp_path):
     assert p.stderr.strip(), "no error message for an invalid config"
 
 
+def _documented_refusal() -> str:
+    """The error docs/security.md shows for `[listeners] mqtt = "0.0.0.0:1883"`
+    in /etc/ferry/ferry.toml with no `[auth]`."""
+    from conftest import REPO
+    lines = (REPO / "docs" / "security.md").read_text().splitlines()
+    found = [line for line in lines if line.startswith("Error: /etc/ferry/ferry.toml: key ")]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.ferry_only
+def test_exposed_listener_without_authentication_refuses_to_start(tmp_path):
+    """Issue 18: a listener beyond loopback that nobody could connect to is
+    refused from the file and from the flags alike, with the error
+    docs/security.md shows: the listener, and the keys that would fix it."""
+    import os
+    import subprocess
+    from conftest import ferry_binary
+    env = {k: v for k, v in os.environ.items() if "BACKTRACE" not in k}
+    documented = _documented_refusal()
+    cfg = tmp_path / "ferry.toml"
+    cfg.write_text('[listeners]\nmqtt = "0.0.0.0:1883"\n')
+    p = subprocess.run([str(ferry_binary()), "check-config", str(cfg)], capture_output=True,
+                       text=True, timeout=10, env=env)
+    assert p.returncode == 1
+    assert p.stderr.splitlines()[0] == documented.replace("/etc/ferry/ferry.toml", str(cfg))
+    # The same from the command line, with no file: refused before any
+    # listener is bound (port 0, so that a regression binds nothing in use;
+    # the timeout only bounds a broker that wrongly started).
+    p = subprocess.run([str(ferry_binary()), "serve", "--mqtt", "0.0.0.0:0", "--ws", "",
+                        "--http", "", "--data-dir", str(tmp_path / "data")],
+                       capture_output=True, text=True, timeout=10, env=env)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.splitlines()[0] == documented.replace(
+        "/etc/ferry/ferry.toml", "command line (no --config file)").replace(
+        "0.0.0.0:1883", "0.0.0.0:0")
+    assert "listening on" not in p.stderr
+
+
+def _listen_backlog(port: int) -> int:
+    """The backlog of the socket listening on 127.0.0.1:port: `ss` shows it
+    as the Send-Q of a LISTEN socket."""
+    import subprocess
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True,
+                         check=True, timeout=10).stdout.split()
+    assert len(out) == 5 and out[0] == "LISTEN", out  # State Recv-Q Send-Q Local Peer
+    return int(out[2])
+
+
+@pytest.mark.ferry_only
+@pytest.mark.parametrize("configured", [None, 77], ids=["system_maximum", "listen_backlog"])
+def test_every_listener_has_the_listen_backlog(broker_factory, tmp_path, configured):
+    """Issue 18: a reconnect storm must be queued, not dropped: every
+    listener (MQTT, TLS, WebSocket, HTTP, HTTPS) listens with
+    `listen_backlog`, by default the system's maximum."""
+    from pki import make_pki
+    pki = make_pki(tmp_path)
+    tls = {"cert_file": str(pki.server.cert), "key_file": str(pki.server.key)}
+    config = {"listener": [
+        {"name": "tls", "protocol": "mqtt", "bind": "127.0.0.1:0", "tls": tls},
+        {"name": "https", "protocol": "http", "bind": "127.0.0.1:0", "tls": tls},
+    ]}
+    if configured is not None:
+        config["listen_backlog"] = configured
+    b = broker_factory(config, wait={
+        "tls": re.compile(r"listening on mqtts://(127\.0\.0\.1):(\d+) listener=tls\b"),
+        "https": re.compile(r"listening on https://(127\.0\.0\.1):(\d+)")})
+    with open("/proc/sys/net/core/somaxconn") as f:
+        expected = configured or int(f.read())
+    ports = {"mqtt": b.port, "ws": b.ws_port, "http": b.http_port, **b.ports}
+    assert {name: _listen_backlog(port) for name, port in ports.items()} == \
+        {name: expected for name in ports}
+
+
+@pytest.mark.ferry_only
+def test_listen_backlog_errors_name_file_line_and_key(tmp_path):
+    import subprocess
+    from conftest import ferry_binary
+    cfg = tmp_path / "ferry.toml"
+    cfg.write_text('data_dir = "d"\nlisten_backlog = 0\n')
+    p = subprocess.run([str(ferry_binary()), "check-config", str(cfg)], capture_output=True,
+                       text=True, timeout=10)
+    assert p.returncode == 1
+    assert f"{cfg}:2: key `listen_backlog`: must be at least 1" in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_graceful_shutdown_with_clients(broker, sig):
     c = broker.client(5, "shutdown-victim")

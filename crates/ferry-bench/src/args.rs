@@ -321,6 +321,13 @@ pub struct ConnArgs {
     /// Most CONNECTs awaiting their CONNACK at once.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: u32,
+    /// Open every connection at once, as a fleet does when it reconnects
+    /// after a broker restart or a network blip: no --rate, no
+    /// --concurrency bound. SYNs beyond the broker's listen backlog are
+    /// dropped and retried a second or more later; the report counts them
+    /// (listen overflows) when the broker runs on this machine.
+    #[arg(long, conflicts_with_all = ["rate", "concurrency"])]
+    pub storm: bool,
     /// Seconds to hold every connection idle once all are connected and
     /// the broker's RSS was measured.
     #[arg(long, default_value_t = 1.0)]
@@ -349,6 +356,11 @@ impl ConnArgs {
     pub fn validate(&self) -> Result<(), BenchError> {
         if !(self.rate.is_finite() && self.rate >= 0.0) {
             return Err(BenchError::Options("--rate must be 0 or a positive number".into()));
+        }
+        if self.storm && self.rate > 0.0 {
+            return Err(BenchError::Options(
+                "--storm opens every connection at once: no --rate".into(),
+            ));
         }
         if !(self.hold.is_finite() && self.hold >= 0.0) {
             return Err(BenchError::Options("--hold must be 0 or more seconds".into()));

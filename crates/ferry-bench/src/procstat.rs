@@ -65,6 +65,22 @@ fn vm_rss_bytes(status: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The machine's count of connections dropped because a listen backlog was
+/// full (TcpExtListenOverflows, what `nstat -az TcpExtListenOverflows`
+/// shows); `None` where `/proc/net/netstat` cannot be read.
+pub fn listen_overflows() -> Option<u64> {
+    tcp_ext(&std::fs::read_to_string("/proc/net/netstat").ok()?, "ListenOverflows")
+}
+
+/// One counter of `/proc/net/netstat`, whose `TcpExt:` lines come in
+/// pairs: the names, then the values.
+fn tcp_ext(netstat: &str, name: &str) -> Option<u64> {
+    let mut lines = netstat.lines().filter(|line| line.starts_with("TcpExt:"));
+    let names = lines.next()?.split_ascii_whitespace();
+    let values = lines.next()?.split_ascii_whitespace();
+    names.zip(values).find(|(n, _)| *n == name)?.1.parse().ok()
+}
+
 fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions; it only reads a constant.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -93,6 +109,18 @@ mod tests {
         let status = "Name:\tferry\nVmPeak:\t 999 kB\nVmRSS:\t    2048 kB\nThreads: 3\n";
         assert_eq!(vm_rss_bytes(status), Some(2 * 1024 * 1024));
         assert_eq!(vm_rss_bytes("Name: x\n"), None);
+    }
+
+    #[test]
+    fn tcp_ext_counters_are_read_by_name() {
+        let netstat = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\n\
+                       TcpExt: 0 17 19\n\
+                       IpExt: InNoRoutes ListenOverflows\n\
+                       IpExt: 0 99\n";
+        assert_eq!(tcp_ext(netstat, "ListenOverflows"), Some(17));
+        assert_eq!(tcp_ext(netstat, "ListenDrops"), Some(19));
+        assert_eq!(tcp_ext(netstat, "Nothing"), None);
+        assert_eq!(tcp_ext("", "ListenOverflows"), None);
     }
 
     #[test]

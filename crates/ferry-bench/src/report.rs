@@ -137,6 +137,10 @@ pub struct ConnFigures {
     pub connect_seconds: f64,
     /// Connections established per second over the connect phase.
     pub connects_per_second: f64,
+    /// SYNs or handshakes the kernel dropped during the connect phase
+    /// because a listen backlog was full (TcpExtListenOverflows, for the
+    /// whole machine); `None` when the broker is not on this machine.
+    pub listen_overflows: Option<u64>,
     /// Loopback source addresses the clients were spread over (0 when the
     /// broker is not on IPv4 loopback and the kernel chose the source).
     pub source_addresses: u32,
@@ -171,6 +175,13 @@ impl ConnFigures {
             self.source_addresses,
             if self.source_addresses == 1 { "" } else { "es" }
         )?;
+        if let Some(overflows) = self.listen_overflows {
+            writeln!(
+                f,
+                "  {:<22}{:>14}  (TcpExtListenOverflows: SYNs dropped for a full backlog)",
+                "listen overflows", overflows
+            )?;
+        }
         write!(f, "  {:<22}{:>14}", "failed", self.failed)?;
         if let Some(error) = &self.first_error {
             write!(f, "  first: {error}")?;
@@ -550,6 +561,7 @@ mod tests {
                 first_error: Some("refused".into()),
                 connect_seconds: 0.5,
                 connects_per_second: 4.0,
+                listen_overflows: Some(7),
                 source_addresses: 1,
                 broker_rss_before_bytes: Some(1 << 20),
                 broker_rss_connected_bytes: Some((1 << 20) + 4096),
@@ -561,6 +573,7 @@ mod tests {
         let table = report.to_string();
         assert!(table.contains("2048 bytes/conn"), "{table}");
         assert!(table.contains("first: refused"), "{table}");
+        assert!(table.contains("listen overflows                   7"), "{table}");
         assert!(!table.contains("latency"), "nothing is published: {table}");
         assert!(report.charts().is_empty(), "no messages, no charts");
         let json = serde_json::to_value(&report).unwrap();

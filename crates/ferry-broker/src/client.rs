@@ -142,7 +142,6 @@ impl Client {
             ));
         };
         broker.stats.messages_received.inc();
-        let verdict = broker.authenticate(origin, &connect).await;
         let refused = |reason, explanation: &str, wbuf: &mut BytesMut| {
             broker.stats.clients_refused.inc();
             let refused = Packet::ConnAck(ConnAck {
@@ -154,6 +153,17 @@ impl Client {
             let user = connect.username.as_ref().map_or("", |name| name.as_str());
             Err(Close::protocol(reason, format!("{explanation} (user {user:?})")))
         };
+        // Ferry implements no authentication method (no AUTH exchange), and
+        // a server that does not support the client's must close the
+        // connection [MQTT-4.12.0-1]. CONNACK 0x8C says why first, as
+        // Mosquitto does; no credentials are checked for a CONNECT that
+        // cannot succeed.
+        if let Some(method) = &connect.properties.authentication_method {
+            let explanation =
+                format!("authentication method {:?} is not supported", method.as_str());
+            return refused(ReasonCode::BadAuthenticationMethod, &explanation, wbuf);
+        }
+        let verdict = broker.authenticate(origin, &connect).await;
         let identity = match admitted(verdict) {
             Ok(identity) => identity,
             Err((reason, explanation)) => return refused(reason, explanation, wbuf),

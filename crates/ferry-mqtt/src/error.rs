@@ -51,13 +51,18 @@ pub enum DecodeError {
     DuplicateProperty(u8),
     #[error("invalid value for property {0:#04x}")]
     InvalidPropertyValue(u8),
+    /// Topic Alias 0, which §3.3.2.3.4 forbids: Topic Alias invalid
+    /// (0x94), the code of every alias the receiver cannot accept.
+    #[error("topic alias 0")]
+    ZeroTopicAlias,
     /// A variable byte integer inside the packet (property length,
     /// subscription identifier) has a fifth byte.
     #[error("{0} is not a valid variable byte integer")]
     MalformedVariableInteger(&'static str),
     /// A rule the spec calls a Protocol Error that no other variant covers:
     /// retain handling 3, No Local on a shared subscription, authentication
-    /// data without a method, session present on a failed CONNACK.
+    /// data without a method, session present on a failed CONNACK, an MQTT 5
+    /// PUBLISH with neither a topic name nor a topic alias.
     #[error("protocol error: {0}")]
     ProtocolViolation(&'static str),
 }
@@ -72,6 +77,7 @@ impl DecodeError {
                 ReasonCode::UnsupportedProtocolVersion
             }
             DecodeError::InvalidTopicName(_) => ReasonCode::TopicNameInvalid,
+            DecodeError::ZeroTopicAlias => ReasonCode::TopicAliasInvalid,
             // MQTT 5 §3.8.3 and §3.10.3 call an empty SUBSCRIBE or
             // UNSUBSCRIBE payload a Protocol Error, not a Malformed Packet.
             DecodeError::UnexpectedPacket { .. }

@@ -533,7 +533,10 @@ impl Properties {
             TOPIC_ALIAS_MAXIMUM => {
                 once(&mut self.topic_alias_maximum, r.u16("topic alias maximum")?, id)
             }
-            TOPIC_ALIAS => once(&mut self.topic_alias, nonzero_u16(r.u16("topic alias")?, id)?, id),
+            TOPIC_ALIAS => match r.u16("topic alias")? {
+                0 => Err(DecodeError::ZeroTopicAlias),
+                alias => once(&mut self.topic_alias, alias, id),
+            },
             MAXIMUM_QOS => once(&mut self.maximum_qos, flag(r.u8("maximum qos")?, id)?, id),
             RETAIN_AVAILABLE => {
                 once(&mut self.retain_available, flag(r.u8("retain available")?, id)?, id)

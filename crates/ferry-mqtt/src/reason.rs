@@ -152,8 +152,10 @@ impl ReasonCode {
         })
     }
 
-    /// Whether MQTT 5 allows this code in a packet of type `packet` (the
-    /// reason code tables of §3). Packets without a reason code allow none.
+    /// Whether MQTT 5 allows this code in a packet of type `packet`: the
+    /// Packets column of the reason code table, §2.4 Table 2-6 (which the
+    /// tables of §3 repeat packet by packet). Packets without a reason code
+    /// allow none. `tests::table_2_6` pins every cell.
     pub fn is_allowed_in(self, packet: PacketType) -> bool {
         use ReasonCode::*;
         match packet {
@@ -233,6 +235,7 @@ impl ReasonCode {
                     | NotAuthorized
                     | ServerBusy
                     | ServerShuttingDown
+                    | BadAuthenticationMethod
                     | KeepAliveTimeout
                     | SessionTakenOver
                     | TopicFilterInvalid
@@ -302,6 +305,97 @@ mod tests {
         assert_eq!(ReasonCode::from_v3_connack(6), None);
     }
 
+    /// MQTT 5.0 §2.4, Table 2-6 (Reason Codes), transcribed: each code
+    /// with the packets its "MQTT Control Packets" column names. 0x00
+    /// appears three times in the spec (Success, Normal disconnection,
+    /// Granted QoS 0); its packets are merged here.
+    const TABLE_2_6: &[(u8, &[PacketType])] = {
+        use PacketType::*;
+        &[
+            (0x00, &[ConnAck, PubAck, PubRec, PubRel, PubComp, SubAck, UnsubAck, Disconnect, Auth]),
+            (0x01, &[SubAck]),
+            (0x02, &[SubAck]),
+            (0x04, &[Disconnect]),
+            (0x10, &[PubAck, PubRec]),
+            (0x11, &[UnsubAck]),
+            (0x18, &[Auth]),
+            (0x19, &[Auth]),
+            (0x80, &[ConnAck, PubAck, PubRec, SubAck, UnsubAck, Disconnect]),
+            (0x81, &[ConnAck, Disconnect]),
+            (0x82, &[ConnAck, Disconnect]),
+            (0x83, &[ConnAck, PubAck, PubRec, SubAck, UnsubAck, Disconnect]),
+            (0x84, &[ConnAck]),
+            (0x85, &[ConnAck]),
+            (0x86, &[ConnAck]),
+            (0x87, &[ConnAck, PubAck, PubRec, SubAck, UnsubAck, Disconnect]),
+            (0x88, &[ConnAck]),
+            (0x89, &[ConnAck, Disconnect]),
+            (0x8A, &[ConnAck]),
+            (0x8B, &[Disconnect]),
+            (0x8C, &[ConnAck, Disconnect]),
+            (0x8D, &[Disconnect]),
+            (0x8E, &[Disconnect]),
+            (0x8F, &[SubAck, UnsubAck, Disconnect]),
+            (0x90, &[ConnAck, PubAck, PubRec, Disconnect]),
+            (0x91, &[PubAck, PubRec, SubAck, UnsubAck]),
+            (0x92, &[PubRel, PubComp]),
+            (0x93, &[Disconnect]),
+            (0x94, &[Disconnect]),
+            (0x95, &[ConnAck, Disconnect]),
+            (0x96, &[Disconnect]),
+            (0x97, &[ConnAck, PubAck, PubRec, SubAck, Disconnect]),
+            (0x98, &[Disconnect]),
+            (0x99, &[ConnAck, PubAck, PubRec, Disconnect]),
+            (0x9A, &[ConnAck, Disconnect]),
+            (0x9B, &[ConnAck, Disconnect]),
+            (0x9C, &[ConnAck, Disconnect]),
+            (0x9D, &[ConnAck, Disconnect]),
+            (0x9E, &[SubAck, Disconnect]),
+            (0x9F, &[ConnAck, Disconnect]),
+            (0xA0, &[Disconnect]),
+            (0xA1, &[SubAck, Disconnect]),
+            (0xA2, &[SubAck, Disconnect]),
+        ]
+    };
+
+    /// Every cell of Table 2-6: for each of the 256 byte values and each
+    /// of the 15 packet types, allowed exactly when the table says so, and
+    /// a code exactly when the table has a row for it.
+    #[test]
+    fn table_2_6() {
+        use PacketType::*;
+        let packets = [
+            Connect,
+            ConnAck,
+            Publish,
+            PubAck,
+            PubRec,
+            PubRel,
+            PubComp,
+            Subscribe,
+            SubAck,
+            Unsubscribe,
+            UnsubAck,
+            PingReq,
+            PingResp,
+            Disconnect,
+            Auth,
+        ];
+        for code in 0..=255u8 {
+            let row = TABLE_2_6.iter().find(|(value, _)| *value == code);
+            let reason = ReasonCode::from_u8(code);
+            assert_eq!(reason.is_some(), row.is_some(), "code {code:#04x}");
+            let (Some(reason), Some((_, allowed))) = (reason, row) else { continue };
+            for packet in packets {
+                assert_eq!(
+                    reason.is_allowed_in(packet),
+                    allowed.contains(&packet),
+                    "{reason:?} ({code:#04x}) in {packet:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn allowed_sets_match_the_spec_tables() {
         let count = |packet| {
@@ -314,7 +408,7 @@ mod tests {
         assert_eq!(count(PacketType::PubComp), 2);
         assert_eq!(count(PacketType::SubAck), 12);
         assert_eq!(count(PacketType::UnsubAck), 7);
-        assert_eq!(count(PacketType::Disconnect), 29);
+        assert_eq!(count(PacketType::Disconnect), 30);
         assert_eq!(count(PacketType::Auth), 3);
         assert_eq!(count(PacketType::Publish), 0);
     }

@@ -3,13 +3,19 @@
 //! docs/configuration.md lists each key; keep the two in step.
 
 use ferry_broker::{BrokerConfig, DurabilityConfig};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub data_dir: PathBuf,
+    /// Connections the kernel holds for every listener (MQTT, TLS,
+    /// WebSocket, HTTP) until Ferry accepts them: listen(2)'s backlog.
+    /// Unset, the system's maximum (`net.core.somaxconn`), so a fleet that
+    /// reconnects at once is queued rather than dropped (`serve::listen`).
+    #[serde(deserialize_with = "positive")]
+    pub listen_backlog: Option<u32>,
     pub log: LogConfig,
     pub listeners: ListenersConfig,
     /// Listeners beyond the three plain ones, each with its own settings.
@@ -23,6 +29,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: PathBuf::from("./ferry-data"),
+            listen_backlog: None,
             log: LogConfig::default(),
             listeners: ListenersConfig::default(),
             listener: Vec::new(),
@@ -272,28 +279,66 @@ impl Config {
             {
                 continue;
             }
-            let key = match self
+            let table = self
                 .listener
                 .iter()
-                .position(|l| l.bind == listener.bind && l.name == listener.name)
-            {
+                .position(|l| l.bind == listener.bind && l.name == listener.name);
+            let key = match table {
                 Some(index) if self.listener[index].allow_anonymous.is_some() => {
                     format!("listener[{index}].allow_anonymous")
                 }
                 _ => "auth.allow_anonymous".into(),
             };
+            // Every key that would let someone in: a method the listener
+            // accepts, or anonymous clients.
+            let offers = |method| {
+                listener.auth_methods.as_ref().is_none_or(|methods| methods.contains(&method))
+            };
+            let mut fixes = Vec::new();
+            if offers(AuthMethod::Password) {
+                fixes.push("`auth.password_file`".to_string());
+            }
+            if offers(AuthMethod::Jwt) {
+                fixes.push("`auth.jwt`".to_string());
+            }
+            let origin = match table {
+                Some(index) => {
+                    if offers(AuthMethod::Certificate) {
+                        fixes.push(format!("`listener[{index}].tls.client_ca_file`"));
+                    }
+                    format!("listener[{index}]")
+                }
+                None if listener.protocol == ListenerProtocol::Mqtt => {
+                    "listeners.mqtt or --mqtt".to_string()
+                }
+                None => "listeners.ws or --ws".to_string(),
+            };
+            let anonymous = format!("`{key} = true`");
+            let fixes = if fixes.is_empty() {
+                anonymous
+            } else {
+                format!("{} or {anonymous}", fixes.join(", "))
+            };
             return Err(semantic(
                 key,
                 format!(
-                    "listener {} accepts no credentials (no password_file, jwt or client_ca_file for it) \
-                     and no anonymous clients: nobody could connect. Anonymous clients are allowed \
-                     by default only on loopback addresses; set allow_anonymous = true to allow \
-                     them elsewhere",
+                    "listener {} ({origin}) accepts no credentials and no anonymous clients: \
+                     nobody could connect. Set {fixes} (anonymous clients are allowed by \
+                     default only on loopback addresses)",
                     listener.name()
                 ),
             ));
         }
         Ok(())
+    }
+}
+
+/// A count that must be at least 1. Checked while deserializing, so the
+/// error carries the value's line as well as its key.
+fn positive<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    match u32::deserialize(deserializer)? {
+        0 => Err(serde::de::Error::custom("must be at least 1")),
+        value => Ok(Some(value)),
     }
 }
 
@@ -357,8 +402,15 @@ mod tests {
     #[test]
     fn anonymous_clients_beyond_loopback_take_an_explicit_yes() {
         let exposed = "[listeners]\nmqtt = \"0.0.0.0:1883\"\n";
-        let error = parse(exposed).unwrap_err();
-        assert!(error.to_string().contains("mqtt://0.0.0.0:1883"), "{error}");
+        let error = parse(exposed).unwrap_err().to_string();
+        assert!(
+            error.contains("listener mqtt://0.0.0.0:1883 (listeners.mqtt or --mqtt)"),
+            "{error}"
+        );
+        assert!(
+            error.contains("Set `auth.password_file`, `auth.jwt` or `auth.allow_anonymous = true`"),
+            "{error}"
+        );
         assert!(parse(&format!("{exposed}[auth]\nallow_anonymous = true\n")).is_ok());
         let listener = "[[listener]]\nprotocol = \"mqtt\"\nbind = \"0.0.0.0:8883\"\n";
         let error = parse(listener).unwrap_err();
@@ -369,6 +421,29 @@ mod tests {
         assert!(all.iter().all(|listener| listener.auth(&open.auth).allow_anonymous));
         let error = parse(&format!("{listener}allow_anonymous = false\n")).unwrap_err();
         assert!(error.to_string().contains("listener[0].allow_anonymous"), "{error}");
+        // A table's own methods: a client CA would do, a password would not.
+        let error = parse(&format!("{listener}auth_methods = [\"certificate\"]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(
+                "(listener[0]) accepts no credentials and no anonymous clients: nobody could \
+                 connect. Set `listener[0].tls.client_ca_file` or `auth.allow_anonymous = true`"
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn listen_backlog_is_a_positive_count() {
+        assert_eq!(parse("").unwrap().listen_backlog, None);
+        assert_eq!(parse("listen_backlog = 8192\n").unwrap().listen_backlog, Some(8192));
+        for bad in ["listen_backlog = 0\n", "listen_backlog = -1\n", "listen_backlog = \"max\"\n"] {
+            let error = parse(&format!("data_dir = \"x\"\n{bad}")).unwrap_err().to_string();
+            assert!(error.starts_with("ferry.toml:2: key `listen_backlog`: "), "{error}");
+        }
+        let error = parse("listen_backlog = 0\n").unwrap_err().to_string();
+        assert_eq!(error, "ferry.toml:1: key `listen_backlog`: must be at least 1");
     }
 
     #[test]

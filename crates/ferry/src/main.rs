@@ -120,7 +120,10 @@ fn main() -> anyhow::Result<()> {
             }
             // Again with the flags applied: `--mqtt 0.0.0.0:1883` must meet
             // the same rules as the file would.
-            let source = args.config.clone().unwrap_or_else(|| PathBuf::from("command line"));
+            let source = args
+                .config
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("command line (no --config file)"));
             config.validate(&source)?;
             logging::init(&config.log).context("invalid log configuration")?;
             serve::run(config)

@@ -8,13 +8,18 @@ use anyhow::Context;
 use ferry_broker::{
     keep_alive, listener, memory_watermark, sys, Broker, Cores, Listener, Protocol, Tls,
 };
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// How long shutdown waits for clients to receive their DISCONNECT.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The listen backlog when the system's maximum cannot be read: Linux's
+/// SOMAXCONN since 5.4.
+const LISTEN_BACKLOG_FALLBACK: u32 = 4096;
 
 pub fn run(config: Config) -> anyhow::Result<()> {
     // This thread's runtime accepts connections and runs the HTTP listener,
@@ -39,6 +44,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let cores = Arc::new(Cores::per_cpu().context("cannot start the per-core runtimes")?);
     let mut tasks = Vec::new();
     let mut bound = Vec::new();
+    let backlog = listen_backlog(config.listen_backlog);
     for settings in config.all_listeners() {
         let name = settings.name();
         let tls = match &settings.tls {
@@ -48,8 +54,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             )),
             None => None,
         };
-        let tcp = TcpListener::bind(&settings.bind)
-            .await
+        let tcp = listen(&settings.bind, backlog)
             .with_context(|| format!("listener {name}: cannot listen on {}", settings.bind))?;
         bound.push((settings, name, tcp, tls));
     }
@@ -139,4 +144,43 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     broker.close_store();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The backlog of every listener: the configured `listen_backlog`, else
+/// the system's maximum, `net.core.somaxconn`, which the kernel caps any
+/// backlog at anyway. Tokio's `TcpListener::bind` asks for 128 (mio, as
+/// the standard library), Mosquitto for 100: when a fleet reconnects at
+/// once (a broker restart, a network blip) the kernel drops the SYNs beyond
+/// the backlog, and each of those clients waits a second or more for its
+/// retry (docs/benchmarks.md, Reconnect storm).
+fn listen_backlog(configured: Option<u32>) -> u32 {
+    let system = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|text| text.trim().parse::<u32>().ok());
+    match (configured, system) {
+        (Some(backlog), Some(system)) if backlog > system => {
+            tracing::warn!(
+                "listen_backlog {backlog} is above net.core.somaxconn {system}, \
+                 which the kernel holds listeners to"
+            );
+            backlog
+        }
+        (Some(backlog), _) => backlog,
+        (None, system) => system.unwrap_or(LISTEN_BACKLOG_FALLBACK),
+    }
+}
+
+/// A listening socket on `bind` (an address `Config::validate` checked)
+/// with a backlog of `backlog`, set up as `TcpListener::bind` would but for
+/// the backlog.
+fn listen(bind: &str, backlog: u32) -> std::io::Result<TcpListener> {
+    let address: SocketAddr = bind
+        .parse()
+        .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error))?;
+    let socket = if address.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    // As TcpListener::bind: a restarted broker binds its port at once,
+    // whatever connections of the last run linger in TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(backlog)
 }

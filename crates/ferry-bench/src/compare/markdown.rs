@@ -800,6 +800,7 @@ mod tests {
                 first_error: None,
                 connect_seconds: 1.0,
                 connects_per_second: rate,
+                listen_overflows: None,
                 source_addresses: 1,
                 broker_rss_before_bytes: Some(1 << 20),
                 broker_rss_connected_bytes: Some(40 << 20),

@@ -1,6 +1,9 @@
 //! `conn`: open N connections at a target rate with at most `concurrency`
 //! CONNECTs in flight, hold them idle, and measure what that costs the
 //! broker — the connection test of the Mosquitto performance article.
+//! With `--storm`, open them all at once, as a fleet reconnects after a
+//! broker restart, and count the SYNs the kernel dropped for a full listen
+//! backlog (TcpExtListenOverflows, when the broker is on this machine).
 //!
 //! A failed connection is a result, not an error: the run goes on and
 //! reports how many failed and the first reason. Clients are spread over
@@ -15,6 +18,7 @@ use super::{
 use crate::args::ConnArgs;
 use crate::client::Conn;
 use crate::histogram::LatencySummary;
+use crate::procstat;
 use crate::report::{ConnFigures, Connections, Delivery, Report, Throughput};
 use crate::tracker::Counts;
 use crate::{clock, BenchError};
@@ -33,8 +37,13 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
     let sampler = Sampler::start(args.broker_pid)?;
 
     // Connect phase: client i is due at start + i / rate, and waits for one
-    // of `concurrency` permits, held until its CONNACK (or failure).
-    let permits = Arc::new(Semaphore::new(args.concurrency as usize));
+    // of `concurrency` permits, held until its CONNACK (or failure). A
+    // storm has a permit for every client.
+    let permits = if args.storm { args.connections } else { args.concurrency };
+    let permits = Arc::new(Semaphore::new(permits as usize));
+    // The kernel's count is for the whole machine: only meaningful when the
+    // broker is on it, and when nothing else overflows a backlog meanwhile.
+    let overflows_before = broker.ip().is_loopback().then(procstat::listen_overflows).flatten();
     let start = tokio::time::Instant::now();
     let connect_start = clock::now_ns();
     let mut handles = Vec::with_capacity(args.connections as usize);
@@ -72,6 +81,9 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
         }
     }
     let connect_seconds = seconds_since(connect_start);
+    let listen_overflows = overflows_before
+        .zip(procstat::listen_overflows())
+        .map(|(before, after)| after.saturating_sub(before));
     let connected = conns.len() as u64;
     let connects_per_second = connected as f64 / connect_seconds.max(1e-9);
 
@@ -94,6 +106,7 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
         first_error,
         connect_seconds,
         connects_per_second,
+        listen_overflows,
         source_addresses: sources.unwrap_or(0),
         broker_rss_before_bytes: broker_rss_before,
         broker_rss_connected_bytes: broker_rss_connected,

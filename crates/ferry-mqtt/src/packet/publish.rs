@@ -47,8 +47,15 @@ impl Publish {
             Properties::default()
         };
         // An empty topic says "use the topic this alias stands for" (§3.3.2.3.4).
-        if topic.is_empty() && !(version.is_v5() && properties.topic_alias.is_some()) {
-            return Err(DecodeError::InvalidTopicName(String::new()));
+        // Without an alias, 5.0 calls it a Protocol Error (§3.3.2.1); 3.1.1
+        // has no aliases, and its topic names are at least one character
+        // long (§4.7.3).
+        if topic.is_empty() && properties.topic_alias.is_none() {
+            return Err(if version.is_v5() {
+                DecodeError::ProtocolViolation("empty topic name without a topic alias")
+            } else {
+                DecodeError::InvalidTopicName(String::new())
+            });
         }
         Ok(Publish {
             dup: flags & flag::DUP != 0,
@@ -155,6 +162,18 @@ mod tests {
     }
 
     #[test]
+    fn v5_topic_alias_zero_is_topic_alias_invalid() {
+        // §3.3.2.3.4: 0 is not a topic alias; with or without a topic name.
+        for wire in
+            [&[0x30, 8, 0, 1, b'a', 3, 0x23, 0, 0, b'x'][..], &[0x30, 7, 0, 0, 3, 0x23, 0, 0, b'x']]
+        {
+            let error = decode_err(wire, V5);
+            assert_eq!(error, DecodeError::ZeroTopicAlias);
+            assert_eq!(error.reason_code(), crate::ReasonCode::TopicAliasInvalid);
+        }
+    }
+
+    #[test]
     fn v5_publish_properties() {
         #[rustfmt::skip]
         let wire = frame(0x34, &[
@@ -186,7 +205,14 @@ mod tests {
             DecodeError::InvalidTopicName("#".into())
         );
         assert_eq!(decode_err(&[0x30, 2, 0, 0], V311), DecodeError::InvalidTopicName("".into()));
-        assert_eq!(decode_err(&[0x30, 3, 0, 0, 0], V5), DecodeError::InvalidTopicName("".into()));
+        assert_eq!(
+            decode_err(&[0x30, 3, 0, 0, 0], V5),
+            DecodeError::ProtocolViolation("empty topic name without a topic alias")
+        );
+        assert_eq!(
+            decode_err(&[0x30, 3, 0, 0, 0], V5).reason_code(),
+            crate::ReasonCode::ProtocolError
+        );
         assert_eq!(
             DecodeError::InvalidTopicName("".into()).reason_code(),
             crate::ReasonCode::TopicNameInvalid
@@ -236,10 +262,7 @@ mod tests {
             decode_err(&with_props(&[2, 0x0B, 0]), V5),
             DecodeError::InvalidPropertyValue(0x0B)
         );
-        assert_eq!(
-            decode_err(&with_props(&[3, 0x23, 0, 0]), V5),
-            DecodeError::InvalidPropertyValue(0x23)
-        );
+        assert_eq!(decode_err(&with_props(&[3, 0x23, 0, 0]), V5), DecodeError::ZeroTopicAlias);
         assert_eq!(
             decode_err(&with_props(&[2, 0x01, 2]), V5),
             DecodeError::InvalidPropertyValue(0x01)
