@@ -153,10 +153,21 @@ pub struct CommonArgs {
     /// arrival once publishing is over; what is still missing is lost.
     #[arg(long, default_value_t = 3.0)]
     pub drain_timeout: f64,
-    /// Pid of the broker: its CPU time and RSS are sampled from /proc at
-    /// the start and the end of the run.
+    /// Pid of the broker: its CPU time, RSS and context switches (summed
+    /// over its threads) are sampled from /proc at the start and the end of
+    /// the run.
     #[arg(long)]
     pub broker_pid: Option<u32>,
+    /// Count the broker's system calls over the run with `perf stat` on the
+    /// kernel's syscall tracepoints (needs --broker-pid): in all, and the
+    /// send/write, recv/read, epoll_wait, epoll_ctl and futex families, per
+    /// delivered message. Counting slows each of the broker's system calls
+    /// (0.2–0.4 µs here), which its CPU, rate and latency figures of the
+    /// same run then include: `ferry bench compare` counts them in a second
+    /// run of its own. Where perf is missing or refused, the report says
+    /// why instead of failing the run.
+    #[arg(long, requires = "broker_pid")]
+    pub syscalls: bool,
     /// Seconds over which the publishers start, evenly spaced (publisher i
     /// of n starts i/n of the way in), so load builds up instead of
     /// arriving all at once.

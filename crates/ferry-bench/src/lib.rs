@@ -38,6 +38,7 @@ pub mod publisher;
 pub mod report;
 pub mod scenario;
 pub mod subscriber;
+pub mod syscalls;
 pub mod timeline;
 pub mod tracker;
 

@@ -3,7 +3,8 @@
 
 use crate::histogram::{CdfPoint, LatencySummary};
 use crate::plot::{self, Series};
-use crate::procstat::Sample;
+use crate::procstat::{Sample, SwitchDelta};
+use crate::syscalls::SyscallCounts;
 use crate::timeline::Tick;
 use crate::tracker::Counts;
 use serde::Serialize;
@@ -44,6 +45,9 @@ pub struct Report {
     pub broker: Option<Usage>,
     /// The bench process's own resource use.
     pub bench: Usage,
+    /// The broker's system calls, with `--syscalls`: counted, or why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<Syscalls>,
     /// Distinct messages each subscriber received, in subscriber order, for
     /// scenarios whose subscribers split the load (`fanin`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -269,7 +273,7 @@ impl Delivery {
     }
 }
 
-/// CPU and memory of one process over the run.
+/// CPU, memory and context switches of one process over the run.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Usage {
     pub cpu_seconds: f64,
@@ -279,23 +283,103 @@ pub struct Usage {
     pub cpu_us_per_message: f64,
     pub rss_start_bytes: u64,
     pub rss_end_bytes: u64,
+    /// Context switches of all the process's threads over the run, from
+    /// `/proc/PID/task/*/status`.
+    pub context_switches: SwitchDelta,
+    /// Voluntary plus involuntary context switches per distinct delivered
+    /// message.
+    pub context_switches_per_message: f64,
 }
 
 impl Usage {
     /// From samples at the start and end of a run of `wall_seconds` that
-    /// delivered `delivered` messages.
-    pub fn between(start: Sample, end: Sample, wall_seconds: f64, delivered: u64) -> Usage {
+    /// delivered `delivered` messages, and the context switches in between.
+    pub fn between(
+        start: Sample,
+        end: Sample,
+        switches: SwitchDelta,
+        wall_seconds: f64,
+        delivered: u64,
+    ) -> Usage {
         let cpu_seconds = (end.cpu_seconds - start.cpu_seconds).max(0.0);
         Usage {
             cpu_seconds,
             cpu_percent: if wall_seconds > 0.0 { cpu_seconds * 100.0 / wall_seconds } else { 0.0 },
-            cpu_us_per_message: if delivered > 0 {
-                cpu_seconds * 1e6 / delivered as f64
-            } else {
-                0.0
-            },
+            cpu_us_per_message: per_message(cpu_seconds * 1e6, delivered),
             rss_start_bytes: start.rss_bytes,
             rss_end_bytes: end.rss_bytes,
+            context_switches: switches,
+            context_switches_per_message: per_message(switches.counts.total() as f64, delivered),
+        }
+    }
+}
+
+/// `amount` per delivered message; 0 when nothing was delivered.
+fn per_message(amount: f64, delivered: u64) -> f64 {
+    if delivered > 0 {
+        amount / delivered as f64
+    } else {
+        0.0
+    }
+}
+
+/// The broker's system calls over the run (`--syscalls`), or why they were
+/// not counted: perf missing or refused never fails a run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum Syscalls {
+    Counted(SyscallFigures),
+    Unavailable { reason: String },
+}
+
+/// System calls in total and by family, each as a count and per distinct
+/// delivered message.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SyscallFigures {
+    pub total: Calls,
+    /// write, writev, sendto, sendmsg, sendmmsg.
+    pub send: Calls,
+    /// read, readv, recvfrom, recvmsg, recvmmsg.
+    pub recv: Calls,
+    /// epoll_wait, epoll_pwait, epoll_pwait2.
+    pub epoll_wait: Calls,
+    pub epoll_ctl: Calls,
+    pub futex: Calls,
+    /// Everything else.
+    pub other: Calls,
+}
+
+/// A number of system calls, and the same per delivered message.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Calls {
+    pub calls: u64,
+    pub per_message: f64,
+}
+
+impl SyscallFigures {
+    /// From perf's counts over a run that delivered `delivered` messages.
+    pub fn new(counts: SyscallCounts, delivered: u64) -> SyscallFigures {
+        let calls = |calls: u64| Calls { calls, per_message: per_message(calls as f64, delivered) };
+        let families =
+            counts.send + counts.recv + counts.epoll_wait + counts.epoll_ctl + counts.futex;
+        SyscallFigures {
+            total: calls(counts.total),
+            send: calls(counts.send),
+            recv: calls(counts.recv),
+            epoll_wait: calls(counts.epoll_wait),
+            epoll_ctl: calls(counts.epoll_ctl),
+            futex: calls(counts.futex),
+            other: calls(counts.total.saturating_sub(families)),
+        }
+    }
+}
+
+impl Syscalls {
+    /// The figures, if counted.
+    pub fn counted(&self) -> Option<&SyscallFigures> {
+        match self {
+            Syscalls::Counted(figures) => Some(figures),
+            Syscalls::Unavailable { .. } => None,
         }
     }
 }
@@ -386,10 +470,46 @@ impl fmt::Display for Report {
                 u.cpu_us_per_message,
                 u.rss_start_bytes as f64 / 1048576.0,
                 u.rss_end_bytes as f64 / 1048576.0
-            )
+            )?;
+            let s = &u.context_switches;
+            write!(
+                f,
+                "  {:<22}{:>10.2} ctx switches/msg ({} voluntary, {} involuntary",
+                "", u.context_switches_per_message, s.counts.voluntary, s.counts.involuntary
+            )?;
+            if s.threads_exited > 0 {
+                write!(
+                    f,
+                    "; {} thread{} exited during the run, {} switches are missing",
+                    s.threads_exited,
+                    if s.threads_exited == 1 { "" } else { "s" },
+                    if s.threads_exited == 1 { "its" } else { "their" }
+                )?;
+            }
+            writeln!(f, ")")
         };
         if let Some(broker) = &self.broker {
             usage(f, "broker", broker)?;
+        }
+        match &self.syscalls {
+            Some(Syscalls::Counted(s)) => writeln!(
+                f,
+                "  {:<22}{:>10.2} syscalls/msg (send/write {:.2}, recv/read {:.2}, \
+                 epoll_wait {:.2}, epoll_ctl {:.2}, futex {:.2}, other {:.2}; {} in all)",
+                "",
+                s.total.per_message,
+                s.send.per_message,
+                s.recv.per_message,
+                s.epoll_wait.per_message,
+                s.epoll_ctl.per_message,
+                s.futex.per_message,
+                s.other.per_message,
+                s.total.calls
+            )?,
+            Some(Syscalls::Unavailable { reason }) => {
+                writeln!(f, "  {:<22}{:>10} syscalls/msg ({reason})", "", "n/a")?
+            }
+            None => {}
         }
         usage(f, "bench (this process)", &self.bench)
     }
@@ -418,6 +538,8 @@ fn fmt_latency(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::procstat::SwitchCounts;
+    use crate::syscalls::SyscallCounts;
 
     #[test]
     fn rates_and_percentages() {
@@ -435,12 +557,19 @@ mod tests {
     fn usage_between_samples() {
         let start = Sample { cpu_seconds: 1.0, rss_bytes: 10 };
         let end = Sample { cpu_seconds: 3.0, rss_bytes: 30 };
-        let u = Usage::between(start, end, 4.0, 1_000_000);
+        let switches = SwitchDelta {
+            counts: SwitchCounts { voluntary: 1_500_000, involuntary: 500_000 },
+            threads_exited: 0,
+            threads_started: 1,
+        };
+        let u = Usage::between(start, end, switches, 4.0, 1_000_000);
         assert_eq!(u.cpu_seconds, 2.0);
         assert_eq!(u.cpu_percent, 50.0);
         assert_eq!(u.cpu_us_per_message, 2.0);
+        assert_eq!(u.context_switches_per_message, 2.0);
         assert_eq!((u.rss_start_bytes, u.rss_end_bytes), (10, 30));
-        assert_eq!(Usage::between(start, end, 0.0, 0).cpu_us_per_message, 0.0);
+        let none = Usage::between(start, end, switches, 0.0, 0);
+        assert_eq!((none.cpu_us_per_message, none.context_switches_per_message), (0.0, 0.0));
     }
 
     #[test]
@@ -462,9 +591,14 @@ mod tests {
             bench: Usage::between(
                 Sample { cpu_seconds: 0.0, rss_bytes: 0 },
                 Sample { cpu_seconds: 0.1, rss_bytes: 1 << 20 },
+                SwitchDelta {
+                    counts: SwitchCounts { voluntary: 230, involuntary: 20 },
+                    ..SwitchDelta::default()
+                },
                 1.0,
                 100,
             ),
+            syscalls: None,
             per_subscriber: None,
             burst: None,
             conn: None,
@@ -492,6 +626,85 @@ mod tests {
     }
 
     #[test]
+    fn broker_switches_and_syscalls_in_table_and_json() {
+        let zero = Sample { cpu_seconds: 0.0, rss_bytes: 0 };
+        let counts = Counts { sent: 1_000, received: 1_000, ..Counts::default() };
+        let switches = SwitchDelta {
+            counts: SwitchCounts { voluntary: 1_900, involuntary: 100 },
+            threads_exited: 1,
+            threads_started: 0,
+        };
+        let syscalls = SyscallCounts {
+            total: 5_000,
+            send: 1_000,
+            recv: 2_000,
+            epoll_wait: 1_000,
+            epoll_ctl: 500,
+            futex: 300,
+        };
+        let report = Report {
+            scenario: "pubsub",
+            parameters: serde_json::json!({"syscalls": true}),
+            connections: Connections::new(2, 0.01),
+            disconnections: Connections::new(2, 0.01),
+            publish: Throughput::new(1_000, 16, 1.0),
+            receive: Throughput::new(1_000, 16, 1.0),
+            delivery: Delivery::new(counts, 1_000),
+            latency: LatencySummary { count: 1_000, ..LatencySummary::default() },
+            latency_from: "send time",
+            latency_cdf: Vec::new(),
+            ack_latency: None,
+            timeline: Vec::new(),
+            broker: Some(Usage::between(zero, zero, switches, 1.0, 1_000)),
+            bench: Usage::between(zero, zero, SwitchDelta::default(), 1.0, 1_000),
+            syscalls: Some(Syscalls::Counted(SyscallFigures::new(syscalls, 1_000))),
+            per_subscriber: None,
+            burst: None,
+            conn: None,
+        };
+        let table = report.to_string();
+        assert!(
+            table.contains(
+                "      2.00 ctx switches/msg (1900 voluntary, 100 involuntary; \
+                 1 thread exited during the run, its switches are missing)\n"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "      5.00 syscalls/msg (send/write 1.00, recv/read 2.00, epoll_wait 1.00, \
+                 epoll_ctl 0.50, futex 0.30, other 0.20; 5000 in all)\n"
+            ),
+            "{table}"
+        );
+        let broker = table.find("  broker ").unwrap();
+        let bench = table.find("  bench (this process)").unwrap();
+        let calls = table.find("syscalls/msg").unwrap();
+        assert!(broker < calls && calls < bench, "the broker's lines together: {table}");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["broker"]["context_switches"]["voluntary"], 1_900);
+        assert_eq!(json["broker"]["context_switches"]["threads_exited"], 1);
+        assert_eq!(json["broker"]["context_switches_per_message"], 2.0);
+        assert_eq!(json["syscalls"]["status"], "counted");
+        assert_eq!(json["syscalls"]["total"]["calls"], 5_000);
+        assert_eq!(json["syscalls"]["recv"]["per_message"], 2.0);
+        assert_eq!(json["syscalls"]["other"]["calls"], 200);
+
+        let refused = Report {
+            syscalls: Some(Syscalls::Unavailable { reason: "perf is not installed".into() }),
+            ..report
+        };
+        let table = refused.to_string();
+        assert!(table.contains("       n/a syscalls/msg (perf is not installed)\n"), "{table}");
+        let json = serde_json::to_value(&refused).unwrap();
+        assert_eq!(json["syscalls"]["status"], "unavailable");
+        assert_eq!(json["syscalls"]["reason"], "perf is not installed");
+        let none = Report { syscalls: None, ..refused };
+        assert!(!none.to_string().contains("syscalls"), "not asked for");
+        assert!(serde_json::to_value(&none).unwrap().get("syscalls").is_none());
+    }
+
+    #[test]
     fn ack_latency_follows_the_end_to_end_latency() {
         let zero = Sample { cpu_seconds: 0.0, rss_bytes: 0 };
         let counts = Counts { sent: 100, received: 100, ..Counts::default() };
@@ -514,7 +727,8 @@ mod tests {
             }),
             timeline: Vec::new(),
             broker: None,
-            bench: Usage::between(zero, zero, 1.0, 100),
+            bench: Usage::between(zero, zero, SwitchDelta::default(), 1.0, 100),
+            syscalls: None,
             per_subscriber: None,
             burst: None,
             conn: None,
@@ -551,7 +765,8 @@ mod tests {
             ack_latency: None,
             timeline: Vec::new(),
             broker: None,
-            bench: Usage::between(zero, zero, 1.0, 0),
+            bench: Usage::between(zero, zero, SwitchDelta::default(), 1.0, 0),
+            syscalls: None,
             per_subscriber: None,
             burst: None,
             conn: Some(ConnFigures {

@@ -127,6 +127,24 @@ args = ["conn", "--connections", "50", "--hold", "0"]
     assert_eq!(row(&doc, "delivered ↑")[1..3], ["100%", "100%"], "{doc}");
     assert_eq!(row(&doc, "lost ↓")[1..3], ["0", "0"], "{doc}");
     assert_eq!(row(&doc, "connected ↑")[1..3], ["50", "50"], "{doc}");
+    let switches = row(&doc, "broker context switches per delivered message ↓");
+    for cell in &switches[1..3] {
+        assert!(cell.parse::<f64>().is_ok_and(|v| v > 0.0), "{switches:?} in\n{doc}");
+    }
+    // System calls are counted in a second run where perf works, and the
+    // document says why not where it does not.
+    if doc.contains("| broker syscalls per delivered message ↓ |") {
+        assert!(doc.contains("in a second run of the same command with `--syscalls`"), "{doc}");
+        for label in ["of which send, write", "of which recv, read", "of which epoll_wait"] {
+            assert_eq!(row(&doc, label).len(), 4, "{doc}");
+        }
+    } else {
+        assert!(doc.contains("Ferry: system calls not counted ("), "{doc}");
+    }
+    assert!(
+        !doc.contains("--syscalls   # "),
+        "the commands shown are those of the measured run: {doc}"
+    );
     assert!(doc.contains("Five publishers."), "{doc}");
 
     for chart in ["pubsub-qos-1-latency.svg", "pubsub-qos-1-rate.svg"] {

@@ -58,6 +58,10 @@ fn assert_complete(report: &Value, sent: u64) {
         }
     }
     assert!(report["broker"]["cpu_seconds"].as_f64().is_some(), "broker sampled: {report:#}");
+    // Every message wakes some thread of the broker at least once in a while.
+    let switches = &report["broker"]["context_switches"];
+    assert!(switches["voluntary"].as_u64().is_some_and(|v| v > 0), "{report:#}");
+    assert!(report["broker"]["context_switches_per_message"].as_f64().is_some_and(|v| v > 0.0));
     assert!(report["bench"]["rss_end_bytes"].as_u64().is_some_and(|v| v > 0));
     assert_eq!(
         report["disconnections"]["count"], report["connections"]["count"],
@@ -84,6 +88,36 @@ fn pubsub_qos1_delivers_everything() {
     assert_eq!(report["parameters"]["publishers"], 4);
     assert_eq!(report["parameters"]["qos"], 1);
     assert_complete(&report, 2000);
+}
+
+/// The device shape: one message in flight per publisher, with the
+/// broker's system calls counted by perf where perf works, and a reason
+/// where it does not (the run goes on either way).
+#[test]
+fn pubsub_one_in_flight_counts_the_broker_syscalls() {
+    let ferry = Ferry::start("bench-pubsub-syscalls");
+    let args =
+        ["pubsub", "--publishers", "10", "--inflight", "1", "--messages", "1000", "--qos", "1"];
+    let args = [&args[..], &["--syscalls"]].concat();
+    let (stdout, report) = run_bench(&ferry, "pubsub-syscalls", &args);
+    assert_complete(&report, 1000);
+    assert!(stdout.contains("syscalls/msg"), "{stdout}");
+    let syscalls = &report["syscalls"];
+    match syscalls["status"].as_str() {
+        Some("counted") => {
+            let calls = |family: &str| syscalls[family]["calls"].as_u64().unwrap_or(0);
+            // At least a read of each PUBLISH and a write of its PUBACK.
+            assert!(calls("total") >= 2 * 1000, "{syscalls:#}");
+            assert!(calls("send") > 0 && calls("recv") > 0, "{syscalls:#}");
+            let families = ["send", "recv", "epoll_wait", "epoll_ctl", "futex", "other"];
+            assert_eq!(families.iter().map(|f| calls(f)).sum::<u64>(), calls("total"));
+        }
+        Some("unavailable") => {
+            assert!(syscalls["reason"].as_str().is_some_and(|r| !r.is_empty()), "{syscalls:#}");
+            assert!(stdout.contains("n/a syscalls/msg"), "{stdout}");
+        }
+        _ => panic!("syscalls counted or not, and why: {report:#}"),
+    }
 }
 
 #[test]

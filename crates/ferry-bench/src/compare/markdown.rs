@@ -12,7 +12,7 @@ use super::plots;
 use super::suite::{slug, substitute, Placeholders, Suite};
 use super::{Outcome, RunResult};
 use crate::histogram::LatencySummary;
-use crate::report::{ConnFigures, Report};
+use crate::report::{ConnFigures, Report, SyscallFigures, Syscalls};
 use std::fmt::Write;
 
 /// Everything the document says.
@@ -63,7 +63,11 @@ fn conn(report: &Report) -> Option<&ConnFigures> {
     report.conn.as_ref()
 }
 
-const FIGURES: [Figure; 30] = [
+fn syscalls(report: &Report) -> Option<&SyscallFigures> {
+    flow(report).and_then(|report| report.syscalls.as_ref()).and_then(Syscalls::counted)
+}
+
+const FIGURES: [Figure; 38] = [
     Figure {
         label: "connections/s",
         better: Better::Higher,
@@ -167,6 +171,48 @@ const FIGURES: [Figure; 30] = [
         show: cpu_micros,
     },
     Figure {
+        label: "broker context switches per delivered message",
+        better: Better::Lower,
+        value: |r| flow(r).and_then(|r| r.broker.as_ref()).map(|u| u.context_switches_per_message),
+        show: per_message,
+    },
+    Figure {
+        label: "broker syscalls per delivered message",
+        better: Better::Lower,
+        value: |r| syscalls(r).map(|s| s.total.per_message),
+        show: per_message,
+    },
+    Figure {
+        label: "of which send, write",
+        better: Better::Neither,
+        value: |r| syscalls(r).map(|s| s.send.per_message),
+        show: per_message,
+    },
+    Figure {
+        label: "of which recv, read",
+        better: Better::Neither,
+        value: |r| syscalls(r).map(|s| s.recv.per_message),
+        show: per_message,
+    },
+    Figure {
+        label: "of which epoll_wait",
+        better: Better::Neither,
+        value: |r| syscalls(r).map(|s| s.epoll_wait.per_message),
+        show: per_message,
+    },
+    Figure {
+        label: "of which epoll_ctl",
+        better: Better::Neither,
+        value: |r| syscalls(r).map(|s| s.epoll_ctl.per_message),
+        show: per_message,
+    },
+    Figure {
+        label: "of which futex",
+        better: Better::Neither,
+        value: |r| syscalls(r).map(|s| s.futex.per_message),
+        show: per_message,
+    },
+    Figure {
         label: "broker CPU, % of a core",
         better: Better::Neither,
         value: |r| flow(r).and_then(|r| r.broker.as_ref()).map(|u| u.cpu_percent),
@@ -189,6 +235,12 @@ const FIGURES: [Figure; 30] = [
         better: Better::Neither,
         value: |r| flow(r).map(|r| r.bench.cpu_percent),
         show: |v| format!("{v:.0}%"),
+    },
+    Figure {
+        label: "bench context switches per delivered message",
+        better: Better::Neither,
+        value: |r| flow(r).map(|r| r.bench.context_switches_per_message),
+        show: per_message,
     },
     Figure {
         label: "burst source rate, msg/s",
@@ -391,6 +443,32 @@ fn render_run(out: &mut String, doc: &Document<'_>, result: &RunResult) {
              (QoS 1) or PUBREC (QoS 2).\n"
         );
     }
+    if reports.iter().flatten().any(|r| flow(r).is_some_and(|r| r.syscalls.is_some())) {
+        let _ = writeln!(
+            out,
+            "System calls are counted by `perf stat` on the kernel's syscall tracepoints, in a \
+             second run of the same command with `--syscalls` against a fresh broker: counting \
+             slows every system call the broker makes, so the other figures come from the first \
+             run, without it.\n"
+        );
+    }
+    for (c, report) in result.cells.iter().zip(&reports) {
+        let Some(report) = report.and_then(flow) else { continue };
+        if let Some(Syscalls::Unavailable { reason }) = &report.syscalls {
+            let _ = writeln!(out, "{}: system calls not counted ({}).\n", c.broker, reason.trim());
+        }
+        let exited = report.broker.map_or(0, |u| u.context_switches.threads_exited);
+        if exited > 0 {
+            let _ = writeln!(
+                out,
+                "{}: {exited} thread{} exited during the run; {} context switches after the \
+                 start are missing from its figure.\n",
+                c.broker,
+                if exited == 1 { "" } else { "s" },
+                if exited == 1 { "its" } else { "their" },
+            );
+        }
+    }
     for c in &result.cells {
         if let Outcome::Error(error) = &c.outcome {
             let _ =
@@ -524,6 +602,11 @@ fn micros(us: f64) -> String {
     }
 }
 
+/// A count per message: 2 decimals, enough for a fraction of a call.
+fn per_message(value: f64) -> String {
+    format!("{value:.2}")
+}
+
 fn cpu_micros(us: f64) -> String {
     format!("{us:.2} µs")
 }
@@ -538,8 +621,9 @@ mod tests {
     use super::super::Cell;
     use super::*;
     use crate::histogram::CdfPoint;
-    use crate::procstat::Sample;
+    use crate::procstat::{Sample, SwitchCounts, SwitchDelta};
     use crate::report::{BurstFigures, Connections, Delivery, Throughput, Usage};
+    use crate::syscalls::SyscallCounts;
     use crate::timeline::Tick;
     use crate::tracker::Counts;
     use std::path::PathBuf;
@@ -564,12 +648,18 @@ mod tests {
         }
     }
 
-    /// A pubsub report that received `per_second` msg/s at p50 `p50_us`.
+    /// A pubsub report that received `per_second` msg/s at p50 `p50_us`,
+    /// with a context switch per message at the broker and half one at the
+    /// bench.
     fn report(per_second: f64, p50_us: f64, lost: u64) -> Report {
-        let usage = |cpu_seconds| {
+        let usage = |cpu_seconds, switches: u64| {
             Usage::between(
                 Sample { cpu_seconds: 0.0, rss_bytes: 1 << 20 },
                 Sample { cpu_seconds, rss_bytes: 10 << 20 },
+                SwitchDelta {
+                    counts: SwitchCounts { voluntary: switches, involuntary: 0 },
+                    ..SwitchDelta::default()
+                },
                 1.0,
                 per_second as u64,
             )
@@ -594,8 +684,9 @@ mod tests {
             latency_cdf: vec![CdfPoint { percentile: 50.0, latency_us: p50_us }],
             ack_latency: None,
             timeline: vec![Tick { seconds: 0.5, sent, received: sent - lost }],
-            broker: Some(usage(0.5)),
-            bench: usage(0.1),
+            broker: Some(usage(0.5, per_second as u64)),
+            bench: usage(0.1, per_second as u64 / 2),
+            syscalls: None,
             per_subscriber: None,
             burst: None,
             conn: None,
@@ -608,6 +699,7 @@ mod tests {
                 name: name.into(),
                 args: vec!["pubsub".into(), "--filter".into(), "bench/#".into()],
                 notes: "Closed loop.".into(),
+                syscalls: true,
             },
             cells: outcomes
                 .into_iter()
@@ -699,6 +791,80 @@ mod tests {
         assert!(doc.contains("](bench/pubsub-qos-0-rate.svg)"), "{doc}");
         assert!(doc.contains("Closed loop.\n"), "{doc}");
         assert!(!doc.contains("NaN") && !doc.contains("inf"), "{doc}");
+    }
+
+    #[test]
+    fn compare_context_switch_and_syscall_rows() {
+        let suite = suite(vec![broker("Ferry", 1898), broker("Mosquitto", 1897)]);
+        let counted = Syscalls::Counted(SyscallFigures::new(
+            SyscallCounts {
+                total: 4_000,
+                send: 1_000,
+                recv: 1_500,
+                epoll_wait: 1_000,
+                epoll_ctl: 100,
+                futex: 250,
+            },
+            1_000,
+        ));
+        let ferry = Report { syscalls: Some(counted), ..report(1_000.0, 400.0, 0) };
+        let mut mosquitto = Report {
+            syscalls: Some(Syscalls::Unavailable { reason: "perf is not installed".into() }),
+            ..report(1_000.0, 400.0, 0)
+        };
+        if let Some(broker) = &mut mosquitto.broker {
+            broker.context_switches_per_message = 0.25;
+            broker.context_switches.threads_exited = 2;
+        }
+        let results = [result(
+            "pubsub QoS 1",
+            vec![
+                ("Ferry", Outcome::Report(Box::new(ferry))),
+                ("Mosquitto", Outcome::Report(Box::new(mosquitto))),
+            ],
+        )];
+        let doc = render_with(&suite, &results);
+        assert_eq!(
+            row(&doc, "broker context switches per delivered message ↓")[1..],
+            ["1.00", "0.25", "0.2×"]
+        );
+        assert_eq!(row(&doc, "broker syscalls per delivered message ↓")[1..], ["4.00", "—", "—"]);
+        assert_eq!(row(&doc, "of which send, write")[1..], ["1.00", "—", "—"]);
+        assert_eq!(row(&doc, "of which recv, read")[1..], ["1.50", "—", "—"]);
+        assert_eq!(row(&doc, "of which epoll_wait")[1..], ["1.00", "—", "—"]);
+        assert_eq!(row(&doc, "of which epoll_ctl")[1..], ["0.10", "—", "—"]);
+        assert_eq!(row(&doc, "of which futex")[1..], ["0.25", "—", "—"]);
+        assert_eq!(
+            row(&doc, "bench context switches per delivered message")[1..],
+            ["0.50", "0.50", "—"]
+        );
+        let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("| ")).collect();
+        let at = |label: &str| rows.iter().position(|l| l.starts_with(label)).unwrap();
+        assert_eq!(at("| broker context switches"), at("| broker CPU per delivered") + 1, "{doc}");
+        assert_eq!(at("| of which futex"), at("| broker syscalls") + 5, "{doc}");
+        assert!(
+            doc.contains("Mosquitto: system calls not counted (perf is not installed).\n"),
+            "{doc}"
+        );
+        assert!(
+            doc.contains("Mosquitto: 2 threads exited during the run; their context switches"),
+            "{doc}"
+        );
+        assert!(!doc.contains("Ferry: system calls"), "{doc}");
+        assert!(doc.contains("in a second run of the same command with `--syscalls`"), "{doc}");
+
+        // Without --syscalls, no syscall rows at all.
+        let plain = [result(
+            "pubsub QoS 0",
+            vec![("Ferry", Outcome::Report(Box::new(report(1_000.0, 400.0, 0))))],
+        )];
+        let doc = render_with(&suite, &plain);
+        assert!(!doc.contains("| broker syscalls") && !doc.contains("of which"), "{doc}");
+        assert!(!doc.contains("not counted") && !doc.contains("second run"), "{doc}");
+        assert!(
+            doc.contains("| broker context switches per delivered message ↓ | 1.00 |"),
+            "{doc}"
+        );
     }
 
     #[test]

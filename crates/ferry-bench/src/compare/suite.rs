@@ -45,6 +45,11 @@ pub struct Run {
     /// Markdown printed under the run's table.
     #[serde(skip)]
     pub notes: String,
+    /// Whether the run carries messages (every scenario but `conn`), so
+    /// that compare counts the broker's system calls per message in a
+    /// second run of it with `--syscalls`.
+    #[serde(skip)]
+    pub syscalls: bool,
 }
 
 /// The values `{ferry}`, `{config}`, `{port}` and `{dir}` stand for.
@@ -58,7 +63,7 @@ pub struct Placeholders<'a> {
 const PLACEHOLDERS: [&str; 4] = ["ferry", "config", "port", "dir"];
 
 /// Flags compare sets itself for every run, or whose output it writes itself.
-const RESERVED_FLAGS: [&str; 4] = ["--broker", "--broker-pid", "--json", "--plots"];
+const RESERVED_FLAGS: [&str; 5] = ["--broker", "--broker-pid", "--syscalls", "--json", "--plots"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -177,7 +182,7 @@ impl Suite {
                 let message = format!("{name:?} is empty or names another run (plot files use it)");
                 return Err(invalid(entry.name.span(), format!("run[{i}].name"), message));
             }
-            check_args(entry.args.get_ref()).map_err(|message| {
+            let scenario = check_args(entry.args.get_ref()).map_err(|message| {
                 invalid(
                     entry.args.span(),
                     format!("run[{i}].args"),
@@ -188,6 +193,7 @@ impl Suite {
                 name: entry.name.into_inner(),
                 args: entry.args.into_inner(),
                 notes: entry.notes,
+                syscalls: !matches!(scenario, Scenario::Conn(_)),
             });
         }
         Ok(Suite { path: path.to_owned(), title: file.title, intro: file.intro, brokers, runs })
@@ -212,9 +218,19 @@ impl Suite {
 }
 
 impl Run {
-    /// The scenario to run against the broker at `port` with process `pid`.
-    pub fn scenario(&self, port: u16, pid: u32) -> Result<Scenario, BenchError> {
-        parse_scenario(&self.args_for(port, &pid.to_string()))
+    /// The scenario to run against the broker at `port` with process
+    /// `pid`; with `--syscalls` if `count_syscalls`.
+    pub fn scenario(
+        &self,
+        port: u16,
+        pid: u32,
+        count_syscalls: bool,
+    ) -> Result<Scenario, BenchError> {
+        let mut args = self.args_for(port, &pid.to_string());
+        if count_syscalls {
+            args.push("--syscalls".into());
+        }
+        parse_scenario(&args)
             .map_err(|message| BenchError::Options(format!("run {:?}: {message}", self.name)))
     }
 
@@ -231,8 +247,8 @@ impl Run {
     }
 }
 
-/// Why `args` cannot be a run, if they cannot.
-fn check_args(args: &[String]) -> Result<(), String> {
+/// The scenario `args` stand for, or why they cannot be a run.
+fn check_args(args: &[String]) -> Result<Scenario, String> {
     if args.first().is_some_and(|first| first == "compare") {
         return Err("a run cannot be `compare` itself".into());
     }
@@ -246,7 +262,7 @@ fn check_args(args: &[String]) -> Result<(), String> {
             "{flag} is for compare to set: it points each run at each broker and writes the JSON and charts"
         ));
     }
-    parse_scenario(args).map(drop)
+    parse_scenario(args)
 }
 
 fn parse_scenario(args: &[String]) -> Result<Scenario, String> {
@@ -347,15 +363,22 @@ args = ["conn", "--connections", "10"]
         assert_eq!(suite.runs[0].notes, "Small.");
         assert_eq!(suite.runs[1].notes, "");
 
-        let scenario = suite.runs[0].scenario(1898, 42).unwrap();
+        let scenario = suite.runs[0].scenario(1898, 42, false).unwrap();
         let Scenario::Pubsub(args) = scenario else { panic!("pubsub expected") };
         assert_eq!(args.common.broker, "mqtt://127.0.0.1:1898");
         assert_eq!(args.common.broker_pid, Some(42));
+        assert!(!args.common.syscalls);
         assert_eq!(args.publishers, 4);
-        let Scenario::Conn(args) = suite.runs[1].scenario(1897, 7).unwrap() else {
+        let Ok(Scenario::Pubsub(counting)) = suite.runs[0].scenario(1898, 42, true) else {
+            panic!("pubsub expected")
+        };
+        assert!(counting.common.syscalls);
+        assert!(suite.runs[0].syscalls, "messages flow: system calls are counted");
+        let Scenario::Conn(args) = suite.runs[1].scenario(1897, 7, false).unwrap() else {
             panic!("conn expected")
         };
         assert_eq!((args.broker.as_str(), args.broker_pid), ("mqtt://127.0.0.1:1897", Some(7)));
+        assert!(!suite.runs[1].syscalls, "conn carries no messages");
     }
 
     #[test]
@@ -392,6 +415,7 @@ args = ["conn", "--connections", "10"]
             (r#"["pubsub", "--broker", "mqtt://x:1"]"#, "--broker is for compare to set"),
             (r#"["pubsub", "--broker-pid=3"]"#, "--broker-pid=3 is for compare to set"),
             (r#"["conn", "--json", "x.json"]"#, "--json is for compare to set"),
+            (r#"["p2p", "--syscalls"]"#, "--syscalls is for compare to set"),
             (r#"["fanout", "--plots", "d"]"#, "--plots is for compare to set"),
             (r#"["compare", "--suite", "x"]"#, "cannot be `compare` itself"),
             (r#"["pubsub", "--qos", "3"]"#, "--qos"),

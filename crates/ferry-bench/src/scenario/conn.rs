@@ -34,7 +34,7 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
     let sources = sources(broker, &args)?;
     let version = args.mqtt_version.into();
     let tag = std::process::id();
-    let sampler = Sampler::start(args.broker_pid)?;
+    let sampler = Sampler::start(args.broker_pid, false).await?;
 
     // Connect phase: client i is due at start + i / rate, and waits for one
     // of `concurrency` permits, held until its CONNACK (or failure). A
@@ -93,7 +93,8 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
         Some(pid) => Some(settled_rss(pid).await?),
         None => None,
     };
-    let (broker_usage, bench_usage) = sampler.finish(0)?;
+    let sampled = sampler.finish(0).await?;
+    let (broker_usage, bench_usage) = (sampled.broker, sampled.bench);
 
     tokio::time::sleep(Duration::from_secs_f64(args.hold)).await;
 
@@ -135,6 +136,7 @@ pub async fn run(args: ConnArgs) -> Result<Report, BenchError> {
         timeline: Vec::new(),
         broker: broker_usage,
         bench: bench_usage,
+        syscalls: None,
         per_subscriber: None,
         burst: None,
         conn: Some(figures),

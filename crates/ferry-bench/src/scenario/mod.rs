@@ -11,13 +11,13 @@ pub mod pubsub;
 use crate::args::CommonArgs;
 use crate::client::Conn;
 use crate::histogram::SharedLatency;
-use crate::procstat::{Sample, Target};
+use crate::procstat::{Sample, Switches, Target};
 use crate::publisher::{self, Gate, GateKeeper, Plan, Schedule};
-use crate::report::{Connections, Delivery, Report, Throughput, Usage};
+use crate::report::{Connections, Delivery, Report, SyscallFigures, Syscalls, Throughput, Usage};
 use crate::subscriber::{self, Group, Listen};
 use crate::timeline::{Display, Progress, Ticker};
 use crate::tracker::{Counts, Tracker};
-use crate::{clock, BenchError};
+use crate::{clock, syscalls, BenchError};
 use ferry_mqtt::{ConnAck, ProtocolVersion, QoS};
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -82,7 +82,7 @@ impl Run {
             drain_timeout: Duration::from_secs_f64(common.drain_timeout),
             payload_size: common.payload_size,
             ramp_up_ns: (common.ramp_up * 1e9) as u64,
-            sampler: Sampler::start(common.broker_pid)?,
+            sampler: Sampler::start(common.broker_pid, common.syscalls).await?,
             display: Display::detect(common.quiet),
             ticker: None,
             to_close: Vec::new(),
@@ -136,7 +136,7 @@ impl Run {
         // Every subscriber and publisher has finished, and flushed its recorder.
         let latency = self.latency.snapshot();
         let ack_latency = self.ack_latency.snapshot();
-        let (broker, bench) = self.sampler.finish(m.counts.received)?;
+        let Sampled { broker, bench, syscalls } = self.sampler.finish(m.counts.received).await?;
         let disconnections = disconnect_all(std::mem::take(&mut self.to_close)).await?;
         let window = |end_ns| seconds_between(m.publish_start_ns, end_ns);
         Ok(Report {
@@ -162,6 +162,7 @@ impl Run {
             timeline,
             broker,
             bench,
+            syscalls,
             per_subscriber: None,
             burst: None,
             conn: None,
@@ -508,46 +509,97 @@ pub fn seconds_between(start_ns: u64, end_ns: u64) -> f64 {
     end_ns.saturating_sub(start_ns) as f64 / 1e9
 }
 
-/// CPU and RSS of the broker (if its pid is known) and of this process,
-/// sampled when the run starts.
+/// CPU, RSS and context switches of the broker (if its pid is known) and of
+/// this process, sampled when the run starts, and the broker's system
+/// calls counted by perf in between (with `--syscalls`).
 pub struct Sampler {
-    broker: Option<(u32, Sample)>,
-    bench: Sample,
+    broker: Option<(u32, Sample, Switches)>,
+    bench: (Sample, Switches),
+    /// The running counter, or why there is none.
+    syscalls: Option<Result<syscalls::Counter, String>>,
     start_ns: u64,
 }
 
+/// What [`Sampler::finish`] measured: the broker's and this process's
+/// usage, and the broker's system calls if they were asked for.
+pub struct Sampled {
+    pub broker: Option<Usage>,
+    pub bench: Usage,
+    pub syscalls: Option<Syscalls>,
+}
+
 impl Sampler {
-    /// Takes the first samples.
-    pub fn start(broker_pid: Option<u32>) -> Result<Sampler, BenchError> {
+    /// Starts perf on the broker if `count_syscalls` (and waits until it
+    /// counts), then takes the first samples.
+    pub async fn start(
+        broker_pid: Option<u32>,
+        count_syscalls: bool,
+    ) -> Result<Sampler, BenchError> {
+        let syscalls = match broker_pid {
+            Some(pid) if count_syscalls => Some(
+                tokio::task::spawn_blocking(move || syscalls::Counter::start(pid))
+                    .await
+                    .map_err(|e| BenchError::Task(e.to_string()))?,
+            ),
+            _ => None,
+        };
         let broker = match broker_pid {
-            Some(pid) => Some((pid, sample(Target::Pid(pid), pid)?)),
+            Some(pid) => {
+                Some((pid, sample(Target::Pid(pid), pid)?, switches(Target::Pid(pid), pid)?))
+            }
             None => None,
         };
+        let this = std::process::id();
         Ok(Sampler {
             broker,
-            bench: sample(Target::This, std::process::id())?,
+            bench: (sample(Target::This, this)?, switches(Target::This, this)?),
+            syscalls,
             start_ns: clock::now_ns(),
         })
     }
 
     /// The broker's pid and first sample, if `--broker-pid` was given.
     pub fn broker_start(&self) -> Option<(u32, Sample)> {
-        self.broker
+        self.broker.as_ref().map(|(pid, sample, _)| (*pid, *sample))
     }
 
-    /// Takes the last samples: (broker, bench) usage over the run.
-    pub fn finish(&self, delivered: u64) -> Result<(Option<Usage>, Usage), BenchError> {
+    /// Takes the last samples and stops perf: usage over the run, per
+    /// `delivered` message.
+    pub async fn finish(self, delivered: u64) -> Result<Sampled, BenchError> {
         let wall = seconds_since(self.start_ns);
-        let broker = match self.broker {
-            Some((pid, start)) => {
-                Some(Usage::between(start, sample(Target::Pid(pid), pid)?, wall, delivered))
+        let broker = match &self.broker {
+            Some((pid, start, start_switches)) => {
+                let target = Target::Pid(*pid);
+                let end = sample(target, *pid)?;
+                let switches = switches(target, *pid)?.since(start_switches);
+                Some(Usage::between(*start, end, switches, wall, delivered))
             }
             None => None,
         };
-        let bench =
-            Usage::between(self.bench, sample(Target::This, std::process::id())?, wall, delivered);
-        Ok((broker, bench))
+        let this = std::process::id();
+        let (start, start_switches) = &self.bench;
+        let end = sample(Target::This, this)?;
+        let switches = switches(Target::This, this)?.since(start_switches);
+        let bench = Usage::between(*start, end, switches, wall, delivered);
+        let syscalls = match self.syscalls {
+            Some(Ok(counter)) => Some(
+                tokio::task::spawn_blocking(move || counter.finish())
+                    .await
+                    .map_err(|e| BenchError::Task(e.to_string()))?,
+            ),
+            Some(Err(why)) => Some(Err(why)),
+            None => None,
+        };
+        let syscalls = syscalls.map(|counted| match counted {
+            Ok(counts) => Syscalls::Counted(SyscallFigures::new(counts, delivered)),
+            Err(reason) => Syscalls::Unavailable { reason },
+        });
+        Ok(Sampled { broker, bench, syscalls })
     }
+}
+
+fn switches(target: Target, pid: u32) -> Result<Switches, BenchError> {
+    target.switches().map_err(|source| BenchError::Proc { pid, source })
 }
 
 fn sample(target: Target, pid: u32) -> Result<Sample, BenchError> {
