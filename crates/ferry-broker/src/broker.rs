@@ -359,6 +359,7 @@ impl Broker {
             state.queue.clear();
             state.on_disk.clear();
             state.inflight.clear();
+            state.ending = 0;
             state.inbound_qos2.clear();
             (subscriptions, orphans, will)
         };
