@@ -12,15 +12,23 @@ received has reached every subscriber, QoS 2 messages exactly once (for QoS
 
 Structure: one thread per MQTT client (`Publisher`, `Subscriber`), each
 with its own raw socket from tests/rawmqtt.py and its own session state,
-which survives reconnects the way a real client library keeps it. The main
-thread (`CrashTest`) owns the broker process: it kills and restarts it, waits for
+which survives reconnects the way a real client library keeps it. Beside
+them run paho-mqtt clients (`PahoPublisher`, `PahoSubscriber`), the library
+applications use, with its own session state: clean session 0 (3.1.1) or
+clean start 0 after the first connect with a session expiry (5.0), its own
+reconnect loop (about a second after a connection is lost, so their
+sessions build a backlog while the raw publishers go on), outgoing QoS 2
+messages resent as PUBLISH with DUP or as PUBREL after a reconnect, and
+incoming QoS 2 messages held by packet id until their PUBREL, when they are
+handed to the application (figure 4.3's method A). The main thread
+(`CrashTest`) owns the broker process: it kills and restarts it, waits for
 the clients to come back, then drains and checks. All the bookkeeping the
 checks need lives in `Ledger`, behind one condition variable.
 
 Usage:
   .venv/bin/python scripts/crash-test.py [--kills 20] [--seed S]
       [--fsync always|batch|never] [--ferry PATH] [--data-dir DIR] [--keep]
-      [--rate MSGS_PER_S]
+      [--rate MSGS_PER_S] [--paho-rate MSGS_PER_S] [--no-paho]
 
 Exit status: 0 when every check passed, 1 when one failed (the lost or
 duplicated message ids are printed), 2 on a usage error. The seed fixes the
@@ -78,6 +86,12 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 # (client id, protocol version); the topic is crash/data/p{index}
 PUBLISHERS = [("crash-pub-0", V5), ("crash-pub-1", V311)]
+# the same for paho-mqtt clients, numbered after the raw ones
+PAHO_PUBLISHERS = [("crash-paho-pub-v5", V5), ("crash-paho-pub-v311", V311)]
+# paho subscribers: (client id, protocol version), QoS 2, online during the kills
+PAHO_SUBSCRIBERS = [("crash-paho-sub-v5-q2", V5), ("crash-paho-sub-v311-q2", V311)]
+# paho's reconnect delay (min and max, seconds): its default minimum
+PAHO_RECONNECT_DELAY = 1
 # (client id, protocol version, subscription QoS, online during the kills)
 SUBSCRIBERS = [
     ("crash-sub-online-v5-q2", V5, 2, True),
@@ -583,6 +597,243 @@ class Subscriber(Client):
 
 
 # --------------------------------------------------------------------------
+# paho-mqtt clients
+# --------------------------------------------------------------------------
+class PahoClient(threading.Thread):
+    """A paho-mqtt client with a persistent session, driven by paho's own
+    network thread, which reconnects by itself (after PAHO_RECONNECT_DELAY)
+    whenever the connection is lost. The paho client object lives as long
+    as this thread: its session state (outgoing QoS 1/2 messages, incoming
+    QoS 2 packet ids awaiting PUBREL) survives every reconnect, as in an
+    application. The thread itself only publishes, or waits."""
+
+    def __init__(self, client_id: str, version: int, broker: Broker, port: int, ledger: Ledger,
+                 shutdown: threading.Event):
+        super().__init__(name=client_id, daemon=True)
+        self.client_id = client_id
+        self.version = version
+        self.broker = broker
+        self.port = port
+        self.ledger = ledger
+        self.shutdown = shutdown
+        self.has_session = False
+        self.generation = 0
+        self.connects = 0
+        self.sessions_lost = 0
+        self.last_error = ""
+        self.connected = threading.Event()
+        self.mqtt = self._make_client()
+
+    @property
+    def label(self) -> str:
+        return f"{self.client_id} (paho, MQTT {'5' if self.version == V5 else '3.1.1'})"
+
+    def _make_client(self):
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+        if self.version == V5:
+            # clean start on the first connect only (paho's default), then
+            # the session expiry keeps the session across kills
+            c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=self.client_id,
+                            protocol=mqtt.MQTTv5)
+        else:
+            c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=self.client_id,
+                            protocol=mqtt.MQTTv311, clean_session=False)
+        c.reconnect_delay_set(PAHO_RECONNECT_DELAY, PAHO_RECONNECT_DELAY)
+        c.on_connect = self._on_connect
+        c.on_disconnect = self._on_disconnect
+        return c
+
+    def _connect_properties(self):
+        if self.version != V5:
+            return None
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = SESSION_EXPIRY
+        return props
+
+    def start_network(self) -> None:
+        """Connects in the background; paho retries until the broker is up.
+        MQTT 5: clean start on the very first connect only, as for the raw
+        clients; 3.1.1: clean session 0 always (set on the paho client)."""
+        if self.version == V5:
+            from paho.mqtt.client import MQTT_CLEAN_START_FIRST_ONLY
+            # paho's own reconnects reuse this: "first only" is clean start
+            # until a CONNACK, 0 from then on
+            clean = False if self.has_session else MQTT_CLEAN_START_FIRST_ONLY
+            self.mqtt.connect_async(HOST, self.port, keepalive=60, clean_start=clean,
+                                    properties=self._connect_properties())
+        else:
+            self.mqtt.connect_async(HOST, self.port, keepalive=60)
+        self.mqtt.loop_start()
+
+    def stop_network(self) -> None:
+        try:
+            if self.connected.is_set():
+                self.mqtt.disconnect()
+        finally:
+            self.mqtt.loop_stop()
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+        if reason_code.is_failure:
+            self.last_error = f"CONNACK refused: {reason_code}"
+            return
+        if self.has_session and not flags.session_present:
+            self.sessions_lost += 1
+        self.has_session = True
+        self.connects += 1
+        self.connected.set()
+        with self.ledger.cond:
+            self.generation = self.broker.generation
+            self.ledger.cond.notify_all()
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
+        self.connected.clear()
+        self.last_error = f"disconnected: {reason_code}"
+
+
+class PahoPublisher(PahoClient):
+    """Publishes numbered messages on crash/data/p{index}, QoS 1 or 2 at
+    random, at a steady `rate` with at most WINDOW unacknowledged, through
+    paho, which keeps them across reconnects (and takes new ones while
+    disconnected, to send once connected). A message counts as acknowledged
+    when paho reports it published: PUBACK, or PUBCOMP for QoS 2."""
+
+    def __init__(self, index: int, client_id: str, version: int, rate: float, seed: int,
+                 stop_publishing: threading.Event, **kw):
+        super().__init__(client_id, version, **kw)
+        self.index = index
+        self.topic = f"crash/data/p{index}"
+        self.interval = 1.0 / rate
+        self.rng = random.Random(f"{seed}/{client_id}")
+        self.stop_publishing = stop_publishing
+        self.next_seq = 1
+        self.inflight: dict[int, Outgoing] = {}  # paho's message id -> message
+        # set by paho's thread: reason code of the PUBACK/PUBCOMP, by message id
+        self.reasons: dict[int, int] = {}
+        self.resent = 0  # messages unacknowledged when a connection was lost
+        self.mqtt.on_publish = self._on_publish
+
+    def finished(self) -> bool:
+        return self.stop_publishing.is_set() and not self.inflight
+
+    def _on_publish(self, client, userdata, mid, reason_code, properties) -> None:
+        self.reasons[mid] = reason_code.value
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
+        super()._on_disconnect(client, userdata, flags, reason_code, properties)
+        self.resent += len(self.inflight)
+
+    def run(self) -> None:
+        try:
+            self.start_network()
+            next_at = time.monotonic()
+            while not self.finished() and not self.shutdown.is_set():
+                self.settle_published()
+                now = time.monotonic()
+                if (not self.stop_publishing.is_set() and len(self.inflight) < WINDOW
+                        and now >= next_at):
+                    self.publish_next()
+                    next_at = max(next_at + self.interval, now - 1.0)
+                    continue
+                time.sleep(0.002)
+            self.stop_network()
+        except Exception:
+            self.ledger.crash(f"{self.label} crashed:\n{traceback.format_exc()}")
+
+    def publish_next(self) -> None:
+        out = Outgoing((self.index, self.next_seq), self.rng.choice((1, 2)))
+        self.next_seq += 1
+        with self.ledger.cond:
+            self.ledger.published[out.key] = out.qos
+        # while disconnected paho keeps the message and sends it once connected
+        info = self.mqtt.publish(self.topic, payload_of(out.key, out.qos), qos=out.qos)
+        self.inflight[info.mid] = out
+
+    def settle_published(self) -> None:
+        for mid in [mid for mid in self.inflight if mid in self.reasons]:
+            out = self.inflight.pop(mid)
+            reason = self.reasons.pop(mid)
+            with self.ledger.cond:
+                # A PUBCOMP ends the exchange whatever its code: 0x92 (id not
+                # found) answers a PUBREL resent after the broker completed it.
+                if out.qos == 2 or reason < 0x80:
+                    self.ledger.acked.add(out.key)
+                else:
+                    self.ledger.refused[out.key] = reason
+
+
+class PahoSubscriber(PahoClient):
+    """Subscribes to crash/data/# at QoS 2 once, then stays connected (paho
+    reconnecting it after each kill) and counts what paho hands over:
+    a QoS 2 message when its PUBREL comes (paho keeps the message under its
+    packet id until then, so a PUBLISH resent with DUP replaces it rather
+    than being handed over twice)."""
+
+    def __init__(self, client_id: str, version: int, **kw):
+        super().__init__(client_id, version, **kw)
+        self.qos = 2
+        self.online = True
+        self.retransmissions = 0  # messages whose last PUBLISH had DUP set
+        # guarded by ledger.cond
+        self.received: collections.Counter[Key] = collections.Counter()
+        self.outstanding: set[Key] | None = None
+        self.saw_final = False
+        self.mqtt.on_message = self._on_message
+
+    def create_session(self) -> None:
+        """Connects, subscribes, disconnects normally: the session is the
+        broker's to keep (and the paho client's, for its QoS 2 ids)."""
+        subscribed = threading.Event()
+        granted: list[int] = []
+
+        def on_subscribe(client, userdata, mid, reason_codes, properties):
+            granted.extend(code.value for code in reason_codes)
+            subscribed.set()
+
+        self.mqtt.on_subscribe = on_subscribe
+        self.start_network()
+        try:
+            if not self.connected.wait(CONNECT_TIMEOUT):
+                raise RuntimeError(f"{self.label}: no CONNACK: {self.last_error or '-'}")
+            self.mqtt.subscribe(DATA_FILTER, qos=self.qos)
+            if not subscribed.wait(CONNECT_TIMEOUT) or granted != [self.qos]:
+                raise RuntimeError(f"{self.label}: subscription not granted: {granted}")
+        finally:
+            self.stop_network()
+        self.connected.clear()
+
+    def run(self) -> None:
+        try:
+            self.start_network()
+            self.shutdown.wait()
+            self.stop_network()
+        except Exception:
+            self.ledger.crash(f"{self.label} crashed:\n{traceback.format_exc()}")
+
+    def _on_message(self, client, userdata, m) -> None:
+        if m.topic == FINAL_TOPIC and m.payload == FINAL_PAYLOAD:
+            with self.ledger.cond:
+                self.saw_final = True
+                self.ledger.cond.notify_all()
+            return
+        try:
+            key, _ = parse_payload(m.payload)
+        except ValueError:
+            self.ledger.violation(f"{self.label}: unexpected message {m.topic} {m.payload!r}")
+            return
+        with self.ledger.cond:
+            self.retransmissions += int(m.dup)
+            self.received[key] += 1
+            self.ledger.last_delivery = time.monotonic()
+            if self.outstanding:
+                self.outstanding.discard(key)
+                if not self.outstanding:
+                    self.ledger.cond.notify_all()
+
+
+# --------------------------------------------------------------------------
 # the run
 # --------------------------------------------------------------------------
 @dataclass
@@ -594,6 +845,8 @@ class Settings:
     data_dir: Path | None = None  # None: a fresh temporary directory
     keep: bool = False  # keep the temporary directory
     rate: float = 500.0  # new messages per second per publisher
+    paho: bool = True  # run the paho-mqtt clients beside the raw ones
+    paho_rate: float = 200.0  # new messages per second per paho publisher
     out: object = None  # where progress goes (None: sys.stdout at run time)
 
 
@@ -656,6 +909,13 @@ class CrashTest:
                            for i, (cid, version) in enumerate(PUBLISHERS)]
         self.subscribers = [Subscriber(cid, version, qos, online, **common)
                             for cid, version, qos, online in SUBSCRIBERS]
+        if settings.paho:
+            self.publishers += [
+                PahoPublisher(len(PUBLISHERS) + i, cid, version, settings.paho_rate, seed,
+                              self.stop_publishing, **common)
+                for i, (cid, version) in enumerate(PAHO_PUBLISHERS)]
+            self.subscribers += [PahoSubscriber(cid, version, **common)
+                                 for cid, version in PAHO_SUBSCRIBERS]
         self.retained: dict[str, bytes] = {}
         self.kills = 0
         self.retained_ok: int | None = None
@@ -896,6 +1156,7 @@ class CrashTest:
         qos2_subs = [(sub, got) for sub, got in received if sub.qos == 2]
         delivered = sum(len(acked & got.keys()) for _, got in received)
         once = sum(1 for _, got in qos2_subs for k in qos2 if got[k] == 1)
+        qos2_dups = sum(got[k] - 1 for _, got in qos2_subs for k in qos2 if got[k] > 1)
         qos1_dups = sum(n - 1 for sub, got in received for k, n in got.items()
                         if n > 1 and (sub.qos == 1 or published.get(k) == 1))
         unknown = "-"
@@ -907,6 +1168,7 @@ class CrashTest:
             "qos2-retransmissions-seen": sum(sub.retransmissions for sub in self.subscribers),
             "delivered": f"{delivered}/{len(acked) * len(self.subscribers)}",
             "qos2-exactly-once": f"{once}/{len(qos2) * len(qos2_subs)}",
+            "duplicates(qos2)": qos2_dups,
             "duplicates(qos1)": qos1_dups,
             "retained": f"{unknown if self.retained_ok is None else self.retained_ok}/{RETAINED}",
             "subscriptions": f"{unknown if self.subscribed is None else self.subscribed}"
@@ -934,16 +1196,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--rate", type=float, default=500.0,
                     help="new messages per second per publisher (default: 500)")
+    ap.add_argument("--paho-rate", type=float, default=200.0,
+                    help="new messages per second per paho-mqtt publisher (default: 200)")
+    ap.add_argument("--no-paho", action="store_true",
+                    help="run only the raw-socket clients, not the paho-mqtt ones")
     args = ap.parse_args(argv)
     if not args.ferry.is_file():
         ap.error(f"no ferry binary at {args.ferry} (cargo build --release -p ferry)")
-    if args.kills < 0 or args.rate <= 0:
-        ap.error("--kills must be >= 0 and --rate > 0")
+    if args.kills < 0 or args.rate <= 0 or args.paho_rate <= 0:
+        ap.error("--kills must be >= 0 and --rate and --paho-rate > 0")
     if args.data_dir and args.data_dir.exists() and any(args.data_dir.iterdir()):
         ap.error(f"--data-dir {args.data_dir} is not empty")
 
     result = run(Settings(ferry=args.ferry, kills=args.kills, seed=args.seed, fsync=args.fsync,
-                          data_dir=args.data_dir, keep=args.keep, rate=args.rate))
+                          data_dir=args.data_dir, keep=args.keep, rate=args.rate,
+                          paho=not args.no_paho, paho_rate=args.paho_rate))
     if result.ok:
         print(f"crash-test: OK {result.summary()}")
         return 0

@@ -3,7 +3,9 @@ persistent sessions; nothing acknowledged may be lost, QoS 2 is delivered
 exactly once, retained messages and subscriptions survive.
 
 A short run of scripts/crash-test.py (which does the real work, and takes
---kills 20 or more for a longer one). Run with -s to see its counts.
+--kills 20 or more for a longer one). Its clients are raw-socket ones and
+paho-mqtt ones, which keep their own session state across reconnects as
+applications do (QoS 2 in both directions). Run with -s to see its counts.
 """
 
 import importlib.util

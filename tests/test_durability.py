@@ -307,6 +307,54 @@ def test_unreleased_qos2_pubrel_resent_after_restart(broker, version, kill):
     assert r.collect(0.3) == []
 
 
+def test_a_completed_qos2_packet_id_is_not_reused_before_its_end_is_stored(broker_factory):
+    """A restart starts a session's packet-id count again while deliveries
+    stored before it still carry their ids, so a new message can get the id
+    of an older one still queued; it then goes out right after the older
+    one's PUBCOMP. If that PUBCOMP's `Delivered` record is not stored yet, a
+    kill brings the older delivery back as released: the restarted broker
+    sends its PUBREL, which releases the new message the client holds under
+    the same id, and then resends that message, which the client takes as
+    new -- delivered twice. The id must wait for the record. A 1 s batch
+    window keeps the record unstored long enough to kill in the gap."""
+    b = broker_factory({"durability": {"fsync": "batch", "fsync_batch_ms": 1000}})
+    sub, _ = _raw_persistent(b, 5, "dur-reuse-sub")
+    sub.subscribe(("dru/t", 2))
+    sub.disconnect()  # offline: both messages wait in its queue
+    b.client(5, "dur-reuse-pub").publish("dru/t", b"older", qos=2)
+    b.restart(kill=True)
+    b.client(5, "dur-reuse-pub").publish("dru/t", b"newer", qos=2)
+
+    sub, _ = _raw_persistent(b, 5, "dur-reuse-sub")
+    older = sub.expect(R.PUBLISH)
+    assert (older.payload, older.dup) == (b"older", True)
+    sub.ack(older)  # PUBREC, PUBREL, PUBCOMP
+    newer = sub.expect(R.PUBLISH, timeout=5)
+    assert newer.payload == b"newer"
+    assert newer.pid == older.pid, "the restart started the count of packet ids again"
+    sub.send(R.encode_pubrec(newer.pid, version=5))  # then nothing: a kill
+    b.restart(kill=True)
+
+    # a receiver holding `newer` under its packet id until PUBREL (method B)
+    sub, ack = _raw_persistent(b, 5, "dur-reuse-sub")
+    assert ack.session_present
+    held, delivered = {newer.pid}, [b"newer"]
+    while True:
+        try:
+            p = sub.read_packet(1.0)
+        except TimeoutError:
+            break
+        if p.type == R.PUBLISH:
+            if p.pid not in held:
+                delivered.append(p.payload)
+                held.add(p.pid)
+            sub.send(R.encode_pubrec(p.pid, version=5))
+        elif p.type == R.PUBREL:
+            held.discard(p.pid)
+            sub.send(R.encode_pubcomp(p.pid, version=5))
+    assert delivered == [b"newer"], f"delivered {delivered}"
+
+
 # --------------------------------------------------------------------------
 # in-flight inbound QoS 2
 # --------------------------------------------------------------------------

@@ -378,6 +378,7 @@ impl Broker {
             let orphans = state.take_shared_deliveries();
             state.clear_queue();
             state.inflight.clear();
+            state.ending = 0;
             state.inbound_qos2.clear();
             (subscriptions, orphans, will)
         };

@@ -61,6 +61,9 @@ pub(crate) struct Client {
     replies_held: u32,
     /// Offsets of stored deliveries that ended and are not recorded yet.
     delivered: Vec<u64>,
+    /// Some of them are QoS 2 deliveries whose packet ids wait for that
+    /// record (`Inflight::Ending`).
+    ending: bool,
     /// Who authentication proved the client to be; `None` for an
     /// anonymous client, whose principal is its client id alone (and is
     /// then made only when an ACL asks, to keep idle clients small).
@@ -316,6 +319,7 @@ impl Client {
             pace: Pace::Free,
             replies_held: 0,
             delivered: Vec::new(),
+            ending: false,
             particulars: Particulars::of(principal, config),
         };
         if attached.session_present && broker.has_acl() {
@@ -367,10 +371,7 @@ impl Client {
                 Ok(())
             }
             Packet::PubComp(comp) => {
-                let completed = self.session.lock().take_inflight(comp.packet_id);
-                if let Some(Inflight::Release { offset, .. }) = completed {
-                    self.delivery_over(broker, offset);
-                }
+                self.on_pubcomp(broker, comp);
                 Ok(())
             }
             Packet::Subscribe(subscribe) => {
@@ -813,7 +814,7 @@ impl Client {
                 self.delivery_over(broker, delivery.offset);
             }
             None => {}
-            Some(release @ Inflight::Release { .. }) => {
+            Some(release @ (Inflight::Release { .. } | Inflight::Ending { .. })) => {
                 // A PUBACK for an id in the PUBREL phase is a client bug; keep
                 // the exchange so PUBCOMP can still finish it.
                 state.inflight.push_front(release);
@@ -824,9 +825,7 @@ impl Client {
     fn on_pubrec(&mut self, broker: &Broker, rec: PubAck, wbuf: &mut BytesMut) {
         let (reason, offset) = {
             let mut state = self.session.lock();
-            let position =
-                state.inflight.iter().position(|entry| entry.packet_id() == rec.packet_id);
-            match position {
+            match state.inflight_position(rec.packet_id) {
                 Some(index) if rec.reason_code.is_error() => {
                     if let Some(Inflight::Publish { delivery, .. }) = state.inflight.remove(index) {
                         drop(state);
@@ -838,6 +837,7 @@ impl Client {
                     let offset = match &state.inflight[index] {
                         Inflight::Publish { delivery, .. } => delivery.offset,
                         Inflight::Release { offset, .. } => *offset,
+                        Inflight::Ending { offset, .. } => Some(*offset),
                     };
                     state.inflight[index] = Inflight::Release { packet_id: rec.packet_id, offset };
                     (ReasonCode::Success, offset)
@@ -859,6 +859,30 @@ impl Client {
                 self.reply_when_stored(broker, store, record, pubrel);
             }
             _ => self.reply(pubrel, wbuf),
+        }
+    }
+
+    /// PUBCOMP: the QoS 2 delivery is over. A stored one is recorded with
+    /// the others of this turn, and its packet id is not used again until
+    /// that record is stored (`Inflight::Ending`).
+    fn on_pubcomp(&mut self, broker: &Broker, comp: PubAck) {
+        let stored = broker.store_for(&self.session).is_some();
+        let mut state = self.session.lock();
+        let Some(index) = state.inflight_position(comp.packet_id) else { return };
+        if let (Inflight::Release { offset: Some(offset), .. }, true) =
+            (&state.inflight[index], stored)
+        {
+            let offset = *offset;
+            state.end_release(index, offset);
+            drop(state);
+            self.delivered.push(offset.get());
+            self.ending = true;
+            return;
+        }
+        let completed = state.inflight.remove(index);
+        drop(state);
+        if let Some(Inflight::Release { offset, .. }) = completed {
+            self.delivery_over(broker, offset);
         }
     }
 
@@ -990,6 +1014,8 @@ impl Client {
                         wbuf,
                     );
                 }
+                // Completed by the client: nothing to resend.
+                Inflight::Ending { .. } => {}
             }
         }
         Ok(())
@@ -1031,12 +1057,14 @@ impl Client {
             let Some(front) = state.queue.front() else { break };
             // A QoS 0 message behind a blocked QoS 1 message waits too, so
             // the client sees messages in the order they were published.
-            if front.qos != QoS::AtMostOnce && state.inflight.len() >= usize::from(self.send_window)
-            {
+            if front.qos != QoS::AtMostOnce && state.in_window() >= usize::from(self.send_window) {
                 break;
             }
-            // An id chosen when the message was stored may, after 65,535
-            // others, still be in flight: wait for it like a full window.
+            // An id chosen when the message was stored may still be in
+            // flight (after 65,535 others, or after a restart, which starts
+            // the count again while older deliveries still hold ids), or
+            // waiting for its end to be stored: wait for it like a full
+            // window.
             let chosen = front.packet_id;
             if chosen != 0 && state.inflight.iter().any(|entry| entry.packet_id() == chosen) {
                 break;
@@ -1119,15 +1147,34 @@ impl Client {
     }
 
     /// Records the deliveries that ended since the last call. Until then a
-    /// crash only sends them again, which QoS 1 allows and QoS 2 survives
-    /// (its PUBREL is what is resent, and the client answers PUBCOMP).
+    /// crash only sends them again, which QoS 1 allows and QoS 2 survives:
+    /// its PUBREL is what is resent, and the client answers PUBCOMP, as
+    /// long as the packet id was not used for another message meanwhile,
+    /// which is why the ids of QoS 2 deliveries that ended wait for this
+    /// record (`Inflight::Ending`). The record takes its place in the
+    /// log's next group commit; nothing waits for it but those ids.
     pub(crate) fn record_delivered(&mut self, broker: &Broker) {
+        let ending = std::mem::take(&mut self.ending);
         if self.delivered.is_empty() {
             return;
         }
-        let offsets = std::mem::take(&mut self.delivered);
-        if let Some(store) = broker.store_for(&self.session) {
-            store.note(Record::delivered(self.session.id, offsets));
+        let record = Record::delivered(self.session.id, std::mem::take(&mut self.delivered));
+        let Record::Delivered { offsets, .. } = &record else { unreachable!() };
+        match broker.store_for(&self.session) {
+            Some(store) if ending => {
+                let ended = offsets.clone();
+                let session = self.session.clone();
+                store.append(record, move |result| {
+                    if let Err(error) = result {
+                        tracing::warn!(client_id = %session.client_id, %error, "end of a delivery not stored; a restart may resend its PUBREL");
+                    }
+                    session.ends_stored(&ended);
+                });
+            }
+            Some(store) => store.note(record),
+            // No longer persistent: nothing to wait for.
+            None if ending => self.session.ends_stored(offsets),
+            None => {}
         }
     }
 

@@ -160,3 +160,36 @@ fn restore_session(id: u64, durable: &DurableSession) -> Arc<Session> {
     drop(state);
     session
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durable::Offsets;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    #[test]
+    fn a_restored_session_keeps_its_qos2_state_both_ways() {
+        let durable = DurableSession {
+            client_id: "c".into(),
+            expiry_secs: 60,
+            pending: Offsets::from_iter([100, 200, 300]),
+            released: BTreeMap::from([(200, 7)]),
+            inbound: BTreeSet::from([4, 9]),
+            ..DurableSession::default()
+        };
+        let session = restore_session(1, &durable);
+        let state = session.lock();
+        // Inbound: a PUBLISH resent with these ids is not routed again.
+        let mut inbound = state.inbound_qos2.clone();
+        inbound.sort_unstable();
+        assert_eq!(inbound, [4, 9]);
+        // Outbound: the PUBREC'd delivery waits for PUBCOMP under its id,
+        // and is not sent again as a PUBLISH.
+        assert!(matches!(
+            state.inflight.front(),
+            Some(Inflight::Release { packet_id: 7, offset }) if *offset == NonZeroU64::new(200)
+        ));
+        assert_eq!(state.inflight.len(), 1);
+        assert_eq!(state.on_disk, Offsets::from_iter([100, 300]));
+    }
+}

@@ -63,12 +63,23 @@ pub(crate) enum Inflight {
     Publish { packet_id: u16, delivery: Box<Delivery> },
     /// PUBREL sent; waiting for PUBCOMP.
     Release { packet_id: u16, offset: Option<NonZeroU64> },
+    /// PUBCOMP received for a stored delivery, and its `Delivered` record
+    /// not stored yet. The exchange is over for the client, which may use
+    /// the packet id for the next message at once; but until the record is
+    /// stored a restart brings the delivery back as released and sends its
+    /// PUBREL again, which would release whatever message the client then
+    /// holds under that id (and that message, resent, would be delivered a
+    /// second time). So the id stays taken until the record is stored
+    /// (`Session::ends_stored`). Not counted in the in-flight window.
+    Ending { packet_id: u16, offset: NonZeroU64 },
 }
 
 impl Inflight {
     pub(crate) fn packet_id(&self) -> u16 {
         match self {
-            Inflight::Publish { packet_id, .. } | Inflight::Release { packet_id, .. } => *packet_id,
+            Inflight::Publish { packet_id, .. }
+            | Inflight::Release { packet_id, .. }
+            | Inflight::Ending { packet_id, .. } => *packet_id,
         }
     }
 }
@@ -121,6 +132,8 @@ pub(crate) struct SessionState {
     /// restart are not in it (they count toward the message bound only).
     on_disk_bytes: u64,
     pub inflight: VecDeque<Inflight>,
+    /// How many of `inflight` are `Inflight::Ending`.
+    pub ending: u16,
     next_packet_id: u16,
     /// QoS 2 packet ids received and answered with PUBREC, not yet released.
     /// A short list, not a set: it holds at most `receive_maximum` ids, and
@@ -192,6 +205,7 @@ impl Session {
                 queue_bytes: 0,
                 on_disk_bytes: 0,
                 inflight: VecDeque::new(),
+                ending: 0,
                 next_packet_id: 0,
                 inbound_qos2: Vec::new(),
                 pending_will: None,
@@ -289,6 +303,25 @@ impl Session {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, SessionState> {
         self.state.lock()
+    }
+
+    /// The `Delivered` record of the deliveries at `offsets` (sorted) is
+    /// stored: the packet ids of those that were `Inflight::Ending` are
+    /// free again, and the connection, which may be waiting for one of
+    /// them, is woken.
+    pub(crate) fn ends_stored(&self, offsets: &[u64]) {
+        let mut state = self.state.lock();
+        let before = state.inflight.len();
+        state.inflight.retain(|entry| match entry {
+            Inflight::Ending { offset, .. } => offsets.binary_search(&offset.get()).is_err(),
+            _ => true,
+        });
+        let freed = before - state.inflight.len();
+        state.ending = state.ending.saturating_sub(freed as u16);
+        drop(state);
+        if freed > 0 {
+            self.wake.notify_one();
+        }
     }
 
     /// Counts a delivery that will be queued once the durable log has its
@@ -532,10 +565,33 @@ impl SessionState {
         }
     }
 
+    /// Where the exchange of `packet_id` is in the in-flight window, if
+    /// one is under way (an `Ending` one is over for the client).
+    pub(crate) fn inflight_position(&self, packet_id: u16) -> Option<usize> {
+        self.inflight.iter().position(|entry| {
+            entry.packet_id() == packet_id && !matches!(entry, Inflight::Ending { .. })
+        })
+    }
+
     /// Removes the in-flight entry for `packet_id`, if there is one.
     pub(crate) fn take_inflight(&mut self, packet_id: u16) -> Option<Inflight> {
-        let index = self.inflight.iter().position(|entry| entry.packet_id() == packet_id)?;
+        let index = self.inflight_position(packet_id)?;
         self.inflight.remove(index)
+    }
+
+    /// The client's PUBCOMP ended the exchange at `index`, a stored
+    /// delivery's (at `offset`): its id stays taken until that is stored
+    /// (`Inflight::Ending`).
+    pub(crate) fn end_release(&mut self, index: usize, offset: NonZeroU64) {
+        let packet_id = self.inflight[index].packet_id();
+        self.inflight[index] = Inflight::Ending { packet_id, offset };
+        self.ending += 1;
+    }
+
+    /// Exchanges that count against the client's receive window: those in
+    /// flight, less those only waiting for their end to be stored.
+    pub(crate) fn in_window(&self) -> usize {
+        self.inflight.len() - usize::from(self.ending)
     }
 
     /// Removes the deliveries that came through a shared subscription from
@@ -597,5 +653,41 @@ impl SessionState {
         for timer in self.timers.drain(..) {
             timer.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn released(state: &mut SessionState, packet_id: u16, offset: u64) {
+        state.inflight.push_back(Inflight::Release { packet_id, offset: NonZeroU64::new(offset) });
+    }
+
+    #[test]
+    fn a_completed_qos2_id_stays_taken_until_its_end_is_stored() {
+        let session = Session::new(1, "c".into(), 60);
+        let mut state = session.lock();
+        released(&mut state, 1, 100);
+        released(&mut state, 2, 200);
+        let index = state.inflight_position(1).unwrap();
+        state.end_release(index, NonZeroU64::new(100).unwrap());
+        // Over for the client: not found by its packets, not in its window.
+        assert_eq!(state.inflight_position(1), None);
+        assert!(state.take_inflight(1).is_none());
+        assert_eq!(state.in_window(), 1);
+        // But not free: a new message does not get it.
+        assert_ne!(state.next_packet_id(), 1);
+        drop(state);
+
+        session.ends_stored(&[100, 200]);
+        let mut state = session.lock();
+        assert_eq!(state.ending, 0);
+        assert_eq!(state.inflight.len(), 1, "only the Ending entry went");
+        assert!(matches!(state.inflight[0], Inflight::Release { packet_id: 2, .. }));
+        assert_eq!(state.in_window(), 1);
+        // The count wraps around to 1, which is free now.
+        state.next_packet_id = u16::MAX;
+        assert_eq!(state.next_packet_id(), 1);
     }
 }

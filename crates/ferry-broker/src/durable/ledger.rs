@@ -323,6 +323,38 @@ mod tests {
     }
 
     #[test]
+    fn qos2_state_both_ways_survives_a_snapshot() {
+        let mut records = history();
+        records.extend([
+            (600, published(&[1], Some((1, 3)), false)),
+            (620, Record::Released { session: 1, offset: 600, packet_id: 2 }),
+            // the publisher released 9, not 3
+            (640, Record::InboundReleased { session: 2, packet_id: 9 }),
+        ]);
+        let ledger = replay(&records);
+        assert_eq!(ledger.sessions[&1].inbound, BTreeSet::from([3]));
+        assert!(ledger.sessions[&2].inbound.is_empty());
+        assert_eq!(ledger.sessions[&1].released, BTreeMap::from([(80, 1), (600, 2)]));
+        let snapshot: Vec<(u64, Record)> = ledger.to_records().map(|record| (0, record)).collect();
+        let restored = replay(&snapshot);
+        assert_eq!(restored, ledger);
+        assert_eq!(restored.sessions[&1].inbound, BTreeSet::from([3]));
+        assert_eq!(restored.sessions[&1].released, BTreeMap::from([(80, 1), (600, 2)]));
+    }
+
+    #[test]
+    fn a_delivery_ends_once_and_a_late_release_does_not_bring_it_back() {
+        let mut records = history();
+        records.push((600, Record::Delivered { session: 1, offsets: vec![80] }));
+        // A PUBREC record stored after the end (it cannot be made after
+        // one, but a replay must not resurrect the delivery either way).
+        records.push((620, Record::Released { session: 1, offset: 80, packet_id: 1 }));
+        let ledger = replay(&records);
+        assert_eq!(ledger.sessions[&1].pending, Offsets::from_iter([200]));
+        assert!(ledger.sessions[&1].released.is_empty());
+    }
+
+    #[test]
     fn a_long_queue_is_snapshotted_in_bounded_records() {
         let mut records = history();
         records.extend((0..10_000u64).map(|n| (1_000 + n * 1_060, published(&[1], None, false))));
