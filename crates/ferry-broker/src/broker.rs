@@ -846,8 +846,13 @@ impl Broker {
         publisher: Option<&Publisher<'_>>,
     ) -> Enqueued {
         let mut evicted = Vec::new();
-        let outcome =
-            session.enqueue(delivery, self.config.queue_bound(), &self.stats, publisher, &mut evicted);
+        let outcome = session.enqueue(
+            delivery,
+            self.config.queue_bound(),
+            &self.stats,
+            publisher,
+            &mut evicted,
+        );
         for offset in evicted {
             self.delivery_over(session, Some(offset));
         }

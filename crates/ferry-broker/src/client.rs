@@ -1179,7 +1179,15 @@ impl Client {
     }
 
     /// Hands the session back to the broker after the connection closed.
-    pub(crate) fn finish(mut self, broker: &Arc<Broker>, close: Close) {
+    /// Ends the connection's part: the session is detached (or was taken
+    /// over), and a connection waiting to take it over may go on.
+    pub(crate) fn finish(self, broker: &Arc<Broker>, close: Close) {
+        let session = self.session.clone();
+        self.end(broker, close);
+        session.settled();
+    }
+
+    fn end(mut self, broker: &Arc<Broker>, close: Close) {
         self.record_delivered(broker);
         let will = self.will.filter(|_| close.publishes_will());
         if let Close::TakenOver = close {

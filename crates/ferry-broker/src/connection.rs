@@ -85,10 +85,7 @@ pub(crate) async fn serve<S: Transport>(
     }
     close.log(origin.peer, Some(&client.session.client_id));
     let server_closed = close.reason_code().is_some();
-    let session = client.session.clone();
     client.finish(&broker, close);
-    // A connection waiting to take the session over may go on now.
-    session.settled();
     Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, server_closed)).await;
     // The place is given back before the socket closes, so that a client
     // that sees the close may connect again at once.
@@ -227,7 +224,9 @@ async fn run<S: Transport>(
             Event::Woken => {
                 woken.set(session.wake.notified());
                 if session.is_settling() {
-                    if let Err(close) = apply_arrived(client, broker, stream, rbuf, wbuf).await {
+                    // Boxed: a rare path, kept out of every idle task's size.
+                    let applied = Box::pin(apply_arrived(client, broker, stream, rbuf, wbuf));
+                    if let Err(close) = applied.await {
                         return close;
                     }
                 }

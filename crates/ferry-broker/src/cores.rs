@@ -15,7 +15,6 @@
 //! reactor: a balanced spread without SO_REUSEPORT's hash, which can leave
 //! one core with far more clients than another.
 
-use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,11 +36,11 @@ struct Core {
     thread: Option<JoinHandle<()>>,
 }
 
-/// Decrements its core's connection count however the connection ends,
-/// cancellation at shutdown included.
-struct Placed(Arc<AtomicUsize>);
+/// A connection's place on a core: counted there until it drops, however
+/// the connection ends (cancellation at shutdown included).
+pub(crate) struct Seat(Arc<AtomicUsize>);
 
-impl Drop for Placed {
+impl Drop for Seat {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
@@ -56,13 +55,13 @@ impl Cores {
             let runtime = Builder::new_current_thread().enable_all().build()?;
             let handle = runtime.handle().clone();
             let (stop, stopped) = oneshot::channel::<()>();
-            let thread = std::thread::Builder::new()
-                .name(format!("ferry-core-{index}"))
-                .spawn(move || {
+            let thread = std::thread::Builder::new().name(format!("ferry-core-{index}")).spawn(
+                move || {
                     // Spawned tasks run while the thread blocks on this; the
                     // runtime's drop then cancels whatever is left.
                     let _ = runtime.block_on(stopped);
-                })?;
+                },
+            )?;
             cores.push(Core {
                 handle,
                 connections: Arc::new(AtomicUsize::new(0)),
@@ -86,25 +85,16 @@ impl Cores {
         self.cores.is_empty()
     }
 
-    /// Runs the future made by `serve` on the least busy core, counted
-    /// there until it ends. `serve` runs on that core, so whatever it
-    /// registers (a socket, a timer) belongs to that core's reactor.
-    pub(crate) fn place<F, Fut>(&self, serve: F)
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
+    /// The least busy core, to serve one more connection: its runtime's
+    /// handle and the seat that counts the connection there.
+    pub(crate) fn least_busy(&self) -> (&Handle, Seat) {
         let core = self
             .cores
             .iter()
             .min_by_key(|core| core.connections.load(Ordering::Relaxed))
             .expect("Cores::start makes at least one core");
         core.connections.fetch_add(1, Ordering::Relaxed);
-        let placed = Placed(core.connections.clone());
-        core.handle.spawn(async move {
-            let _placed = placed;
-            serve().await
-        });
+        (&core.handle, Seat(core.connections.clone()))
     }
 
     /// Stops every core's runtime, cancelling what still runs on it, and

@@ -41,8 +41,8 @@ mod websocket;
 mod will;
 
 pub use broker::Broker;
-pub use cores::Cores;
 pub use config::{BrokerConfig, ConfigError, QueueOverflow};
+pub use cores::Cores;
 pub use durable::{DurabilityConfig, Fsync, StoreError, StoreFigures};
 pub use listener::{Listener, Protocol};
 pub use message::Message;

@@ -5,7 +5,7 @@
 
 use crate::broker::Broker;
 use crate::connection;
-use crate::cores::Cores;
+use crate::cores::{Cores, Seat};
 use crate::tls::Tls;
 use crate::websocket::{check_handshake, WsByteStream};
 use ferry_auth::ListenerAuth;
@@ -67,6 +67,15 @@ pub(crate) struct Origin {
 pub(crate) struct Admission {
     broker: Arc<Broker>,
     listener: Arc<Listener>,
+    /// The connection's place on the core that serves it.
+    seat: Option<Seat>,
+}
+
+impl Admission {
+    fn seated(mut self, seat: Seat) -> Admission {
+        self.seat = Some(seat);
+        self
+    }
 }
 
 impl Drop for Admission {
@@ -107,27 +116,16 @@ pub async fn serve(
                         continue;
                     }
                 };
+                let (core, seat) = cores.least_busy();
+                let admission = admission.seated(seat);
                 let origin =
                     Box::new(Origin { peer, listener: listener.clone(), certificate: None });
-                let tracked = broker.connections.token();
-                let broker = broker.clone();
-                if listener.tls.is_none() && listener.protocol == Protocol::Mqtt {
-                    // Straight to MQTT: no handshake state in the task of
-                    // every plain connection.
-                    cores.place(move || async move {
-                        let _tracked = tracked;
-                        if let Some(stream) = register(stream, &origin) {
-                            connection::serve(stream, origin, admission, broker).await;
-                        }
-                    });
-                } else {
-                    cores.place(move || async move {
-                        let _tracked = tracked;
-                        if let Some(stream) = register(stream, &origin) {
-                            open(stream, origin, admission, broker).await;
-                        }
-                    });
-                }
+                core.spawn(broker.connections.track_future(settle_in(
+                    stream,
+                    origin,
+                    admission,
+                    broker.clone(),
+                )));
             }
             Err(error) => {
                 tracing::warn!(listener = %listener.name, %error, "accept failed");
@@ -137,14 +135,40 @@ pub async fn serve(
     }
 }
 
-/// Registers an accepted socket with the reactor of the core it runs on.
-fn register(stream: std::net::TcpStream, origin: &Origin) -> Option<TcpStream> {
-    match TcpStream::from_std(stream) {
-        Ok(stream) => Some(stream),
+/// On the core that will serve it: registers the socket with the core's
+/// reactor and spawns the connection's task there.
+///
+/// A short-lived task of its own rather than the connection's first step:
+/// the connection's task is then allocated by the core's thread, which
+/// keeps an idle connection ~300 bytes smaller than a task allocated by the
+/// accepting thread (measured), and a future that registered and then
+/// served would store the connection's arguments twice (an async block
+/// keeps its moved-from captures), a cost every idle connection would pay.
+async fn settle_in(
+    stream: std::net::TcpStream,
+    origin: Box<Origin>,
+    admission: Admission,
+    broker: Arc<Broker>,
+) {
+    let stream = match TcpStream::from_std(stream) {
+        Ok(stream) => stream,
         Err(error) => {
             tracing::warn!(listener = %origin.listener.name, peer = %origin.peer, %error, "cannot register the connection");
-            None
+            return;
         }
+    };
+    let tracked = &broker.connections;
+    if origin.listener.tls.is_none() && origin.listener.protocol == Protocol::Mqtt {
+        // Straight to MQTT: no handshake state in the task of every plain
+        // connection.
+        tokio::spawn(tracked.track_future(connection::serve(
+            stream,
+            origin,
+            admission,
+            broker.clone(),
+        )));
+    } else {
+        tokio::spawn(tracked.track_future(open(stream, origin, admission, broker.clone())));
     }
 }
 
@@ -159,7 +183,7 @@ pub(crate) fn admit(
 ) -> Option<Admission> {
     let broker_open = broker.open_connections.fetch_add(1, Ordering::Relaxed);
     let listener_open = listener.open.fetch_add(1, Ordering::Relaxed);
-    let admission = Admission { broker: broker.clone(), listener: listener.clone() };
+    let admission = Admission { broker: broker.clone(), listener: listener.clone(), seat: None };
     let limit = broker.config.max_connections;
     let refusal = if limit != 0 && broker_open >= limit {
         Some("the broker's max_connections")
