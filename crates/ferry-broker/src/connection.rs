@@ -11,7 +11,7 @@
 use crate::broker::Broker;
 use crate::client::Client;
 use crate::close::Close;
-use crate::listener::{Admission, Origin};
+use crate::listener::Origin;
 use crate::transport::Transport;
 use bytes::BytesMut;
 use ferry_mqtt::{Disconnect, Packet, ReasonCode};
@@ -34,12 +34,7 @@ const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Serves one accepted connection until it closes. Never panics on input:
 /// every malformed packet ends in `Close` for this connection only.
-pub(crate) async fn serve<S: Transport>(
-    mut stream: S,
-    origin: Box<Origin>,
-    admission: Admission,
-    broker: Arc<Broker>,
-) {
+pub(crate) async fn serve<S: Transport>(mut stream: S, origin: Box<Origin>, broker: Arc<Broker>) {
     broker.stats.connections_total.inc();
     let mut rbuf = BytesMut::new();
     let mut wbuf = BytesMut::new();
@@ -89,7 +84,7 @@ pub(crate) async fn serve<S: Transport>(
     Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, server_closed)).await;
     // The place is given back before the socket closes, so that a client
     // that sees the close may connect again at once.
-    drop(admission);
+    drop(origin);
 }
 
 /// Sends what is left in `wbuf` and, when the server is the one closing,
@@ -415,11 +410,14 @@ mod tests {
             0,
         ));
         let admission = crate::listener::admit(&broker, &listener, peer).unwrap();
-        let origin = Box::new(Origin { peer, listener, certificate: None });
-        let future = serve(stream, origin, admission, broker);
+        let origin = Box::new(Origin { peer, listener, certificate: None, _admission: admission });
+        let future = serve(stream, origin, broker);
 
+        // 900: with tokio's task header and trailer (~120 bytes, the cell
+        // aligned to 128) the task then fits a 1,024-byte allocation; at
+        // 936 it took 1,152 (measured with a probe on posix_memalign).
         assert!(
-            std::mem::size_of_val(&future) <= 960,
+            std::mem::size_of_val(&future) <= 900,
             "serve future is {} bytes",
             std::mem::size_of_val(&future)
         );
