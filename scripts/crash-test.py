@@ -278,10 +278,9 @@ class Outgoing:
     released: bool = False  # QoS 2: PUBREC received, PUBREL sent
 
 
-class Client(threading.Thread):
-    """A client thread with a persistent session: it reconnects with clean
-    start 0 whenever the connection is lost, until `finished()` or
-    `shutdown`, then disconnects normally."""
+class SessionThread(threading.Thread):
+    """What every client thread of the test keeps: who it is, where the
+    broker is, the shared ledger, and how its persistent session fared."""
 
     def __init__(self, client_id: str, version: int, broker: Broker, port: int, ledger: Ledger,
                  shutdown: threading.Event):
@@ -292,12 +291,21 @@ class Client(threading.Thread):
         self.port = port
         self.ledger = ledger
         self.shutdown = shutdown
-        self.conn: rawmqtt.RawClient | None = None
         self.has_session = False  # once a connect created the broker-side session
         self.generation = 0  # broker generation of the last successful connect
         self.connects = 0
         self.sessions_lost = 0  # reconnects that found no session (session present = 0)
         self.last_error = ""
+
+
+class Client(SessionThread):
+    """A client thread with a persistent session: it reconnects with clean
+    start 0 whenever the connection is lost, until `finished()` or
+    `shutdown`, then disconnects normally."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.conn: rawmqtt.RawClient | None = None
 
     @property
     def label(self) -> str:
@@ -599,7 +607,7 @@ class Subscriber(Client):
 # --------------------------------------------------------------------------
 # paho-mqtt clients
 # --------------------------------------------------------------------------
-class PahoClient(threading.Thread):
+class PahoClient(SessionThread):
     """A paho-mqtt client with a persistent session, driven by paho's own
     network thread, which reconnects by itself (after PAHO_RECONNECT_DELAY)
     whenever the connection is lost. The paho client object lives as long
@@ -607,20 +615,8 @@ class PahoClient(threading.Thread):
     QoS 2 packet ids awaiting PUBREL) survives every reconnect, as in an
     application. The thread itself only publishes, or waits."""
 
-    def __init__(self, client_id: str, version: int, broker: Broker, port: int, ledger: Ledger,
-                 shutdown: threading.Event):
-        super().__init__(name=client_id, daemon=True)
-        self.client_id = client_id
-        self.version = version
-        self.broker = broker
-        self.port = port
-        self.ledger = ledger
-        self.shutdown = shutdown
-        self.has_session = False
-        self.generation = 0
-        self.connects = 0
-        self.sessions_lost = 0
-        self.last_error = ""
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
         self.connected = threading.Event()
         self.mqtt = self._make_client()
 
