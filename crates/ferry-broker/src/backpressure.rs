@@ -30,17 +30,21 @@ use std::time::Duration;
 /// Longest a publisher waits for one congested subscriber.
 pub const MAX_WAIT: Duration = Duration::from_secs(2);
 
-/// The queue length back-pressure aims at, whatever the bound: an online
-/// subscriber drains its queue, so a deeper one would only hold messages
-/// in memory longer (the bound, 100,000 by default, is for offline and
-/// stalled sessions).
-const ONLINE_QUEUE: usize = 1000;
+/// The most an online subscriber's queue holds before its publishers
+/// wait, whatever the bound: an online subscriber drains its queue, so a
+/// deeper one would only hold messages in memory longer (the bound,
+/// 100,000 by default, is for offline and stalled sessions). Deep enough
+/// for the durable path, whose deliveries count from the moment they go to
+/// the log: at 500 (half of the old 1,000-message bound) publishers to a
+/// persistent subscriber waited on every group commit, and durable QoS 1
+/// ran at 27% of in-memory throughput instead of 72%.
+const ONLINE_HIGH_WATERMARK: usize = 10_000;
 
-/// Queue length at which publishers start waiting: half the bound (or of
-/// [`ONLINE_QUEUE`] if that is smaller), so the messages already decoded
-/// from the publisher's last read still fit.
+/// Queue length at which publishers start waiting: half the bound (at
+/// most [`ONLINE_HIGH_WATERMARK`]), so the messages already decoded from
+/// the publisher's last read still fit.
 pub(crate) fn high_watermark(max_queued: usize) -> usize {
-    (max_queued.min(ONLINE_QUEUE) / 2).max(1)
+    (max_queued / 2).clamp(1, ONLINE_HIGH_WATERMARK)
 }
 
 /// Queue length at which waiting publishers resume.
