@@ -30,26 +30,16 @@ use std::time::Duration;
 /// Longest a publisher waits for one congested subscriber.
 pub const MAX_WAIT: Duration = Duration::from_secs(2);
 
-/// The most an online subscriber's queue holds before its publishers
-/// wait, whatever the bound: an online subscriber drains its queue, so a
-/// deeper one would only hold messages in memory longer (the bound,
-/// 100,000 by default, is for offline and stalled sessions). Deep enough
-/// for the durable path, whose deliveries count from the moment they go to
-/// the log: at 500 (half of the old 1,000-message bound) publishers to a
-/// persistent subscriber waited on every group commit, and durable QoS 1
-/// ran at 27% of in-memory throughput instead of 72%.
-const ONLINE_HIGH_WATERMARK: usize = 10_000;
-
-/// Queue length at which publishers start waiting: half the bound (at
-/// most [`ONLINE_HIGH_WATERMARK`]), so the messages already decoded from
-/// the publisher's last read still fit.
-pub(crate) fn high_watermark(max_queued: usize) -> usize {
-    (max_queued / 2).clamp(1, ONLINE_HIGH_WATERMARK)
+/// Queue length at which publishers start waiting: half of the online
+/// queue (`BrokerConfig::online_queue`), so the messages already decoded
+/// from the publisher's last read still fit.
+pub(crate) fn high_watermark(online_queue: usize) -> usize {
+    (online_queue / 2).max(1)
 }
 
 /// Queue length at which waiting publishers resume.
-pub(crate) fn low_watermark(max_queued: usize) -> usize {
-    high_watermark(max_queued) / 2
+pub(crate) fn low_watermark(online_queue: usize) -> usize {
+    high_watermark(online_queue) / 2
 }
 
 /// Messages a released publisher may add before it yields to the next
@@ -60,8 +50,8 @@ pub const TURN: u32 = 32;
 
 /// How many waiters one drain to the low watermark releases: the room up to
 /// the high watermark, in turns.
-pub(crate) fn turns_per_release(max_queued: usize) -> usize {
-    ((high_watermark(max_queued) - low_watermark(max_queued)) / TURN as usize).max(1)
+pub(crate) fn turns_per_release(online_queue: usize) -> usize {
+    ((high_watermark(online_queue) - low_watermark(online_queue)) / TURN as usize).max(1)
 }
 
 /// Where a publisher stands with back-pressure.

@@ -583,7 +583,7 @@ impl Broker {
     ) -> Routed {
         let publisher = Publisher {
             session: publisher,
-            high_watermark: backpressure::high_watermark(self.config.max_queued_messages),
+            high_watermark: backpressure::high_watermark(self.config.online_queue()),
         };
         self.publish_with(message, Some(&publisher), answer)
     }

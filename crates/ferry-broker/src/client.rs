@@ -753,7 +753,7 @@ impl Client {
     /// After a turn: waits again, at the back, if `target` is still above
     /// the low watermark; goes on freely if it caught up.
     fn end_turn(&mut self, broker: &Broker, target: Arc<Session>) {
-        let low = backpressure::low_watermark(broker.config.max_queued_messages);
+        let low = backpressure::low_watermark(broker.config.online_queue());
         let congested = {
             let mut state = target.lock();
             let congested =
@@ -1110,7 +1110,7 @@ impl Client {
                 state.inflight.push_back(Inflight::Publish { packet_id, delivery });
             }
         }
-        let max_queued = broker.config.max_queued_messages;
+        let max_queued = broker.config.online_queue();
         if state.backlog() <= backpressure::low_watermark(max_queued) {
             state.stalled = false;
             state.release_turns(backpressure::turns_per_release(max_queued));

@@ -49,6 +49,13 @@ pub struct BrokerConfig {
     /// disk, and of memory when durability is off.
     pub max_queued_bytes: u64,
     pub queue_overflow: QueueOverflow,
+    /// Back-pressure's queue for an online subscriber: at half of it (or
+    /// of `max_queued_messages`, if smaller) its publishers wait until it
+    /// drains to a quarter. An online subscriber drains its queue, so a
+    /// deeper one holds messages in memory longer and adds latency; the
+    /// durable path, whose deliveries count from the moment they go to the
+    /// log, runs faster with a deeper one (bench/durability.toml).
+    pub online_queue_messages: usize,
     /// Topic aliases a client may use toward us (0 disables them).
     pub topic_alias_maximum: u16,
     /// Aliases the broker uses toward a client that allows them; the
@@ -111,6 +118,7 @@ impl Default for BrokerConfig {
             max_queued_messages: 100_000,
             max_queued_bytes: 256 * 1024 * 1024,
             queue_overflow: QueueOverflow::DropOldest,
+            online_queue_messages: 1000,
             topic_alias_maximum: 64,
             outbound_topic_alias_maximum: 64,
             max_session_expiry_secs: u32::MAX,
@@ -143,6 +151,11 @@ pub struct ConfigError {
 }
 
 impl BrokerConfig {
+    /// The queue length back-pressure works with (`online_queue_messages`).
+    pub(crate) fn online_queue(&self) -> usize {
+        self.online_queue_messages.min(self.max_queued_messages)
+    }
+
     pub(crate) fn queue_bound(&self) -> QueueBound {
         QueueBound {
             messages: self.max_queued_messages,
@@ -170,6 +183,9 @@ impl BrokerConfig {
         }
         if self.max_queued_messages == 0 {
             return fail("max_queued_messages", "must be at least 1");
+        }
+        if self.online_queue_messages < 2 {
+            return fail("online_queue_messages", "must be at least 2");
         }
         if self.write_buffer_bytes < 1024 {
             return fail("write_buffer_bytes", "must be at least 1024");
