@@ -297,6 +297,29 @@ class SessionThread(threading.Thread):
         self.sessions_lost = 0  # reconnects that found no session (session present = 0)
         self.last_error = ""
 
+    def count_delivery(self, topic: str, payload: bytes, dup: bool = False) -> None:
+        """A subscriber's delivery: the final marker, or one more arrival of
+        a message (`dup`: its PUBLISH had DUP set), which may complete the
+        messages the test is waiting for."""
+        if topic == FINAL_TOPIC and payload == FINAL_PAYLOAD:
+            with self.ledger.cond:
+                self.saw_final = True
+                self.ledger.cond.notify_all()
+            return
+        try:
+            key, _ = parse_payload(payload)
+        except ValueError:
+            self.ledger.violation(f"{self.label}: unexpected message {topic} {payload!r}")
+            return
+        with self.ledger.cond:
+            self.retransmissions += int(dup)
+            self.received[key] += 1
+            self.ledger.last_delivery = time.monotonic()
+            if self.outstanding:
+                self.outstanding.discard(key)
+                if not self.outstanding:
+                    self.ledger.cond.notify_all()
+
 
 class Client(SessionThread):
     """A client thread with a persistent session: it reconnects with clean
@@ -585,23 +608,7 @@ class Subscriber(Client):
             self.send(rawmqtt.encode_pubrec(p.pid, version=self.version))
 
     def deliver(self, p: rawmqtt.Packet) -> None:
-        if p.topic == FINAL_TOPIC.encode() and p.payload == FINAL_PAYLOAD:
-            with self.ledger.cond:
-                self.saw_final = True
-                self.ledger.cond.notify_all()
-            return
-        try:
-            key, _ = parse_payload(p.payload)
-        except ValueError:
-            self.ledger.violation(f"{self.label}: unexpected message {p!r}")
-            return
-        with self.ledger.cond:
-            self.received[key] += 1
-            self.ledger.last_delivery = time.monotonic()
-            if self.outstanding:
-                self.outstanding.discard(key)
-                if not self.outstanding:
-                    self.ledger.cond.notify_all()
+        self.count_delivery(p.topic.decode(), p.payload)
 
 
 # --------------------------------------------------------------------------
@@ -809,24 +816,7 @@ class PahoSubscriber(PahoClient):
             self.ledger.crash(f"{self.label} crashed:\n{traceback.format_exc()}")
 
     def _on_message(self, client, userdata, m) -> None:
-        if m.topic == FINAL_TOPIC and m.payload == FINAL_PAYLOAD:
-            with self.ledger.cond:
-                self.saw_final = True
-                self.ledger.cond.notify_all()
-            return
-        try:
-            key, _ = parse_payload(m.payload)
-        except ValueError:
-            self.ledger.violation(f"{self.label}: unexpected message {m.topic} {m.payload!r}")
-            return
-        with self.ledger.cond:
-            self.retransmissions += int(m.dup)
-            self.received[key] += 1
-            self.ledger.last_delivery = time.monotonic()
-            if self.outstanding:
-                self.outstanding.discard(key)
-                if not self.outstanding:
-                    self.ledger.cond.notify_all()
+        self.count_delivery(m.topic, m.payload, dup=m.dup)
 
 
 # --------------------------------------------------------------------------

@@ -77,14 +77,6 @@ impl Cores {
         Cores::start(std::thread::available_parallelism().map_or(1, usize::from))
     }
 
-    pub fn len(&self) -> usize {
-        self.cores.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.cores.is_empty()
-    }
-
     /// The least busy core, to serve one more connection: its runtime's
     /// handle and the seat that counts the connection there.
     pub(crate) fn least_busy(&self) -> (&Handle, Seat) {

@@ -135,7 +135,7 @@ pub async fn serve(
                     certificate: None,
                     _admission: admission.seated(seat),
                 });
-                core.spawn(broker.connections.track_future(settle_in(
+                core.spawn(broker.connections.track_future(start_on_core(
                     stream,
                     origin,
                     broker.clone(),
@@ -183,7 +183,7 @@ async fn accept(
 /// accepting thread (measured), and a future that registered and then
 /// served would store the connection's arguments twice (an async block
 /// keeps its moved-from captures), a cost every idle connection would pay.
-async fn settle_in(stream: std::net::TcpStream, origin: Box<Origin>, broker: Arc<Broker>) {
+async fn start_on_core(stream: std::net::TcpStream, origin: Box<Origin>, broker: Arc<Broker>) {
     let stream = match TcpStream::from_std(stream) {
         Ok(stream) => stream,
         Err(error) => {
