@@ -385,6 +385,30 @@ def test_qos2_inbound_exactly_once_across_restart(broker, version, kill):
     expect_nothing(sub)
 
 
+def test_a_retransmitted_qos2_publish_is_acknowledged_only_once_its_id_is_stored(broker):
+    """PUBREC to a PUBLISH sent again on a new connection waits for a record
+    of its packet id: the original's may not be stored yet, and a client
+    holding PUBREC sends only PUBREL after a crash. With nobody to store the
+    message for, the id is stored by the retransmission alone, so a kill
+    right after its PUBREC still knows the id (v5 PUBCOMP says so; 3.1.1's
+    has no reason code)."""
+    pid = 0x4343
+    r, _ = _raw_persistent(broker, 5, "dur-re2-pub")
+    r.send(R.encode_publish("dre/t", b"x", qos=2, pid=pid, version=5))
+    assert r.await_ack(R.PUBREC, pid).reason == 0x10  # no matching subscribers
+    r.close()
+    r, ack = _raw_persistent(broker, 5, "dur-re2-pub")
+    assert ack.session_present is True
+    r.send(R.encode_publish("dre/t", b"x", qos=2, dup=True, pid=pid, version=5))
+    assert r.await_ack(R.PUBREC, pid).reason == R.RC_SUCCESS
+    broker.restart(kill=True)
+
+    r, ack = _raw_persistent(broker, 5, "dur-re2-pub")
+    assert ack.session_present is True
+    r.send(R.encode_pubrel(pid, version=5))
+    assert r.await_ack(R.PUBCOMP, pid).reason == R.RC_SUCCESS
+
+
 # --------------------------------------------------------------------------
 # clocks: session expiry and will delay
 # --------------------------------------------------------------------------

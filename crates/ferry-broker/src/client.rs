@@ -493,17 +493,34 @@ impl Client {
                 };
                 // A retransmission of a QoS 2 PUBLISH we already took must
                 // not be routed again: that is what makes it exactly once.
-                let reason = if first_time {
-                    self.publish(broker, publish, true)
+                if first_time {
+                    if let Some(reason) = self.publish(broker, publish, true) {
+                        self.acknowledge(Packet::PubRec(PubAck::new(packet_id, reason)), wbuf)?;
+                    }
                 } else {
-                    Some(ReasonCode::Success)
-                };
-                if let Some(reason) = reason {
-                    self.acknowledge(Packet::PubRec(PubAck::new(packet_id, reason)), wbuf)?;
+                    self.acknowledge_retransmission(broker, packet_id, wbuf);
                 }
             }
         }
         Ok(())
+    }
+
+    /// PUBREC for a QoS 2 PUBLISH sent again. The original may have come
+    /// on a connection that has since gone, its record still on the way to
+    /// the disk and its PUBREC dropped with that connection. Answered at
+    /// once, a crash before that record is stored would lose the message:
+    /// the client, holding PUBREC, would only send PUBREL. So a persistent
+    /// session's answer follows a record of the packet id, which the log
+    /// stores after the original's.
+    fn acknowledge_retransmission(&mut self, broker: &Broker, packet_id: u16, wbuf: &mut BytesMut) {
+        let pubrec = Packet::PubRec(PubAck::new(packet_id, ReasonCode::Success));
+        match broker.store_for(&self.session) {
+            Some(store) => {
+                let record = Record::InboundReceived { session: self.session.id, packet_id };
+                self.reply_when_stored(broker, store, record, pubrec);
+            }
+            None => self.reply(pubrec, wbuf),
+        }
     }
 
     /// Checks a PUBLISH against the topic limits, the ACL, the client's

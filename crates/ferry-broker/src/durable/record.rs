@@ -63,8 +63,10 @@ pub enum Record {
         offset: u64,
         packet_id: u16,
     },
-    /// A QoS 2 packet id the session published and has not released
-    /// (snapshots only; in the log it is part of `Published`).
+    /// A QoS 2 packet id the session published and has not released. In
+    /// the log it is part of `Published`; it stands alone in snapshots and
+    /// before the PUBREC of a retransmitted PUBLISH (which must not be
+    /// sent before the original is stored).
     InboundReceived {
         session: u64,
         packet_id: u16,
