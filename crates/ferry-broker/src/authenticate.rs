@@ -3,11 +3,8 @@
 //! password hashing neither blocks a connection thread nor, under a flood
 //! of CONNECTs, takes more than a few cores and their memory.
 
-use crate::broker::Broker;
-use crate::listener::Origin;
-use crate::tls::IdentityUse;
-use ferry_auth::{Authenticator, Credentials, Identity, Principal, Verdict};
-use ferry_mqtt::{Connect, ReasonCode};
+use ferry_auth::{Authenticator, Credentials, Identity, ListenerAuth, Verdict};
+use ferry_mqtt::ReasonCode;
 use parking_lot::RwLock;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -29,50 +26,49 @@ impl Default for Authentication {
     }
 }
 
-impl Broker {
+impl Authentication {
     /// Who may connect from now on; connections already in are not
     /// re-examined.
-    pub fn set_authenticator(&self, authenticator: Authenticator) {
-        *self.authentication.authenticator.write() = Arc::new(authenticator);
+    pub(crate) fn set(&self, authenticator: Authenticator) {
+        *self.authenticator.write() = Arc::new(authenticator);
     }
 
-    /// The verdict on a CONNECT's credentials, coming from `origin`.
-    pub(crate) async fn authenticate(&self, origin: &Origin, connect: &Connect) -> Verdict {
-        let authenticator = self.authentication.authenticator.read().clone();
-        let credentials = Credentials {
-            peer: origin.peer.ip(),
-            username: connect.username.as_ref().map(|name| name.as_str()),
-            password: connect.password.as_deref(),
-            certificate: origin.certificate.as_deref(),
-        };
-        if !authenticator.hashes(&origin.listener.auth, &credentials) {
-            return authenticator.check(&origin.listener.auth, &credentials);
+    /// The verdict on a CONNECT's credentials, on a listener with `policy`.
+    pub(crate) async fn verdict(
+        &self,
+        policy: ListenerAuth,
+        credentials: Credentials<'_>,
+    ) -> Verdict {
+        let authenticator = self.authenticator.read().clone();
+        if !authenticator.hashes(&policy, &credentials) {
+            return authenticator.check(&policy, &credentials);
         }
         // Boxed: its state (a semaphore wait, the blocking task's handle,
         // the credentials) would otherwise widen the accept future of every
         // connection, password or not.
-        Box::pin(self.check_password(authenticator, origin, connect)).await
+        Box::pin(self.check_password(authenticator, policy, credentials)).await
     }
 
     async fn check_password(
         &self,
         authenticator: Arc<Authenticator>,
-        origin: &Origin,
-        connect: &Connect,
+        policy: ListenerAuth,
+        credentials: Credentials<'_>,
     ) -> Verdict {
-        let Ok(_permit) = self.authentication.hashing.acquire().await else {
+        let Ok(_permit) = self.hashing.acquire().await else {
             return Verdict::NotAuthorized;
         };
-        let (username, password) = (connect.username.clone(), connect.password.clone());
-        let (peer, listener) = (origin.peer.ip(), origin.listener.auth);
+        let peer = credentials.peer;
+        let username = credentials.username.map(str::to_owned);
+        let password = credentials.password.map(<[u8]>::to_vec);
         let check = move || {
             let credentials = Credentials {
                 peer,
-                username: username.as_ref().map(|name| name.as_str()),
+                username: username.as_deref(),
                 password: password.as_deref(),
                 certificate: None,
             };
-            authenticator.check(&listener, &credentials)
+            authenticator.check(&policy, &credentials)
         };
         // A check that panicked let nobody in.
         tokio::task::spawn_blocking(check).await.unwrap_or(Verdict::NotAuthorized)
@@ -96,31 +92,4 @@ pub(crate) fn admitted(verdict: Verdict) -> Result<Identity, (ReasonCode, &'stat
             "too many failed logins from this address lately; credentials not checked",
         )),
     }
-}
-
-/// Who the client is for ACLs. The client id is left empty when the
-/// broker is to assign one.
-pub(crate) fn principal(
-    connect: &Connect,
-    origin: &Origin,
-    identity: Identity,
-) -> Result<Principal, &'static str> {
-    let mut client_id: Arc<str> = connect.client_id.as_str().into();
-    let binds_client_id = origin
-        .listener
-        .tls
-        .as_ref()
-        .is_some_and(|tls| tls.identity_use() == IdentityUse::UsernameAndClientId);
-    if let (true, Some(certificate)) = (binds_client_id, &origin.certificate) {
-        if !connect.client_id.is_empty() && connect.client_id.as_str() != &**certificate {
-            return Err("the client id is not the certificate's identity");
-        }
-        client_id = certificate.clone();
-    }
-    Ok(Principal {
-        client_id,
-        username: identity.username,
-        certificate: origin.certificate.clone(),
-        groups: identity.groups,
-    })
 }

@@ -6,6 +6,8 @@
 //! only the topic tree's read lock (shared by all publishers) and, briefly,
 //! the state lock of each session it delivers to.
 
+use crate::authenticate::Authentication;
+use crate::authorize::Authorization;
 use crate::backpressure;
 use crate::config::BrokerConfig;
 use crate::durable::record::{self, Record, Target};
@@ -18,7 +20,7 @@ use crate::stats::Stats;
 use crate::token_bucket::TokenBucket;
 use crate::topic_tree::{Match, TopicTree};
 use crate::will::PendingWill;
-use ferry_auth::Principal;
+use ferry_auth::{Acl, Authenticator, Principal, SubscribeVerdict};
 use ferry_mqtt::{ByteStr, Packet, PubAck, QoS, ReasonCode, RetainHandling, SubscriptionOptions};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -27,6 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
+use tokio::task::AbortHandle;
 use tokio_util::task::TaskTracker;
 
 /// How long a new connection waits for the connection it takes over to
@@ -75,8 +78,8 @@ pub struct Broker {
     shutdown: watch::Sender<bool>,
     /// Every connection task, so shutdown can wait for them to finish.
     pub(crate) connections: TaskTracker,
-    pub(crate) authentication: crate::authenticate::Authentication,
-    pub(crate) authorization: crate::authorize::Authorization,
+    pub(crate) authentication: Authentication,
+    pub(crate) authorization: Authorization,
     /// Connections admitted and not yet closed, over every listener.
     pub(crate) open_connections: AtomicUsize,
     pub(crate) connection_rate: Mutex<TokenBucket>,
@@ -184,6 +187,18 @@ impl Broker {
             });
         }
         broker
+    }
+
+    /// Who may connect from now on; connections already in are not
+    /// re-examined.
+    pub fn set_authenticator(&self, authenticator: Authenticator) {
+        self.authentication.set(authenticator);
+    }
+
+    /// The ACL from now on (`None`: everything allowed); see
+    /// `Authorization::set`.
+    pub fn set_acl(&self, acl: Option<Acl>) {
+        self.authorization.set(acl);
     }
 
     /// Tells every connection to send DISCONNECT 0x8B and close, and the
@@ -439,7 +454,7 @@ impl Broker {
                 state.pending_will = Some(will.message);
                 if will.delay_secs < expiry_secs {
                     let delay = Duration::from_secs(u64::from(will.delay_secs));
-                    state.timers.push(crate::will::schedule(self.clone(), session.clone(), delay));
+                    state.timers.push(self.schedule_will(session.clone(), delay));
                 }
             }
         }
@@ -538,7 +553,7 @@ impl Broker {
             }
         });
         if let Some(reader) = reader {
-            matches.retain(|message| self.may_receive(reader, &message.topic));
+            matches.retain(|message| self.authorization.may_receive(reader, &message.topic));
         }
         for message in matches {
             let delivery = Delivery {
@@ -560,6 +575,71 @@ impl Broker {
         let existed = self.subscriptions.write().remove(filter, &session.id).is_some();
         session.lock().subscriptions.remove(filter);
         existed
+    }
+
+    /// Publishes the session's pending will after `delay`, if it is still
+    /// pending then: a reconnect clears it, and the end of the session publishes
+    /// it early (§3.1.3.2.2).
+    pub(crate) fn schedule_will(
+        self: &Arc<Self>,
+        session: Arc<Session>,
+        delay: Duration,
+    ) -> AbortHandle {
+        let broker = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let will = session.lock().pending_will.take();
+            if let Some(message) = will {
+                broker.publish(*message);
+                if let Some(store) = broker.store_for(&session) {
+                    store.note(Record::WillDone { session: session.id });
+                }
+            }
+        })
+        .abort_handle()
+    }
+
+    /// Checks a resumed session's subscriptions against the ACL for the
+    /// client now connected: a client id taken over by another user must
+    /// not inherit subscriptions the ACL would refuse that user. Refused
+    /// ones are removed (and the removal stored); the rest are marked for
+    /// per-message checks as the ACL now says.
+    pub(crate) fn recheck_subscriptions(&self, session: &Arc<Session>, principal: &Arc<Principal>) {
+        let Some(acl) = self.authorization.acl() else { return };
+        let filters: Vec<ByteStr> = session.lock().subscriptions.iter().cloned().collect();
+        let mut refused = Vec::new();
+        {
+            let mut tree = self.subscriptions.write();
+            for filter in filters {
+                let verdict = acl.may_subscribe(principal, &filter);
+                let Some(mut subscription) = tree.remove(&filter, &session.id) else { continue };
+                match verdict {
+                    SubscribeVerdict::Denied => refused.push(filter),
+                    SubscribeVerdict::Allowed | SubscribeVerdict::Filtered => {
+                        subscription.reader =
+                            (verdict == SubscribeVerdict::Filtered).then(|| principal.clone());
+                        tree.insert(&filter, session.id, subscription);
+                    }
+                }
+            }
+        }
+        if refused.is_empty() {
+            return;
+        }
+        let mut state = session.lock();
+        for filter in &refused {
+            state.subscriptions.remove(filter);
+        }
+        drop(state);
+        tracing::info!(
+            client_id = %session.client_id,
+            filters = ?refused.iter().map(ByteStr::as_str).collect::<Vec<_>>(),
+            "subscriptions the ACL refuses this client removed from its session"
+        );
+        if let Some(store) = self.store_for(session) {
+            let filters = refused.iter().map(ToString::to_string).collect();
+            store.note(Record::Unsubscribed { session: session.id, filters });
+        }
     }
 
     /// Stores or clears the retained message of the topic (if RETAIN is set)
@@ -656,7 +736,7 @@ impl Broker {
                     && value
                         .reader
                         .as_ref()
-                        .is_none_or(|reader| self.may_receive(reader, &message.topic))
+                        .is_none_or(|reader| self.authorization.may_receive(reader, &message.topic))
                 {
                     targets.push((value, false));
                 }
@@ -666,7 +746,7 @@ impl Broker {
                     member
                         .reader
                         .as_ref()
-                        .is_none_or(|reader| self.may_receive(reader, &message.topic))
+                        .is_none_or(|reader| self.authorization.may_receive(reader, &message.topic))
                 };
                 let picked = group
                     .pick(|_, member| member.session.is_online() && may_read(member))

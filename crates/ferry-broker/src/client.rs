@@ -2,7 +2,7 @@
 //! packet it sends. I/O stays in `connection.rs`; this file turns packets
 //! into broker operations and responses appended to the write buffer.
 
-use crate::authenticate::{admitted, principal};
+use crate::authenticate::admitted;
 use crate::backpressure::{self, Pace};
 use crate::broker::{publish_reason, Answer, Broker, Routed};
 use crate::close::Close;
@@ -166,20 +166,21 @@ impl Client {
                 format!("authentication method {:?} is not supported", method.as_str());
             return refused(ReasonCode::BadAuthenticationMethod, &explanation, wbuf);
         }
-        let verdict = broker.authenticate(origin, &connect).await;
+        let verdict =
+            broker.authentication.verdict(origin.listener.auth, origin.credentials(&connect)).await;
         let identity = match admitted(verdict) {
             Ok(identity) => identity,
             Err((reason, explanation)) => return refused(reason, explanation, wbuf),
         };
         let valid_until = identity.valid_until;
-        let principal = match principal(&connect, origin, identity) {
+        let principal = match origin.principal(&connect, identity) {
             Ok(principal) => principal,
             Err(explanation) => {
                 return refused(ReasonCode::ClientIdentifierNotValid, explanation, wbuf)
             }
         };
         if let Some(will) = &connect.will {
-            if !broker.may_publish(&principal, &will.topic) {
+            if !broker.authorization.may_publish(&principal, &will.topic) {
                 broker.stats.acl_denied.inc();
                 broker.shed_log.refused(
                     &principal.client_id,
@@ -322,7 +323,7 @@ impl Client {
             ending: false,
             particulars: Particulars::of(principal, config),
         };
-        if attached.session_present && broker.has_acl() {
+        if attached.session_present && broker.authorization.is_active() {
             broker.recheck_subscriptions(&client.session, &client.shared_principal());
         }
         let connack = Packet::ConnAck(ConnAck {
@@ -544,8 +545,10 @@ impl Client {
         }
         // The flag first: without an ACL not even an anonymous principal
         // is made, on the path of every message.
-        if broker.has_acl()
-            && !self.with_principal(|principal| broker.may_publish(principal, &publish.topic))
+        if broker.authorization.is_active()
+            && !self.with_principal(|principal| {
+                broker.authorization.may_publish(principal, &publish.topic)
+            })
         {
             broker.stats.acl_denied.inc();
             broker.shed_log.refused(client_id, "PUBLISH denied by the ACL", &publish.topic);
@@ -629,7 +632,8 @@ impl Client {
                 ReasonCode::QuotaExceeded,
             );
         }
-        match self.with_principal(|principal| broker.may_subscribe(principal, filter)) {
+        match self.with_principal(|principal| broker.authorization.may_subscribe(principal, filter))
+        {
             SubscribeVerdict::Allowed => Ok(None),
             SubscribeVerdict::Filtered => Ok(Some(self.shared_principal())),
             SubscribeVerdict::Denied => {

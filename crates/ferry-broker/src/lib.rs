@@ -9,6 +9,7 @@
 //! `session` is what survives a reconnect, `topic_tree` and `retained`
 //! answer "who gets this topic", `encode_once` makes fan-out cheap.
 
+pub mod accept;
 mod authenticate;
 mod authorize;
 mod backpressure;
@@ -22,6 +23,7 @@ mod durable;
 mod encode_once;
 pub mod keep_alive;
 pub mod listener;
+mod liveness;
 pub mod memory_watermark;
 mod message;
 mod publish_limits;

@@ -105,7 +105,7 @@ impl Broker {
         );
         if let Some(delay_secs) = restored.will_delay_secs {
             let left = Duration::from_secs(u64::from(delay_secs)).saturating_sub(offline);
-            let timer = crate::will::schedule(self.clone(), session.clone(), left);
+            let timer = self.schedule_will(session.clone(), left);
             session.lock().timers.push(timer);
         }
         let expiry_secs = session.lock().expiry_secs;

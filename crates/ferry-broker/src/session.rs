@@ -9,7 +9,7 @@
 
 use crate::config::{QueueBound, QueueOverflow};
 use crate::durable::Offsets;
-use crate::keep_alive::Liveness;
+use crate::liveness::Liveness;
 use crate::message::Message;
 use crate::stats::Stats;
 use ferry_mqtt::{ByteStr, Packet, QoS};

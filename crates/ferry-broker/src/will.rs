@@ -1,14 +1,8 @@
 //! Will messages: published when a connection ends without a normal
 //! DISCONNECT, after the will delay if the client asked for one.
 
-use crate::broker::Broker;
-use crate::durable::record::Record;
 use crate::message::Message;
-use crate::session::Session;
 use ferry_mqtt::Will;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::task::AbortHandle;
 
 /// A will waiting for its connection to end.
 pub(crate) struct PendingWill {
@@ -35,21 +29,4 @@ impl PendingWill {
             delay_secs,
         }
     }
-}
-
-/// Publishes the session's pending will after `delay`, if it is still
-/// pending then: a reconnect clears it, and the end of the session publishes
-/// it early (§3.1.3.2.2).
-pub(crate) fn schedule(broker: Arc<Broker>, session: Arc<Session>, delay: Duration) -> AbortHandle {
-    tokio::spawn(async move {
-        tokio::time::sleep(delay).await;
-        let will = session.lock().pending_will.take();
-        if let Some(message) = will {
-            broker.publish(*message);
-            if let Some(store) = broker.store_for(&session) {
-                store.note(Record::WillDone { session: session.id });
-            }
-        }
-    })
-    .abort_handle()
 }

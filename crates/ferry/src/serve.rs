@@ -6,7 +6,7 @@ use crate::security::Security;
 use crate::tls_listener::TlsListener;
 use anyhow::Context;
 use ferry_broker::{
-    keep_alive, listener, memory_watermark, sys, Broker, Cores, Listener, Protocol, Tls,
+    accept, keep_alive, memory_watermark, sys, Broker, Cores, Listener, Protocol, Tls,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -83,7 +83,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         }
         let auth = settings.auth(&config.auth);
         let listener = Arc::new(Listener::new(name, protocol, tls, auth, settings.max_connections));
-        tasks.push(tokio::spawn(listener::serve(tcp, listener, broker.clone(), cores.clone())));
+        tasks.push(tokio::spawn(accept::serve(tcp, listener, broker.clone(), cores.clone())));
     }
     for (tcp, tls) in http {
         let address = tcp.local_addr()?;
