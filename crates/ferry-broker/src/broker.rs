@@ -14,6 +14,7 @@ use crate::durable::record::{self, Record, Target};
 use crate::durable::{Store, StoreError};
 use crate::message::Message;
 use crate::retained::RetainedStore;
+use crate::routing::{EndpointTarget, RouteSource, Router, Routing};
 use crate::session::{Delivery, Enqueued, Publisher, Reply, Session, SessionState};
 use crate::shed_log::ShedLog;
 use crate::stats::Stats;
@@ -80,6 +81,7 @@ pub struct Broker {
     pub(crate) connections: TaskTracker,
     pub(crate) authentication: Authentication,
     pub(crate) authorization: Authorization,
+    pub(crate) routing: Routing,
     /// Connections admitted and not yet closed, over every listener.
     pub(crate) open_connections: AtomicUsize,
     pub(crate) connection_rate: Mutex<TokenBucket>,
@@ -168,6 +170,7 @@ impl Broker {
             connections: TaskTracker::new(),
             authentication: Default::default(),
             authorization: Default::default(),
+            routing: Default::default(),
             open_connections: AtomicUsize::new(0),
             connection_rate: Mutex::new(TokenBucket::new(
                 f64::from(config.max_connection_rate),
@@ -199,6 +202,12 @@ impl Broker {
     /// `Authorization::set`.
     pub fn set_acl(&self, acl: Option<Acl>) {
         self.authorization.set(acl);
+    }
+
+    /// Where messages go beyond local subscribers from now on (`None`:
+    /// nowhere). Routed messages are stored, so routes need durability.
+    pub fn set_router(&self, router: Option<Arc<dyn Router>>) {
+        self.routing.set(router);
     }
 
     /// Tells every connection to send DISCONNECT 0x8B and close, and the
@@ -659,10 +668,12 @@ impl Broker {
         &self,
         message: Message,
         publisher: &Arc<Session>,
+        username: Option<&str>,
         answer: Option<Answer>,
     ) -> Routed {
         let publisher = Publisher {
             session: publisher,
+            username,
             high_watermark: backpressure::high_watermark(self.config.online_queue()),
         };
         self.publish_with(message, Some(&publisher), answer)
@@ -681,6 +692,14 @@ impl Broker {
         if store.is_none() && message.retain {
             self.retain(&message);
         }
+        let source = publisher.map_or_else(RouteSource::default, |publisher| RouteSource {
+            client_id: Some(&publisher.session.client_id),
+            username: publisher.username,
+        });
+        let endpoints = match store {
+            Some(_) => self.routing.route(&message, source, unix_ms()),
+            None => Vec::new(),
+        };
         let tree = self.subscriptions.read();
         let targets = self.targets(&tree, &message);
         if let Some(store) = store {
@@ -688,6 +707,7 @@ impl Broker {
                 subscription.session.is_persistent() && subscription.options.qos != QoS::AtMostOnce
             };
             let must_store = message.retain
+                || !endpoints.is_empty()
                 || (message.qos != QoS::AtMostOnce && targets.iter().any(persistent));
             if must_store && !store.has_room() {
                 drop(tree);
@@ -703,8 +723,8 @@ impl Broker {
                     plan.push((subscription.session.clone(), delivery));
                 });
                 drop(tree);
-                let congested =
-                    self.store_then_deliver(store, message, plan, publisher, answer, None);
+                let congested = self
+                    .store_then_deliver(store, message, plan, endpoints, publisher, answer, None);
                 return Routed::Storing { congested };
             }
         }
@@ -774,6 +794,7 @@ impl Broker {
         store: &Store,
         message: Arc<Message>,
         mut plan: Plan,
+        endpoints: Vec<EndpointTarget>,
         publisher: Option<&Publisher<'_>>,
         answer: Option<Answer>,
         moved_from: Option<(u64, u64)>,
@@ -808,16 +829,19 @@ impl Broker {
         if let Some(answer) = &answer {
             answer.session.lock().replies.push_back((answer.generation, Reply::Waiting));
         }
+        // Who to wake once it is stored: the record owns the targets.
+        let routed_to: Vec<EndpointTarget> = endpoints.clone();
         let record = Record::Published(Box::new(record::Published {
             message: stored_message(&message),
             inbound,
             moved_from,
             targets,
+            endpoints,
         }));
         let broker = self.me.upgrade();
         store.append(record, move |result| {
             if let Some(broker) = broker {
-                broker.deliver_stored(result, &message, plan, answer);
+                broker.deliver_stored(result, &message, plan, &routed_to, answer);
             }
         });
         congested
@@ -829,6 +853,7 @@ impl Broker {
         result: Result<u64, StoreError>,
         message: &Arc<Message>,
         plan: Plan,
+        routed_to: &[EndpointTarget],
         answer: Option<Answer>,
     ) {
         let reason = match result {
@@ -836,7 +861,8 @@ impl Broker {
                 if message.retain {
                     self.retain(message);
                 }
-                let delivered = plan.len();
+                self.routing.wake(routed_to);
+                let delivered = plan.len() + routed_to.len();
                 let mut stored = self.stored.lock();
                 for (session, mut delivery) in plan {
                     if delivery.packet_id != 0 {
@@ -1037,7 +1063,15 @@ impl Broker {
                         .map(|offset| (leaving_session, offset.get()));
                     let message = handed_over.message.clone();
                     let plan = smallvec::smallvec![(session, handed_over)];
-                    self.store_then_deliver(store, message, plan, None, None, moved_from);
+                    self.store_then_deliver(
+                        store,
+                        message,
+                        plan,
+                        Vec::new(),
+                        None,
+                        None,
+                        moved_from,
+                    );
                 }
                 None => {
                     self.delivery_over(leaving, from);

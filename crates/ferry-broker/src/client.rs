@@ -694,7 +694,13 @@ impl Client {
         });
         let acknowledged = answer.is_some();
         let message = Message::from_publish(publish, self.session.id);
-        let (congested, reason) = match broker.publish_from(message, &self.session, answer) {
+        let username = self
+            .particulars
+            .as_ref()
+            .and_then(|particulars| particulars.principal.as_ref())
+            .and_then(|principal| principal.username.as_deref());
+        let routed = broker.publish_from(message, &self.session, username, answer);
+        let (congested, reason) = match routed {
             Routed::Now(published) => {
                 (published.congested, Some(publish_reason(published.delivered)))
             }

@@ -182,6 +182,8 @@ pub(crate) enum Enqueued {
 /// whether it may still be registered as a waiter (once per publish).
 pub(crate) struct Publisher<'a> {
     pub session: &'a Arc<Session>,
+    /// The proven user name, for route conditions (`$username`).
+    pub username: Option<&'a str>,
     pub high_watermark: usize,
 }
 

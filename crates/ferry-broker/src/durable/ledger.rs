@@ -9,6 +9,7 @@
 
 use super::offsets::Offsets;
 use super::record::{Published, Record, StoredMessage, StoredSubscription};
+use crate::routing::LOWEST_PRIORITY;
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -18,6 +19,27 @@ pub struct Ledger {
     pub sessions: HashMap<u64, DurableSession, BuildHasherDefault<SessionIdHasher>>,
     /// Retained messages by topic.
     pub retained: BTreeMap<String, StoredMessage>,
+    /// The queues of route endpoints, by name: kept while they hold
+    /// anything, whether or not the configuration still names them.
+    pub endpoints: BTreeMap<String, DurableEndpoint>,
+}
+
+/// What a route endpoint still has to send, by priority.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DurableEndpoint {
+    pub pending: [Offsets; PRIORITIES],
+}
+
+pub const PRIORITIES: usize = LOWEST_PRIORITY as usize + 1;
+
+impl DurableEndpoint {
+    fn is_empty(&self) -> bool {
+        self.pending.iter().all(Offsets::is_empty)
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.pending.iter().filter_map(Offsets::first).min()
+    }
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -126,6 +148,22 @@ impl Ledger {
                     state.pending.insert(offset);
                 }
             }),
+            Record::Forwarded { endpoint, offsets } => {
+                let Some(state) = self.endpoints.get_mut(endpoint) else { return };
+                for &offset in offsets {
+                    // One message sits at one priority of an endpoint.
+                    state.pending.iter_mut().any(|pending| pending.remove(offset));
+                }
+                if state.is_empty() {
+                    self.endpoints.remove(endpoint);
+                }
+            }
+            Record::EndpointQueued { endpoint, priority, offsets } => {
+                let state = self.endpoints.entry(endpoint.clone()).or_default();
+                for &offset in offsets {
+                    state.pending[usize::from(*priority)].insert(offset);
+                }
+            }
         }
     }
 
@@ -138,6 +176,10 @@ impl Ledger {
         }
         if let Some((session, packet_id)) = published.inbound {
             self.with(session, |state| state.inbound.insert(packet_id));
+        }
+        for target in &published.endpoints {
+            let state = self.endpoints.entry(target.endpoint.to_string()).or_default();
+            state.pending[usize::from(target.priority)].insert(offset);
         }
         let publish = &published.message.publish;
         if publish.retain {
@@ -157,7 +199,9 @@ impl Ledger {
 
     /// The oldest offset a session still needs: the log before it may go.
     pub fn oldest_pending(&self) -> Option<u64> {
-        self.sessions.values().filter_map(|state| state.pending.first()).min()
+        let sessions = self.sessions.values().filter_map(|state| state.pending.first());
+        let endpoints = self.endpoints.values().filter_map(DurableEndpoint::oldest);
+        sessions.chain(endpoints).min()
     }
 
     /// Messages waiting for persistent sessions, all sessions together.
@@ -208,9 +252,19 @@ impl Ledger {
                 inbound: None,
                 moved_from: None,
                 targets: SmallVec::new(),
+                endpoints: Vec::new(),
             }))
         });
-        sessions.chain(retained)
+        let endpoints = self.endpoints.iter().flat_map(|(endpoint, state)| {
+            state.pending.iter().zip(0..).flat_map(move |(pending, priority)| {
+                Chunks { offsets: pending.iter() }.map(move |offsets| Record::EndpointQueued {
+                    endpoint: endpoint.clone(),
+                    priority,
+                    offsets,
+                })
+            })
+        });
+        sessions.chain(endpoints).chain(retained)
     }
 }
 
@@ -235,6 +289,7 @@ impl<I: Iterator<Item = u64>> Iterator for Chunks<I> {
 mod tests {
     use super::*;
     use crate::durable::record::{message, Target};
+    use crate::routing::EndpointTarget;
     use ferry_mqtt::{QoS, SubscriptionOptions};
 
     fn published(targets: &[u64], inbound: Option<(u64, u16)>, retain: bool) -> Record {
@@ -252,6 +307,7 @@ mod tests {
                     subscription_ids: vec![],
                 })
                 .collect(),
+            endpoints: Vec::new(),
         }))
     }
 
@@ -393,11 +449,48 @@ mod tests {
                 inbound: None,
                 moved_from: None,
                 targets: SmallVec::new(),
+                endpoints: Vec::new(),
             })),
         ));
         let ledger = replay(&records);
         assert_eq!(ledger.sessions[&1].will, None);
         assert_eq!(ledger.sessions[&1].disconnected_at_ms, None);
         assert!(ledger.retained.is_empty());
+    }
+
+    fn routed(endpoints: &[(&str, u8)]) -> Record {
+        let Record::Published(mut published) = published(&[], None, false) else { unreachable!() };
+        published.endpoints = endpoints
+            .iter()
+            .map(|&(endpoint, priority)| EndpointTarget {
+                endpoint: endpoint.into(),
+                priority,
+                expires_at_ms: 0,
+            })
+            .collect();
+        Record::Published(published)
+    }
+
+    #[test]
+    fn endpoint_queues_hold_the_log_until_forwarded_and_survive_a_snapshot() {
+        let records = vec![
+            (100, routed(&[("cloud", 9), ("archive", 0)])),
+            (200, routed(&[("cloud", 0)])),
+            (300, routed(&[("cloud", 9)])),
+            (400, Record::Forwarded { endpoint: "cloud".into(), offsets: vec![100, 200] }),
+        ];
+        let ledger = replay(&records);
+        assert_eq!(ledger.endpoints["cloud"].pending[9], Offsets::from_iter([300]));
+        assert!(ledger.endpoints["cloud"].pending[0].is_empty());
+        assert_eq!(ledger.endpoints["archive"].pending[0], Offsets::from_iter([100]));
+        assert_eq!(ledger.oldest_pending(), Some(100), "archive still needs 100");
+        let snapshot: Vec<(u64, Record)> = ledger.to_records().map(|record| (0, record)).collect();
+        assert_eq!(replay(&snapshot), ledger);
+
+        let mut records = records;
+        records.push((500, Record::Forwarded { endpoint: "archive".into(), offsets: vec![100] }));
+        let ledger = replay(&records);
+        assert!(!ledger.endpoints.contains_key("archive"), "an empty queue is forgotten");
+        assert_eq!(ledger.oldest_pending(), Some(300));
     }
 }

@@ -18,7 +18,7 @@ pub(crate) mod record;
 mod snapshot;
 mod space;
 
-pub use ledger::{DurableSession, Ledger};
+pub use ledger::{DurableSession, Ledger, PRIORITIES};
 pub use offsets::Offsets;
 
 use ferry_log::writer::{self, Durability, Writer, WriterStats, WriterThread};
@@ -372,6 +372,32 @@ impl Store {
             }
             .into()),
         }
+    }
+
+    /// Up to `limit` offsets queued for `endpoint` at `priority`, from
+    /// `from` on.
+    pub fn endpoint_pending(
+        &self,
+        endpoint: &str,
+        priority: u8,
+        from: u64,
+        limit: usize,
+    ) -> Vec<u64> {
+        let ledger = self.ledger.lock();
+        let Some(state) = ledger.endpoints.get(endpoint) else { return Vec::new() };
+        state.pending[usize::from(priority)].iter_from(from).take(limit).collect()
+    }
+
+    /// The messages queued for `endpoint`, by priority.
+    pub fn endpoint_backlog(&self, endpoint: &str) -> [usize; PRIORITIES] {
+        let ledger = self.ledger.lock();
+        let Some(state) = ledger.endpoints.get(endpoint) else { return [0; PRIORITIES] };
+        std::array::from_fn(|priority| state.pending[priority].len())
+    }
+
+    /// The endpoints that have messages queued.
+    pub fn queued_endpoints(&self) -> Vec<String> {
+        self.ledger.lock().endpoints.keys().cloned().collect()
     }
 
     /// Whether a delivery of the message stored at `offset` may have been

@@ -106,6 +106,22 @@ impl Offsets {
             .flat_map(|chunk| chunk.live().iter().map(|&delta| chunk.base + u64::from(delta)))
     }
 
+    /// The entries from `from` on, in order: a binary search over the
+    /// chunks and one within a chunk, so a reader that walks a long queue
+    /// a batch at a time does not rescan what it passed.
+    pub fn iter_from(&self, from: u64) -> impl Iterator<Item = u64> + '_ {
+        let first_chunk = self.chunks.partition_point(|chunk| chunk.last() < from);
+        let chunks = &self.chunks[first_chunk..];
+        chunks.iter().enumerate().flat_map(move |(index, chunk)| {
+            let live = chunk.live();
+            let skip = match (index, chunk.delta(from)) {
+                (0, Some(delta)) => live.partition_point(|&entry| entry < delta),
+                _ => 0,
+            };
+            live[skip..].iter().map(|&delta| chunk.base + u64::from(delta))
+        })
+    }
+
     pub fn contains(&self, offset: u64) -> bool {
         self.position(offset).is_some()
     }
@@ -300,6 +316,10 @@ mod tests {
             for offset in model.iter().take(50) {
                 prop_assert!(offsets.contains(*offset));
             }
+            for from in model.iter().step_by(97).flat_map(|&o| [o.saturating_sub(1), o, o.saturating_add(1)]) {
+                prop_assert!(offsets.iter_from(from).eq(model.range(from..).copied()), "from {}", from);
+            }
+            prop_assert!(offsets.iter_from(0).eq(model.iter().copied()));
         }
     }
 

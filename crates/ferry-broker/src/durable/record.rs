@@ -9,6 +9,7 @@
 //! broker's own (`Session::id`), which recovery keeps, so a record names a
 //! session in a few bytes however long its client id.
 
+use crate::routing::{EndpointTarget, LOWEST_PRIORITY};
 use bytes::{BufMut, Bytes, BytesMut};
 #[cfg(test)]
 use ferry_mqtt::ByteStr;
@@ -86,6 +87,19 @@ pub enum Record {
     WillDone {
         session: u64,
     },
+    /// An endpoint is done with the messages at these offsets (increasing):
+    /// sent and acknowledged, expired or dropped.
+    Forwarded {
+        endpoint: String,
+        offsets: Vec<u64>,
+    },
+    /// The endpoint still has the messages at these offsets, in increasing
+    /// order, to send at `priority` (snapshots only).
+    EndpointQueued {
+        endpoint: String,
+        priority: u8,
+        offsets: Vec<u64>,
+    },
     /// The session still has the messages at these offsets, in increasing
     /// order, to deliver (snapshots only: the messages stay in the log).
     /// Stored as the first offset and the distances between them, a
@@ -122,6 +136,8 @@ pub struct Published {
     /// Inline when there is one: the record is freed on the log writer's
     /// thread, and every allocation freed there costs its owner too.
     pub targets: SmallVec<[Target; 1]>,
+    /// The endpoints routes send it to (`routing.rs`).
+    pub endpoints: Vec<EndpointTarget>,
 }
 
 /// One persistent session a message is delivered to, as `Delivery` says.
@@ -209,6 +225,12 @@ mod kind {
     pub const WILL_PENDING: u8 = 12;
     pub const WILL_DONE: u8 = 13;
     pub const QUEUED: u8 = 14;
+    /// `Published` with endpoints: a kind of its own, so that records
+    /// written before routes existed still read, and a message without
+    /// endpoints pays nothing for them.
+    pub const PUBLISHED_ROUTED: u8 = 15;
+    pub const FORWARDED: u8 = 16;
+    pub const ENDPOINT_QUEUED: u8 = 17;
 }
 
 impl Record {
@@ -274,7 +296,8 @@ impl Record {
                 }
             }
             Record::Published(published) => {
-                out.put_u8(kind::PUBLISHED);
+                let routed = !published.endpoints.is_empty();
+                out.put_u8(if routed { kind::PUBLISHED_ROUTED } else { kind::PUBLISHED });
                 let (session, packet_id) = published.inbound.unwrap_or((0, 0));
                 put_varint(&mut out, session);
                 put_varint(&mut out, u64::from(packet_id));
@@ -289,6 +312,14 @@ impl Record {
                     put_varint(&mut out, target.subscription_ids.len() as u64);
                     for id in &target.subscription_ids {
                         put_varint(&mut out, u64::from(*id));
+                    }
+                }
+                if routed {
+                    put_varint(&mut out, published.endpoints.len() as u64);
+                    for target in &published.endpoints {
+                        put_bytes(&mut out, target.endpoint.as_bytes());
+                        out.put_u8(target.priority);
+                        put_varint(&mut out, target.expires_at_ms);
                     }
                 }
                 tail = put_message(&mut out, &published.message);
@@ -318,6 +349,17 @@ impl Record {
             Record::WillDone { session } => put_session(&mut out, kind::WILL_DONE, *session),
             Record::Queued { session, offsets } => {
                 put_session(&mut out, kind::QUEUED, *session);
+                put_offsets(&mut out, offsets);
+            }
+            Record::Forwarded { endpoint, offsets } => {
+                out.put_u8(kind::FORWARDED);
+                put_bytes(&mut out, endpoint.as_bytes());
+                put_offsets(&mut out, offsets);
+            }
+            Record::EndpointQueued { endpoint, priority, offsets } => {
+                out.put_u8(kind::ENDPOINT_QUEUED);
+                put_bytes(&mut out, endpoint.as_bytes());
+                out.put_u8(*priority);
                 put_offsets(&mut out, offsets);
             }
         }
@@ -359,7 +401,7 @@ impl Record {
                     (0..count).map(|_| input.string("filter")).collect::<Result<_, _>>()?;
                 Record::Unsubscribed { session, filters }
             }
-            kind::PUBLISHED => {
+            found @ (kind::PUBLISHED | kind::PUBLISHED_ROUTED) => {
                 let inbound_session = input.varint("inbound session")?;
                 let inbound_id = input.u16("inbound packet id")?;
                 let inbound = (inbound_id != 0).then_some((inbound_session, inbound_id));
@@ -388,8 +430,24 @@ impl Record {
                         subscription_ids,
                     });
                 }
+                let mut endpoints = Vec::new();
+                if found == kind::PUBLISHED_ROUTED {
+                    let count = input.count("endpoints")?;
+                    for _ in 0..count {
+                        let endpoint = input.string("endpoint")?.into();
+                        let priority = input.priority()?;
+                        let expires_at_ms = input.varint("endpoint expiry")?;
+                        endpoints.push(EndpointTarget { endpoint, priority, expires_at_ms });
+                    }
+                }
                 let message = input.message()?;
-                Record::Published(Box::new(Published { message, inbound, moved_from, targets }))
+                Record::Published(Box::new(Published {
+                    message,
+                    inbound,
+                    moved_from,
+                    targets,
+                    endpoints,
+                }))
             }
             kind::DELIVERED => Record::Delivered {
                 session: input.varint("session")?,
@@ -416,6 +474,15 @@ impl Record {
             kind::WILL_DONE => Record::WillDone { session: input.varint("session")? },
             kind::QUEUED => Record::Queued {
                 session: input.varint("session")?,
+                offsets: input.offsets("queued offset")?,
+            },
+            kind::FORWARDED => Record::Forwarded {
+                endpoint: input.string("endpoint")?,
+                offsets: input.offsets("forwarded offset")?,
+            },
+            kind::ENDPOINT_QUEUED => Record::EndpointQueued {
+                endpoint: input.string("endpoint")?,
+                priority: input.priority()?,
                 offsets: input.offsets("queued offset")?,
             },
             other => return Err(RecordError::UnknownKind(other)),
@@ -521,6 +588,17 @@ impl<'a> Input<'a> {
 
     /// A count of items that each take at least a byte: more than the bytes
     /// left is a damaged record, not a reason to allocate.
+    fn priority(&mut self) -> Result<u8, RecordError> {
+        let priority = self.u8("endpoint priority")?;
+        if priority > LOWEST_PRIORITY {
+            return Err(RecordError::Invalid {
+                field: "endpoint priority",
+                reason: format!("{priority} (at most {LOWEST_PRIORITY})"),
+            });
+        }
+        Ok(priority)
+    }
+
     fn count(&mut self, field: &'static str) -> Result<usize, RecordError> {
         let count: usize = self.narrow(field)?;
         if count > self.bytes.len() {
@@ -674,13 +752,31 @@ mod tests {
                         subscription_ids: vec![1, 2, 300_000],
                     },
                 ],
+                endpoints: Vec::new(),
             })),
             Record::Published(Box::new(Published {
                 message: message("t", b"", QoS::AtMostOnce, true),
                 inbound: None,
                 moved_from: None,
                 targets: SmallVec::new(),
+                endpoints: Vec::new(),
             })),
+            Record::Published(Box::new(Published {
+                message: message("routed", b"r", QoS::AtMostOnce, false),
+                inbound: None,
+                moved_from: None,
+                targets: SmallVec::new(),
+                endpoints: vec![
+                    EndpointTarget { endpoint: "cloud".into(), priority: 0, expires_at_ms: 0 },
+                    EndpointTarget {
+                        endpoint: "archive".into(),
+                        priority: LOWEST_PRIORITY,
+                        expires_at_ms: 1_764_000_000_000,
+                    },
+                ],
+            })),
+            Record::Forwarded { endpoint: "cloud".into(), offsets: vec![24, 1 << 40] },
+            Record::EndpointQueued { endpoint: "archive".into(), priority: 9, offsets: vec![7, 9] },
             Record::Delivered { session: 1, offsets: vec![24, 4_000, 1 << 40] },
             Record::Released { session: 1, offset: u64::MAX, packet_id: 65535 },
             Record::InboundReceived { session: 2, packet_id: 7 },
@@ -717,6 +813,8 @@ mod tests {
             assert!(Record::decode(&longer).is_err(), "{record:?} with a byte too many");
         }
         assert!(matches!(Record::decode(&[99]), Err(RecordError::UnknownKind(99))));
+        let beyond_lowest = [kind::ENDPOINT_QUEUED, 1, b'e', LOWEST_PRIORITY + 1, 0];
+        assert!(Record::decode(&beyond_lowest).is_err());
         // A count far beyond the bytes that follow must not allocate it.
         assert!(Record::decode(&[kind::UNSUBSCRIBED, 1, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]).is_err());
     }

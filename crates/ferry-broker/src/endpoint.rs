@@ -1,0 +1,135 @@
+//! A route endpoint's queue, as the endpoint (`ferry-routes`) reads it: the
+//! messages routed to it, by priority, read back from the one durable log.
+//!
+//! The queue is the ledger's list of offsets for the endpoint; no message
+//! is copied for it. The reader keeps, per priority, how far it has taken
+//! (its cursor): what it took and has not yet reported done is in flight,
+//! and after a failed send it rewinds, so that what is still queued comes
+//! again. Reporting offsets done (sent, expired or dropped) stores a record
+//! that takes them off the queue, and the log's segments go once no queue
+//! holds them.
+
+use crate::broker::{message_from_stored, Broker};
+use crate::durable::record::Record;
+use crate::durable::{StoreError, PRIORITIES};
+use crate::message::Message;
+use crate::routing::EndpointTarget;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// A message routed to the endpoint.
+#[derive(Debug)]
+pub struct RoutedMessage {
+    /// Where it is in the log: what `EndpointQueue::done` takes.
+    pub offset: u64,
+    pub priority: u8,
+    /// Unix ms after which it must not be sent; 0 for never.
+    pub expires_at_ms: u64,
+    pub message: Message,
+}
+
+impl RoutedMessage {
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expires_at_ms != 0 && self.expires_at_ms <= now_ms
+    }
+}
+
+pub struct EndpointQueue {
+    broker: Arc<Broker>,
+    name: Arc<str>,
+    waker: Arc<Notify>,
+    /// Per priority: offsets below this were taken already.
+    next: [u64; PRIORITIES],
+}
+
+impl Broker {
+    /// The queue of the endpoint `name`; `None` when durability is off,
+    /// since routed messages live in the durable log.
+    pub fn endpoint_queue(self: &Arc<Self>, name: &str) -> Option<EndpointQueue> {
+        self.store.as_ref()?;
+        Some(EndpointQueue {
+            broker: self.clone(),
+            name: name.into(),
+            waker: self.routing.waker(name),
+            next: [0; PRIORITIES],
+        })
+    }
+
+    /// The endpoints with messages queued, configured or not.
+    pub fn queued_endpoints(&self) -> Vec<String> {
+        self.store.as_ref().map_or_else(Vec::new, |store| store.queued_endpoints())
+    }
+}
+
+impl EndpointQueue {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits until a message for the endpoint may have been stored since
+    /// the last wait (at once if one was stored meanwhile).
+    pub async fn stored(&self) {
+        self.waker.notified().await;
+    }
+
+    /// Takes up to `limit` offsets at `priority` that were not taken yet.
+    pub fn take(&mut self, priority: u8, limit: usize) -> Vec<u64> {
+        let Some(store) = &self.broker.store else { return Vec::new() };
+        let next = &mut self.next[usize::from(priority)];
+        let taken = store.endpoint_pending(&self.name, priority, *next, limit);
+        if let Some(last) = taken.last() {
+            *next = last + 1;
+        }
+        taken
+    }
+
+    /// The message stored at `offset`, which `take` gave.
+    pub fn read(&self, offset: u64) -> Result<RoutedMessage, StoreError> {
+        let store = self.broker.store.as_ref().expect("endpoint queues exist with a store");
+        let published = store.read_published(offset)?;
+        let target = published
+            .endpoints
+            .iter()
+            .find(|target| *target.endpoint == *self.name)
+            .cloned()
+            .unwrap_or(EndpointTarget {
+                endpoint: self.name.clone(),
+                priority: 0,
+                expires_at_ms: 0,
+            });
+        Ok(RoutedMessage {
+            offset,
+            priority: target.priority,
+            expires_at_ms: target.expires_at_ms,
+            message: message_from_stored(&published.message),
+        })
+    }
+
+    /// Takes the messages at `offsets` off the queue: sent, expired or
+    /// dropped. Not waited for: losing this record in a crash only sends
+    /// them again.
+    pub fn done(&self, mut offsets: Vec<u64>) {
+        let Some(store) = &self.broker.store else { return };
+        if offsets.is_empty() {
+            return;
+        }
+        offsets.sort_unstable();
+        offsets.dedup();
+        store.note(Record::Forwarded { endpoint: self.name.to_string(), offsets });
+    }
+
+    /// Forgets what was taken and not reported done: it is taken again,
+    /// from the front of each priority.
+    pub fn rewind(&mut self) {
+        self.next = [0; PRIORITIES];
+    }
+
+    /// The messages queued, by priority, counting those taken and not
+    /// yet done.
+    pub fn backlog(&self) -> [usize; PRIORITIES] {
+        self.broker
+            .store
+            .as_ref()
+            .map_or([0; PRIORITIES], |store| store.endpoint_backlog(&self.name))
+    }
+}

@@ -1,0 +1,106 @@
+//! The broker's side of routes (`ferry-routes`): on the publish path it asks
+//! the `Router` in force which endpoints a message goes to, and stores the
+//! message once, with those endpoints, in the durable log. Each endpoint
+//! then reads its messages back through its own queue of offsets
+//! (`endpoint.rs`); local subscribers get the message as usual.
+//!
+//! The broker knows nothing of route syntax, conditions or endpoint types:
+//! the router is a trait object the binary installs, replaceable on reload.
+//! With no router the publish path pays one relaxed load of a flag.
+
+use crate::message::Message;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Priorities run from 0 (highest) to this (lowest), as in edgeHub.
+pub const LOWEST_PRIORITY: u8 = 9;
+
+/// Who published a message, for route conditions (`$clientId`,
+/// `$username`). Messages the broker makes itself (wills aside) have
+/// neither.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RouteSource<'a> {
+    pub client_id: Option<&'a str>,
+    pub username: Option<&'a str>,
+}
+
+/// One endpoint a message is routed to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointTarget {
+    pub endpoint: Arc<str>,
+    /// 0 (highest) ..= `LOWEST_PRIORITY`.
+    pub priority: u8,
+    /// Unix ms after which the endpoint drops it unsent; 0 for never.
+    pub expires_at_ms: u64,
+}
+
+/// Decides where messages go beyond local subscribers.
+pub trait Router: Send + Sync {
+    /// Appends the endpoints `message` goes to, each at most once.
+    /// `now_ms` is the broker's wall clock, for the targets' expiry.
+    fn route(
+        &self,
+        message: &Message,
+        source: RouteSource<'_>,
+        now_ms: u64,
+        out: &mut Vec<EndpointTarget>,
+    );
+}
+
+/// The router in force and the wake-ups of the endpoints' readers.
+#[derive(Default)]
+pub(crate) struct Routing {
+    /// Whether `router` holds one: read on every publish, so a flag that
+    /// never changes under load rather than the lock's shared counter.
+    active: AtomicBool,
+    router: RwLock<Option<Arc<dyn Router>>>,
+    /// One per endpoint ever read or routed to: woken when a message for
+    /// it is stored. A `Notify` keeps a permit, so a reader that was busy
+    /// when the message came does not miss it.
+    wakers: Mutex<HashMap<Arc<str>, Arc<Notify>>>,
+}
+
+impl Routing {
+    pub(crate) fn set(&self, router: Option<Arc<dyn Router>>) {
+        let mut current = self.router.write();
+        self.active.store(router.is_some(), Ordering::Release);
+        *current = router;
+    }
+
+    /// The endpoints `message` goes to; empty with no router.
+    pub(crate) fn route(
+        &self,
+        message: &Message,
+        source: RouteSource<'_>,
+        now_ms: u64,
+    ) -> Vec<EndpointTarget> {
+        let mut targets = Vec::new();
+        if !self.active.load(Ordering::Relaxed) {
+            return targets;
+        }
+        if let Some(router) = self.router.read().clone() {
+            router.route(message, source, now_ms, &mut targets);
+        }
+        targets
+    }
+
+    pub(crate) fn waker(&self, endpoint: &str) -> Arc<Notify> {
+        let mut wakers = self.wakers.lock();
+        if let Some(waker) = wakers.get(endpoint) {
+            return waker.clone();
+        }
+        let waker = Arc::new(Notify::new());
+        wakers.insert(endpoint.into(), waker.clone());
+        waker
+    }
+
+    /// Wakes the readers of the endpoints a stored message went to.
+    pub(crate) fn wake(&self, targets: &[EndpointTarget]) {
+        for target in targets {
+            self.waker(&target.endpoint).notify_one();
+        }
+    }
+}
