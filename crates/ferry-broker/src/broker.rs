@@ -95,6 +95,14 @@ pub struct Broker {
 /// every allocation freed there costs the connection's thread too.
 type Plan = smallvec::SmallVec<[(Arc<Session>, Delivery); 1]>;
 
+/// Where a message to store goes once the log has it.
+struct Destinations {
+    /// Sessions, each with its delivery.
+    plan: Plan,
+    /// Route endpoints, which read it from the log (`endpoint.rs`).
+    endpoints: Vec<EndpointTarget>,
+}
+
 /// What became of a publish.
 pub(crate) enum Routed {
     /// Delivered now: acknowledge at once.
@@ -723,8 +731,9 @@ impl Broker {
                     plan.push((subscription.session.clone(), delivery));
                 });
                 drop(tree);
-                let congested = self
-                    .store_then_deliver(store, message, plan, endpoints, publisher, answer, None);
+                let destinations = Destinations { plan, endpoints };
+                let congested =
+                    self.store_then_deliver(store, message, destinations, publisher, answer, None);
                 return Routed::Storing { congested };
             }
         }
@@ -784,7 +793,7 @@ impl Broker {
     }
 
     /// Appends the message's record; once it is stored, delivers it as
-    /// `plan` says and answers the publisher. Persistent sessions get their
+    /// `destinations` say and answers the publisher. Persistent sessions get their
     /// packet ids now, so the record holds them; every target counts the
     /// delivery as coming, so back-pressure sees it. Returns the subscriber
     /// the publisher should wait for, if one is congested. `moved_from`
@@ -793,12 +802,12 @@ impl Broker {
         &self,
         store: &Store,
         message: Arc<Message>,
-        mut plan: Plan,
-        endpoints: Vec<EndpointTarget>,
+        destinations: Destinations,
         publisher: Option<&Publisher<'_>>,
         answer: Option<Answer>,
         moved_from: Option<(u64, u64)>,
     ) -> Option<Arc<Session>> {
+        let Destinations { mut plan, endpoints } = destinations;
         let mut targets = smallvec::SmallVec::new();
         let mut congested = None;
         plan.retain_mut(|(session, delivery)| {
@@ -1063,15 +1072,8 @@ impl Broker {
                         .map(|offset| (leaving_session, offset.get()));
                     let message = handed_over.message.clone();
                     let plan = smallvec::smallvec![(session, handed_over)];
-                    self.store_then_deliver(
-                        store,
-                        message,
-                        plan,
-                        Vec::new(),
-                        None,
-                        None,
-                        moved_from,
-                    );
+                    let destinations = Destinations { plan, endpoints: Vec::new() };
+                    self.store_then_deliver(store, message, destinations, None, None, moved_from);
                 }
                 None => {
                     self.delivery_over(leaving, from);
