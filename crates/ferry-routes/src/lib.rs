@@ -12,10 +12,12 @@
 //! only walks the tree. This crate does no I/O.
 //!
 //! ```
-//! use ferry_routes::Route;
+//! use ferry_routes::{Message, Route};
 //!
 //! let route = Route::parse("hot", "FROM telemetry/# WHERE $body.temp > 50 INTO cloud").unwrap();
 //! assert_eq!(route.filter(), "telemetry/#");
+//! let message = Message { topic: "telemetry/a", payload: br#"{"temp": 51}"#, ..Message::default() };
+//! assert!(route.condition().unwrap().matches(&message));
 //!
 //! let error = Route::parse("hot", "FROM telemetry/# WHERE $body.temp > INTO cloud").unwrap_err();
 //! assert_eq!(error.to_string(), "route \"hot\", column 37: expected a value after '>', found 'INTO'");
@@ -51,14 +53,20 @@
 //!
 //! A quote is written twice inside a string (`'it''s'`). A `$user` name
 //! or `$body` key that is not a word is quoted in brackets:
-//! `$user['x.site']`, `$body['a.b']`. The limits are in `limits`.
+//! `$user['x.site']`, `$body['a.b']`. What a condition means is in
+//! `evaluate`'s module documentation; the limits are in `limits`.
 
+mod body;
 mod condition;
 mod error;
+mod evaluate;
 mod lexer;
 pub mod limits;
+mod message;
 mod route;
 
+pub use body::Body;
 pub use condition::Condition;
 pub use error::{ErrorKind, Plural, RouteError};
+pub use message::{Message, MessageView};
 pub use route::Route;
