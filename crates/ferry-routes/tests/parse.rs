@@ -191,3 +191,21 @@ fn a_bare_condition_parses_on_its_own() {
         )
     );
 }
+
+/// The fuzz target's hand-written seeds (`fuzz/seeds/route/`) must be what
+/// their names say, or the fuzzer starts from error paths only.
+#[test]
+fn fuzz_seeds_parse_unless_broken() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/route");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        // The crate may be built outside the repository.
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let parsed = Route::parse(&name, &text);
+        assert_eq!(parsed.is_err(), name.starts_with("broken_"), "{name}: {parsed:?}");
+    }
+}
