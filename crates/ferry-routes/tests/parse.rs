@@ -67,6 +67,9 @@ fn route_parts() {
     assert_eq!(route.condition(), Some(&Condition::parse("telemetry", "$qos = 1").unwrap()));
     assert_eq!(route.endpoint(), "cloud");
     assert_eq!(Route::parse("all", "FROM # INTO cloud").unwrap().condition(), None);
+    // The broker shares its routes among the cores' threads.
+    fn shareable<T: Send + Sync>(_: &T) {}
+    shareable(&route);
 }
 
 const KNOWN_NAMES: &str = "known: $body, $topic, $user, $contentType, $qos, $clientId, $username";
