@@ -64,6 +64,7 @@ mod lexer;
 pub mod limits;
 mod message;
 mod route;
+pub mod sink;
 
 pub use body::Body;
 pub use condition::Condition;
