@@ -95,6 +95,13 @@ pub struct Broker {
 /// every allocation freed there costs the connection's thread too.
 type Plan = smallvec::SmallVec<[(Arc<Session>, Delivery); 1]>;
 
+/// Whether a publish asks the routes where else it goes.
+#[derive(Clone, Copy)]
+enum Routes {
+    Apply,
+    Skip,
+}
+
 /// Where a message to store goes once the log has it.
 struct Destinations {
     /// Sessions, each with its delivery.
@@ -664,7 +671,13 @@ impl Broker {
     /// messages the broker makes itself (wills, `$SYS`), which have no
     /// connection to slow down or acknowledge.
     pub fn publish(&self, message: Message) {
-        self.publish_with(message, None, None);
+        self.publish_with(message, None, None, Routes::Apply);
+    }
+
+    /// Publishes without asking the routes: for what an endpoint republishes
+    /// (`ferry-routes`' topic endpoint), which routing again could loop.
+    pub fn publish_unrouted(&self, message: Message) {
+        self.publish_with(message, None, None, Routes::Skip);
     }
 
     /// Publishes for a client's session. When delivered at once,
@@ -684,7 +697,7 @@ impl Broker {
             username,
             high_watermark: backpressure::high_watermark(self.config.online_queue()),
         };
-        self.publish_with(message, Some(&publisher), answer)
+        self.publish_with(message, Some(&publisher), answer, Routes::Apply)
     }
 
     fn publish_with(
@@ -692,6 +705,7 @@ impl Broker {
         message: Message,
         publisher: Option<&Publisher<'_>>,
         answer: Option<Answer>,
+        routes: Routes,
     ) -> Routed {
         let message = Arc::new(message);
         // `$SYS` is remade every interval from live counters: storing it
@@ -704,9 +718,9 @@ impl Broker {
             client_id: Some(&publisher.session.client_id),
             username: publisher.username,
         });
-        let endpoints = match store {
-            Some(_) => self.routing.route(&message, source, unix_ms()),
-            None => Vec::new(),
+        let endpoints = match (store, routes) {
+            (Some(_), Routes::Apply) => self.routing.route(&message, source, unix_ms()),
+            _ => Vec::new(),
         };
         let tree = self.subscriptions.read();
         let targets = self.targets(&tree, &message);

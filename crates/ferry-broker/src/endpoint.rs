@@ -11,9 +11,9 @@
 
 use crate::broker::{message_from_stored, Broker};
 use crate::durable::record::Record;
-use crate::durable::{StoreError, PRIORITIES};
+use crate::durable::StoreError;
 use crate::message::Message;
-use crate::routing::EndpointTarget;
+use crate::routing::{EndpointTarget, PRIORITIES};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -81,6 +81,20 @@ impl EndpointQueue {
             *next = last + 1;
         }
         taken
+    }
+
+    /// Whether `take` at `priority` would give anything now.
+    pub fn has_pending(&self, priority: u8) -> bool {
+        let Some(store) = &self.broker.store else { return false };
+        let next = self.next[usize::from(priority)];
+        !store.endpoint_pending(&self.name, priority, next, 1).is_empty()
+    }
+
+    /// Gives back what `take` gave at `priority` from `offset` on (a batch
+    /// that was full before it used them): they are taken again next time.
+    pub fn give_back(&mut self, priority: u8, offset: u64) {
+        let next = &mut self.next[usize::from(priority)];
+        *next = (*next).min(offset);
     }
 
     /// The message stored at `offset`, which `take` gave.

@@ -18,6 +18,9 @@ use tokio::sync::Notify;
 /// Priorities run from 0 (highest) to this (lowest), as in edgeHub.
 pub const LOWEST_PRIORITY: u8 = 9;
 
+/// How many priorities there are.
+pub const PRIORITIES: usize = LOWEST_PRIORITY as usize + 1;
+
 /// Who published a message, for route conditions (`$clientId`,
 /// `$username`). Messages the broker makes itself (wills aside) have
 /// neither.

@@ -58,16 +58,25 @@
 
 mod body;
 mod condition;
+pub mod config;
+pub mod endpoints;
 mod error;
 mod evaluate;
+mod flow;
 mod lexer;
 pub mod limits;
 mod message;
 mod route;
+mod service;
 pub mod sink;
+mod stats;
+mod table;
+mod units;
 
 pub use body::Body;
 pub use condition::Condition;
 pub use error::{ErrorKind, Plural, RouteError};
 pub use message::{Message, MessageView};
 pub use route::Route;
+pub use service::{EndpointStatus, RoutesError, RoutesService};
+pub use stats::EndpointFigures;

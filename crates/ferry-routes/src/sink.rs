@@ -33,6 +33,8 @@ pub trait Sink: Send + 'static {
     /// Sends `batch` (messages in the order they are to arrive) and returns
     /// once the endpoint has acknowledged all of it. An error means some
     /// may not have arrived: the batch is sent again after a reconnect.
-    fn send(&mut self, batch: &[RoutedMessage])
-        -> impl Future<Output = Result<Sent, SinkError>> + Send;
+    fn send(
+        &mut self,
+        batch: &[RoutedMessage],
+    ) -> impl Future<Output = Result<Sent, SinkError>> + Send;
 }

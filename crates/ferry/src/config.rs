@@ -3,7 +3,9 @@
 //! docs/configuration.md lists each key; keep the two in step.
 
 use ferry_broker::{BrokerConfig, DurabilityConfig};
+use ferry_routes::config::{EndpointConfig, RoutesConfig};
 use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -23,6 +25,10 @@ pub struct Config {
     pub broker: BrokerConfig,
     pub durability: DurabilityConfig,
     pub auth: AuthConfig,
+    /// `[routes]` settings and `[routes.NAME]` tables (docs/routes.md).
+    pub routes: RoutesConfig,
+    /// `[endpoints.NAME]` tables: where routes send messages.
+    pub endpoints: BTreeMap<String, EndpointConfig>,
 }
 
 impl Default for Config {
@@ -36,6 +42,8 @@ impl Default for Config {
             broker: BrokerConfig::default(),
             durability: DurabilityConfig::default(),
             auth: AuthConfig::default(),
+            routes: RoutesConfig::default(),
+            endpoints: BTreeMap::new(),
         }
     }
 }
@@ -253,6 +261,16 @@ impl Config {
             key,
             message,
         };
+        ferry_routes::config::check(&self.routes, &self.endpoints)
+            .map_err(|(key, message)| semantic(key, message))?;
+        let routing = !self.routes.routes.is_empty() || !self.endpoints.is_empty();
+        if routing && !self.durability.enabled {
+            return Err(semantic(
+                "durability.enabled".into(),
+                "routes and endpoints need durability: routed messages wait in the durable log"
+                    .into(),
+            ));
+        }
         for (key, value) in [
             ("listeners.mqtt", &self.listeners.mqtt),
             ("listeners.ws", &self.listeners.ws),

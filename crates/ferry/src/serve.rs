@@ -8,6 +8,7 @@ use anyhow::Context;
 use ferry_broker::{
     accept, keep_alive, memory_watermark, sys, Broker, Cores, Listener, Protocol, Tls,
 };
+use ferry_routes::RoutesService;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,6 +63,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let tls_listeners =
         bound.iter().filter_map(|(_, name, _, tls)| Some((name.clone(), tls.clone()?))).collect();
     let security = Arc::new(Security::start(config.auth.clone(), tls_listeners, broker.clone())?);
+    // Also before the first accept, so that no message misses its route.
+    let routes = RoutesService::start(broker.clone(), &config.routes, &config.endpoints)
+        .await
+        .context("cannot start the routes")?;
     let mut http = Vec::new();
     for (settings, name, tcp, tls) in bound {
         let address = tcp.local_addr()?;
@@ -136,6 +141,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let _ = task.await;
     }
     broker.wait_for_connections(SHUTDOWN_GRACE).await;
+    routes.stop().await;
     // The listeners are gone, so this is the last reference; what still
     // runs on the cores after the grace period is cancelled.
     if let Some(cores) = Arc::into_inner(cores) {

@@ -9,7 +9,7 @@
 
 use super::offsets::Offsets;
 use super::record::{Published, Record, StoredMessage, StoredSubscription};
-use crate::routing::LOWEST_PRIORITY;
+use crate::routing::PRIORITIES;
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -29,8 +29,6 @@ pub struct Ledger {
 pub struct DurableEndpoint {
     pub pending: [Offsets; PRIORITIES],
 }
-
-pub const PRIORITIES: usize = LOWEST_PRIORITY as usize + 1;
 
 impl DurableEndpoint {
     fn is_empty(&self) -> bool {

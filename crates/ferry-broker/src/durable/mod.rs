@@ -18,7 +18,7 @@ pub(crate) mod record;
 mod snapshot;
 mod space;
 
-pub use ledger::{DurableSession, Ledger, PRIORITIES};
+pub use ledger::{DurableSession, Ledger};
 pub use offsets::Offsets;
 
 use ferry_log::writer::{self, Durability, Writer, WriterStats, WriterThread};
@@ -389,9 +389,11 @@ impl Store {
     }
 
     /// The messages queued for `endpoint`, by priority.
-    pub fn endpoint_backlog(&self, endpoint: &str) -> [usize; PRIORITIES] {
+    pub fn endpoint_backlog(&self, endpoint: &str) -> [usize; crate::routing::PRIORITIES] {
         let ledger = self.ledger.lock();
-        let Some(state) = ledger.endpoints.get(endpoint) else { return [0; PRIORITIES] };
+        let Some(state) = ledger.endpoints.get(endpoint) else {
+            return [0; crate::routing::PRIORITIES];
+        };
         std::array::from_fn(|priority| state.pending[priority].len())
     }
 

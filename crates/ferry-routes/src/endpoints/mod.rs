@@ -1,0 +1,3 @@
+//! The endpoint types, one file (or folder) each, every one a `Sink`.
+
+pub mod topic;

@@ -1,0 +1,165 @@
+//! The running routes: the route table installed in the broker, and one
+//! flow (`flow.rs`) per configured endpoint. Applying a new configuration
+//! (at start, and on reload) builds every endpoint first, so one bad
+//! setting changes nothing, then restarts only the endpoints whose settings
+//! changed. A removed endpoint's queue stays in the durable log.
+
+use crate::config::{EndpointConfig, EndpointKind, RoutesConfig};
+use crate::endpoints::topic::TopicSink;
+use crate::flow;
+use crate::stats::{EndpointFigures, EndpointStats};
+use crate::table::RouteTable;
+use ferry_broker::routing::PRIORITIES;
+use ferry_broker::Broker;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub struct RoutesService {
+    broker: Arc<Broker>,
+    running: BTreeMap<String, RunningEndpoint>,
+}
+
+struct RunningEndpoint {
+    config: EndpointConfig,
+    stats: Arc<EndpointStats>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// An endpoint's state, for logs, `$SYS` and the admin API.
+#[derive(Debug, Clone)]
+pub struct EndpointStatus {
+    pub name: String,
+    /// False for a queue left by an endpoint no longer configured.
+    pub configured: bool,
+    pub figures: EndpointFigures,
+    /// Messages queued, by priority.
+    pub queued: [usize; PRIORITIES],
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RoutesError {
+    #[error("routes need durability: routed messages wait in the durable log ([durability] enabled = true)")]
+    NoDurability,
+    #[error("endpoint {endpoint:?}: {message}")]
+    Endpoint { endpoint: String, message: String },
+}
+
+/// A sink built and ready to run.
+enum Built {
+    Topic(TopicSink),
+}
+
+impl RoutesService {
+    /// Starts the endpoints and installs the routes. Must run inside a
+    /// tokio runtime, which the endpoints' flows then run on.
+    pub async fn start(
+        broker: Arc<Broker>,
+        routes: &RoutesConfig,
+        endpoints: &BTreeMap<String, EndpointConfig>,
+    ) -> Result<RoutesService, RoutesError> {
+        let mut service = RoutesService { broker, running: BTreeMap::new() };
+        service.apply(routes, endpoints).await?;
+        Ok(service)
+    }
+
+    /// Makes `routes` and `endpoints` the ones in force.
+    pub async fn apply(
+        &mut self,
+        routes: &RoutesConfig,
+        endpoints: &BTreeMap<String, EndpointConfig>,
+    ) -> Result<(), RoutesError> {
+        if endpoints.is_empty() && routes.routes.is_empty() && self.running.is_empty() {
+            return Ok(());
+        }
+        let mut built = BTreeMap::new();
+        for (name, config) in endpoints {
+            if self.running.get(name).is_some_and(|running| running.config == *config) {
+                continue;
+            }
+            if self.broker.endpoint_queue(name).is_none() {
+                return Err(RoutesError::NoDurability);
+            }
+            built.insert(name.clone(), self.build(name, config)?);
+        }
+        let gone: Vec<String> = self
+            .running
+            .keys()
+            .filter(|name| !endpoints.contains_key(*name) || built.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(running) = self.running.remove(&name) {
+                // Before its successor starts: two flows of one endpoint
+                // would send the same messages twice.
+                let _ = running.stop.send(true);
+                let _ = running.task.await;
+                if !endpoints.contains_key(&name) {
+                    tracing::info!(endpoint = %name, "endpoint removed; its queue is kept");
+                }
+            }
+        }
+        for (name, sink) in built {
+            let config = endpoints[&name].clone();
+            let queue = self.broker.endpoint_queue(&name).ok_or(RoutesError::NoDurability)?;
+            let stats = Arc::new(EndpointStats::default());
+            let (stop, stopped) = watch::channel(false);
+            let flow = config.flow.clone();
+            let task = match sink {
+                Built::Topic(sink) => {
+                    tokio::spawn(flow::run(queue, sink, flow, stats.clone(), stopped))
+                }
+            };
+            self.running.insert(name, RunningEndpoint { config, stats, stop, task });
+        }
+        let table = RouteTable::new(routes);
+        self.broker.set_router(if table.is_empty() { None } else { Some(Arc::new(table)) });
+        Ok(())
+    }
+
+    fn build(&self, name: &str, config: &EndpointConfig) -> Result<Built, RoutesError> {
+        let failed = |message: String| RoutesError::Endpoint { endpoint: name.to_owned(), message };
+        Ok(match &config.kind {
+            EndpointKind::Topic(topic) => {
+                Built::Topic(TopicSink::new(self.broker.clone(), topic).map_err(failed)?)
+            }
+        })
+    }
+
+    /// Every endpoint that is configured or still has a queue.
+    pub fn status(&self) -> Vec<EndpointStatus> {
+        let mut names: Vec<String> = self.running.keys().cloned().collect();
+        for name in self.broker.queued_endpoints() {
+            if !self.running.contains_key(&name) {
+                names.push(name);
+            }
+        }
+        names
+            .into_iter()
+            .map(|name| {
+                let running = self.running.get(&name);
+                let queued = self
+                    .broker
+                    .endpoint_queue(&name)
+                    .map_or([0; PRIORITIES], |queue| queue.backlog());
+                EndpointStatus {
+                    configured: running.is_some(),
+                    figures: running.map(|running| running.stats.figures()).unwrap_or_default(),
+                    queued,
+                    name,
+                }
+            })
+            .collect()
+    }
+
+    /// Stops every endpoint; what is in flight stays queued.
+    pub async fn stop(self) {
+        self.broker.set_router(None);
+        for (_, running) in self.running {
+            let _ = running.stop.send(true);
+            let _ = running.task.await;
+        }
+    }
+}
