@@ -7,9 +7,12 @@ check ("this must NOT arrive").
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 
 import paho.mqtt.client as mqtt
@@ -287,3 +290,14 @@ def raw_collect_publishes(raw: rawmqtt.RawClient, n: int, timeout: float = TIMEO
             if ack:
                 raw.ack(p)
     return out
+
+
+def post_reload(b):
+    """POST /api/v1/reload on the broker's HTTP listener: (status, JSON body)."""
+    request = urllib.request.Request(f"http://{b.host}:{b.http_port}/api/v1/reload",
+                                     method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)

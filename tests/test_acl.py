@@ -3,16 +3,14 @@ of both protocol versions, %u/%c substitution, groups, retained messages
 filtered by read permission, $SYS, a session taken over by another user,
 and reload on SIGHUP and through the admin API without dropping clients."""
 
-import json
 import os
 import signal
-import urllib.error
-import urllib.request
 
 import pytest
 
 import rawmqtt as R
 from conftest import make_password_file
+from helpers import post_reload
 
 pytestmark = pytest.mark.ferry_only  # Ferry's ACL file and admin API
 
@@ -184,16 +182,6 @@ def test_a_session_resumed_by_another_user_loses_what_it_may_not_read(guarded):
     assert received_until(bob, "devices/bob/ping") == ["devices/bob/ping"]
 
 
-def _post_reload(b):
-    request = urllib.request.Request(f"http://{b.host}:{b.http_port}/api/v1/reload",
-                                     method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as error:
-        return error.code, json.load(error)
-
-
 def test_acl_reloads_on_sighup_and_admin_api_without_dropping_clients(guarded):
     watcher = watch(guarded, "public/#")
     alice = login(guarded, "alice")
@@ -209,7 +197,7 @@ def test_acl_reloads_on_sighup_and_admin_api_without_dropping_clients(guarded):
 
     # a broken file is refused with a JSON error, and the rules in force stay
     guarded.acl_path.write_text(ACL + "\n[[rule]]\npermission = \"maybe\"\n")
-    status, body = _post_reload(guarded)
+    status, body = post_reload(guarded)
     assert status == 422, body
     assert body["status"] == 422 and body["error"] == "reload_failed"
     assert "acl.toml" in body["message"] and "permission" in body["message"], body
@@ -218,7 +206,7 @@ def test_acl_reloads_on_sighup_and_admin_api_without_dropping_clients(guarded):
     assert p.payload == b"3"
 
     guarded.acl_path.write_text(ACL)
-    status, body = _post_reload(guarded)
+    status, body = post_reload(guarded)
     assert status == 200 and body["status"] == "reloaded", body
     assert body["loaded"]["acl_rules"] == 6 and body["loaded"]["users"] == 3
     pid = alice.publish("public/news", b"4", qos=1, wait_ack=False)

@@ -115,3 +115,41 @@ def test_bad_route_and_endpoint_settings_are_refused_with_their_key(tmp_path, te
     assert p.returncode == 1
     first = p.stderr.splitlines()[0]
     assert f"key `{key}`" in first and words in first, first
+
+
+def test_routes_and_endpoints_reload_from_the_file_and_a_bad_file_changes_nothing(broker_factory):
+    import os
+    import signal
+
+    from conftest import to_toml
+    from helpers import post_reload
+
+    b = broker_factory(_routes({"hot": "FROM t/# INTO archive"}))
+    reader = b.client(5, "reader")
+    reader.subscribe("archive/#", qos=1)
+    reader.subscribe("moved/#", qos=1)
+    device = b.client(5, "device")
+    device.publish("t/1", b"1", qos=1)
+    assert reader.get().topic == "archive/t/1"
+
+    config = b.workdir / "ferry.toml"
+    config.write_text(to_toml(_routes({"hot": "FROM t/# INTO archive"}, topic="moved/{topic}")))
+    status, body = post_reload(b)
+    assert status == 200 and body["loaded"]["routes"] == 1, body
+    device.publish("t/2", b"2", qos=1)
+    assert reader.get().topic == "moved/t/2"
+
+    config.write_text(to_toml(_routes({"hot": "FROM t/# WHERE $body > INTO archive"})))
+    status, body = post_reload(b)
+    assert status == 422 and body["error"] == "reload_failed", body
+    assert 'route "hot", column' in body["message"], body
+    device.publish("t/3", b"3", qos=1)
+    assert reader.get().topic == "moved/t/3", "the routes in force stay"
+
+    config.write_text(to_toml(_routes({"cold": "FROM u/# INTO archive"})))
+    since = len(b.log_lines())
+    os.kill(b.proc.pid, signal.SIGHUP)
+    b.wait_log(r"reloaded", since=since)
+    device.publish("t/4", b"4", qos=1)
+    device.publish("u/5", b"5", qos=1)
+    assert reader.get().topic == "archive/u/5", "t/4 is routed no more"

@@ -14,6 +14,7 @@ use crate::durable::record::Record;
 use crate::durable::StoreError;
 use crate::message::Message;
 use crate::routing::{EndpointTarget, PRIORITIES};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -40,6 +41,16 @@ pub struct EndpointQueue {
     waker: Arc<Notify>,
     /// Per priority: offsets below this were taken already.
     next: [u64; PRIORITIES],
+    /// `done` records appended and not yet stored: until they are, the
+    /// ledger still lists their offsets, and a reader that rewound would
+    /// take (and send) them again.
+    unsettled: Arc<Unsettled>,
+}
+
+#[derive(Default)]
+struct Unsettled {
+    records: AtomicUsize,
+    stored: Notify,
 }
 
 impl Broker {
@@ -52,6 +63,7 @@ impl Broker {
             name: name.into(),
             waker: self.routing.waker(name),
             next: [0; PRIORITIES],
+            unsettled: Arc::default(),
         })
     }
 
@@ -120,8 +132,8 @@ impl EndpointQueue {
     }
 
     /// Takes the messages at `offsets` off the queue: sent, expired or
-    /// dropped. Not waited for: losing this record in a crash only sends
-    /// them again.
+    /// dropped. Not waited for (losing this record in a crash only sends
+    /// them again), except by `settled`.
     pub fn done(&self, mut offsets: Vec<u64>) {
         let Some(store) = &self.broker.store else { return };
         if offsets.is_empty() {
@@ -129,12 +141,38 @@ impl EndpointQueue {
         }
         offsets.sort_unstable();
         offsets.dedup();
-        store.note(Record::Forwarded { endpoint: self.name.to_string(), offsets });
+        self.unsettled.records.fetch_add(1, Ordering::AcqRel);
+        let unsettled = self.unsettled.clone();
+        let record = Record::Forwarded { endpoint: self.name.to_string(), offsets };
+        store.append(record, move |result| {
+            if let Err(error) = result {
+                tracing::warn!(%error, "durable state: could not record messages an endpoint sent; they will be sent again after a restart");
+            }
+            if unsettled.records.fetch_sub(1, Ordering::AcqRel) == 1 {
+                unsettled.stored.notify_waiters();
+            }
+        });
+    }
+
+    /// Waits until everything reported `done` is off the queue in the
+    /// ledger: then no reader, this one rewound or a successor, takes it
+    /// again.
+    pub async fn settled(&self) {
+        loop {
+            let stored = self.unsettled.stored.notified();
+            tokio::pin!(stored);
+            stored.as_mut().enable();
+            if self.unsettled.records.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            stored.await;
+        }
     }
 
     /// Forgets what was taken and not reported done: it is taken again,
-    /// from the front of each priority.
-    pub fn rewind(&mut self) {
+    /// from the front of each priority, once what was done is settled.
+    pub async fn rewind(&mut self) {
+        self.settled().await;
         self.next = [0; PRIORITIES];
     }
 

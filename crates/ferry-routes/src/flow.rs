@@ -19,9 +19,21 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 /// Runs until `stop` says so. What is in flight then stays queued and is
-/// sent again by the next flow of this endpoint.
+/// sent again by the next flow of this endpoint; what was sent is off the
+/// queue before this returns, so that flow does not send it again.
 pub async fn run<S: Sink>(
     mut queue: EndpointQueue,
+    sink: S,
+    config: FlowConfig,
+    stats: Arc<EndpointStats>,
+    stop: watch::Receiver<bool>,
+) {
+    flow(&mut queue, sink, config, stats, stop).await;
+    queue.settled().await;
+}
+
+async fn flow<S: Sink>(
+    queue: &mut EndpointQueue,
     mut sink: S,
     config: FlowConfig,
     stats: Arc<EndpointStats>,
@@ -52,7 +64,7 @@ pub async fn run<S: Sink>(
         }
         loop {
             let lower_first = lower_turn(batches, config.starvation_share_percent);
-            let batch = fill(&mut queue, &config, lower_first, &stats).await;
+            let batch = fill(queue, &config, lower_first, &stats).await;
             if batch.is_empty() {
                 if draining {
                     tracing::info!(endpoint = %name, "endpoint queue drained");
@@ -79,7 +91,7 @@ pub async fn run<S: Sink>(
                 }
                 Err(error) => {
                     stats.set_connected(false);
-                    queue.rewind();
+                    queue.rewind().await;
                     if !wait_out(&name, &error, &mut backoff, &stats, &mut stop).await {
                         return;
                     }

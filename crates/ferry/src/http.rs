@@ -2,7 +2,7 @@
 //! metrics, the rest of the admin API, the twin API and the console will
 //! be served here.
 
-use crate::security::Security;
+use crate::reload::Reloader;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -13,33 +13,27 @@ use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct AppState {
-    security: Arc<Security>,
+    reloader: Arc<Reloader>,
 }
 
-pub fn router(security: Arc<Security>) -> Router {
+pub fn router(reloader: Arc<Reloader>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/api/v1/reload", post(reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(AppState { security })
+        .with_state(AppState { reloader })
 }
 
-/// Reloads users, JWT keys, the ACL and certificates, as SIGHUP does.
+/// Reloads users, JWT keys, the ACL, certificates, routes and endpoints,
+/// as SIGHUP does.
 async fn reload(State(state): State<AppState>) -> Response {
-    let security = state.security.clone();
-    // Reading files and hashing nothing, but still blocking I/O.
-    match tokio::task::spawn_blocking(move || security.reload()).await {
-        Ok(Ok(loaded)) => Json(json!({ "status": "reloaded", "loaded": loaded })).into_response(),
-        Ok(Err(error)) => {
+    match state.reloader.reload().await {
+        Ok(loaded) => Json(json!({ "status": "reloaded", "loaded": loaded })).into_response(),
+        Err(error) => {
             tracing::error!("reload failed, the previous settings stay: {error:#}");
             self::error(StatusCode::UNPROCESSABLE_ENTITY, "reload_failed", format!("{error:#}"))
         }
-        Err(_) => self::error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "reload_failed",
-            "the reload task failed".into(),
-        ),
     }
 }
 

@@ -6,6 +6,7 @@ mod config;
 mod http;
 mod logging;
 mod passwd;
+mod reload;
 mod security;
 mod serve;
 mod tls_listener;
@@ -126,7 +127,7 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|| PathBuf::from("command line (no --config file)"));
             config.validate(&source)?;
             logging::init(&config.log).context("invalid log configuration")?;
-            serve::run(config)
+            serve::run(config, args.config)
         }
     }
 }

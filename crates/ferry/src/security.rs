@@ -57,7 +57,6 @@ impl Security {
         for (tls, read) in certificates {
             tls.install(read);
         }
-        tracing::info!(?loaded, "reloaded");
         Ok(loaded)
     }
 

@@ -2,6 +2,7 @@
 //! down gracefully.
 
 use crate::config::{Config, ListenerProtocol};
+use crate::reload::Reloader;
 use crate::security::Security;
 use crate::tls_listener::TlsListener;
 use anyhow::Context;
@@ -10,6 +11,7 @@ use ferry_broker::{
 };
 use ferry_routes::RoutesService;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
@@ -22,15 +24,15 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// SOMAXCONN since 5.4.
 const LISTEN_BACKLOG_FALLBACK: u32 = 4096;
 
-pub fn run(config: Config) -> anyhow::Result<()> {
+pub fn run(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<()> {
     // This thread's runtime accepts connections and runs the HTTP listener,
     // signals and periodic chores; the connections themselves run on one
     // runtime per core (`ferry_broker::Cores`).
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, config_file))
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     // Handlers first: a signal that arrives while listeners are still being
@@ -67,6 +69,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let routes = RoutesService::start(broker.clone(), &config.routes, &config.endpoints)
         .await
         .context("cannot start the routes")?;
+    let reloader = Arc::new(Reloader::new(security, routes, config_file));
     let mut http = Vec::new();
     for (settings, name, tcp, tls) in bound {
         let address = tcp.local_addr()?;
@@ -92,7 +95,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     for (tcp, tls) in http {
         let address = tcp.local_addr()?;
-        let app = crate::http::router(security.clone());
+        let app = crate::http::router(reloader.clone());
         let mut shutdown = broker.shutdown_signal();
         let stopped = async move {
             let _ = shutdown.changed().await;
@@ -128,8 +131,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
             _ = hangup.recv() => {
-                tracing::info!("SIGHUP: reloading users, ACL and certificates");
-                if let Err(error) = security.reload() {
+                tracing::info!("SIGHUP: reloading users, ACL, certificates, routes and endpoints");
+                if let Err(error) = reloader.reload().await {
                     tracing::error!("reload failed, the previous settings stay: {error:#}");
                 }
             }
@@ -141,7 +144,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let _ = task.await;
     }
     broker.wait_for_connections(SHUTDOWN_GRACE).await;
-    routes.stop().await;
+    reloader.stop().await;
     // The listeners are gone, so this is the last reference; what still
     // runs on the cores after the grace period is cancelled.
     if let Some(cores) = Arc::into_inner(cores) {

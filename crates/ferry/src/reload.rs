@@ -1,0 +1,77 @@
+//! What SIGHUP and `POST /api/v1/reload` change without a restart: users,
+//! JWT keys, the ACL and certificates (`security.rs`), and the routes and
+//! endpoints, read again from the configuration file. Other settings in
+//! the file need a restart.
+//!
+//! The file is read and checked first: if it is bad, nothing changes. Then
+//! the routes (whose endpoints are built before any is replaced), then the
+//! security files (all read before any is applied); a failure in either
+//! leaves that part as it was.
+
+use crate::config::Config;
+use crate::security::{Loaded, Security};
+use anyhow::Context;
+use ferry_routes::RoutesService;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+pub struct Reloader {
+    security: Arc<Security>,
+    routes: Mutex<Option<RoutesService>>,
+    /// `None` when Ferry runs without `--config`: there is no file to
+    /// read the routes from again, and they stay as they are (none).
+    config_file: Option<PathBuf>,
+}
+
+/// What a reload loaded, for its log line and the admin API's answer.
+#[derive(Debug, Serialize)]
+pub struct Reloaded {
+    #[serde(flatten)]
+    pub security: Loaded,
+    pub routes: usize,
+    pub endpoints: usize,
+}
+
+impl Reloader {
+    pub fn new(
+        security: Arc<Security>,
+        routes: RoutesService,
+        config_file: Option<PathBuf>,
+    ) -> Reloader {
+        Reloader { security, routes: Mutex::new(Some(routes)), config_file }
+    }
+
+    pub async fn reload(&self) -> anyhow::Result<Reloaded> {
+        let file = self.config_file.clone();
+        let config = tokio::task::spawn_blocking(move || file.map(|file| Config::load(&file)))
+            .await
+            .context("the reload task failed")?
+            .transpose()?;
+        let mut routes = self.routes.lock().await;
+        let (route_count, endpoint_count) = match (&config, routes.as_mut()) {
+            (Some(config), Some(routes)) => {
+                routes.apply(&config.routes, &config.endpoints).await.context("routes")?;
+                (config.routes.routes.len(), config.endpoints.len())
+            }
+            _ => (0, 0),
+        };
+        drop(routes);
+        let security = self.security.clone();
+        let loaded = tokio::task::spawn_blocking(move || security.reload())
+            .await
+            .context("the reload task failed")??;
+        let reloaded =
+            Reloaded { security: loaded, routes: route_count, endpoints: endpoint_count };
+        tracing::info!(?reloaded, "reloaded");
+        Ok(reloaded)
+    }
+
+    /// Stops the endpoints at shutdown; what is in flight stays queued.
+    pub async fn stop(&self) {
+        if let Some(routes) = self.routes.lock().await.take() {
+            routes.stop().await;
+        }
+    }
+}
