@@ -14,7 +14,7 @@ use crate::durable::record::{self, Record, Target};
 use crate::durable::{Store, StoreError};
 use crate::message::Message;
 use crate::retained::RetainedStore;
-use crate::routing::{EndpointTarget, RouteSource, Router, Routing};
+use crate::routing::{EndpointTarget, RouteSource, Router, Routing, WhenFull};
 use crate::session::{Delivery, Enqueued, Publisher, Reply, Session, SessionState};
 use crate::shed_log::ShedLog;
 use crate::stats::Stats;
@@ -223,6 +223,12 @@ impl Broker {
     /// nowhere). Routed messages are stored, so routes need durability.
     pub fn set_router(&self, router: Option<Arc<dyn Router>>) {
         self.routing.set(router);
+    }
+
+    /// Caps the log bytes `endpoint` may hold (0: no cap beyond the
+    /// disk's), and says what happens past it.
+    pub fn set_endpoint_cap(&self, endpoint: &str, max_bytes: u64, when_full: WhenFull) {
+        self.routing.set_cap(endpoint, max_bytes, when_full);
     }
 
     /// Tells every connection to send DISCONNECT 0x8B and close, and the
@@ -731,6 +737,22 @@ impl Broker {
             let must_store = message.retain
                 || !endpoints.is_empty()
                 || (message.qos != QoS::AtMostOnce && targets.iter().any(persistent));
+            if let Some(full) = self.routing.full(&endpoints, |name| store.endpoint_bytes(name)) {
+                drop(tree);
+                self.stats.refused_endpoint_full.inc();
+                self.shed_log.refused(
+                    source.client_id.unwrap_or(""),
+                    &format!(
+                        "PUBLISH routed to endpoint {:?}, which holds its max_bytes",
+                        full.endpoint
+                    ),
+                    &message.topic,
+                );
+                if let Some(answer) = answer.as_ref().filter(|answer| answer.exactly_once) {
+                    answer.session.lock().release_inbound(answer.packet_id);
+                }
+                return Routed::Refused(ReasonCode::QuotaExceeded);
+            }
             if must_store && !store.has_room() {
                 drop(tree);
                 self.stats.refused_disk_full.inc();

@@ -26,6 +26,9 @@ pub struct RoutedMessage {
     pub priority: u8,
     /// Unix ms after which it must not be sent; 0 for never.
     pub expires_at_ms: u64,
+    /// Its record's size in the log: what `done` takes off the endpoint's
+    /// disk cap.
+    pub stored_bytes: u64,
     pub message: Message,
 }
 
@@ -112,7 +115,7 @@ impl EndpointQueue {
     /// The message stored at `offset`, which `take` gave.
     pub fn read(&self, offset: u64) -> Result<RoutedMessage, StoreError> {
         let store = self.broker.store.as_ref().expect("endpoint queues exist with a store");
-        let published = store.read_published(offset)?;
+        let (published, stored_bytes) = store.read_published_sized(offset)?;
         let target = published
             .endpoints
             .iter()
@@ -127,14 +130,16 @@ impl EndpointQueue {
             offset,
             priority: target.priority,
             expires_at_ms: target.expires_at_ms,
+            stored_bytes,
             message: message_from_stored(&published.message),
         })
     }
 
-    /// Takes the messages at `offsets` off the queue: sent, expired or
-    /// dropped. Not waited for (losing this record in a crash only sends
-    /// them again), except by `settled`.
-    pub fn done(&self, mut offsets: Vec<u64>) {
+    /// Takes the messages at `offsets` off the queue, `bytes` of log in
+    /// all (their `stored_bytes`): sent, expired or dropped. Not waited for
+    /// (losing this record in a crash only sends them again), except by
+    /// `settled`.
+    pub fn done(&self, mut offsets: Vec<u64>, bytes: u64) {
         let Some(store) = &self.broker.store else { return };
         if offsets.is_empty() {
             return;
@@ -143,7 +148,7 @@ impl EndpointQueue {
         offsets.dedup();
         self.unsettled.records.fetch_add(1, Ordering::AcqRel);
         let unsettled = self.unsettled.clone();
-        let record = Record::Forwarded { endpoint: self.name.to_string(), offsets };
+        let record = Record::Forwarded { endpoint: self.name.to_string(), offsets, bytes };
         store.append(record, move |result| {
             if let Err(error) = result {
                 tracing::warn!(%error, "durable state: could not record messages an endpoint sent; they will be sent again after a restart");
@@ -174,6 +179,24 @@ impl EndpointQueue {
     pub async fn rewind(&mut self) {
         self.settled().await;
         self.next = [0; PRIORITIES];
+    }
+
+    /// The `count` oldest messages queued, at any priority, taken or not,
+    /// oldest first.
+    pub fn oldest(&self, count: usize) -> Vec<u64> {
+        let Some(store) = &self.broker.store else { return Vec::new() };
+        let mut oldest: Vec<u64> = (0..=crate::routing::LOWEST_PRIORITY)
+            .flat_map(|priority| store.endpoint_pending(&self.name, priority, 0, count))
+            .collect();
+        oldest.sort_unstable();
+        oldest.truncate(count);
+        oldest
+    }
+
+    /// The log bytes the queue holds, counting what was reported done and
+    /// is not yet stored as such.
+    pub fn bytes(&self) -> u64 {
+        self.broker.store.as_ref().map_or(0, |store| store.endpoint_bytes(&self.name))
     }
 
     /// The messages queued, by priority, counting those taken and not

@@ -53,6 +53,19 @@ pub trait Router: Send + Sync {
     );
 }
 
+/// What an endpoint whose queue reached its disk cap (`max_bytes`) does
+/// with more messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenFull {
+    /// The publish is refused: 0x97 (Quota exceeded) to an MQTT 5
+    /// publisher, the connection closed for 3.1.1 (which cannot be told).
+    Reject,
+    /// It is queued, and the endpoint drops its oldest messages (counted
+    /// under `cap`) until it is under the cap again.
+    DropOldest,
+}
+
 /// The router in force and the wake-ups of the endpoints' readers.
 #[derive(Default)]
 pub(crate) struct Routing {
@@ -64,6 +77,10 @@ pub(crate) struct Routing {
     /// it is stored. A `Notify` keeps a permit, so a reader that was busy
     /// when the message came does not miss it.
     wakers: Mutex<HashMap<Arc<str>, Arc<Notify>>>,
+    /// Endpoints that refuse messages when full, with their cap in log
+    /// bytes. Read on the publish path only while it holds any.
+    refusing: RwLock<HashMap<Arc<str>, u64>>,
+    any_refusing: AtomicBool,
 }
 
 impl Routing {
@@ -98,6 +115,33 @@ impl Routing {
         let waker = Arc::new(Notify::new());
         wakers.insert(endpoint.into(), waker.clone());
         waker
+    }
+
+    /// Sets the disk cap of `endpoint`: 0 for none.
+    pub(crate) fn set_cap(&self, endpoint: &str, max_bytes: u64, when_full: WhenFull) {
+        let mut refusing = self.refusing.write();
+        if max_bytes != 0 && when_full == WhenFull::Reject {
+            refusing.insert(endpoint.into(), max_bytes);
+        } else {
+            refusing.remove(endpoint);
+        }
+        self.any_refusing.store(!refusing.is_empty(), Ordering::Release);
+    }
+
+    /// The endpoints among `targets` that refuse more messages now, by
+    /// `queued_bytes`, the log bytes each still holds.
+    pub(crate) fn full<'t>(
+        &self,
+        targets: &'t [EndpointTarget],
+        queued_bytes: impl Fn(&str) -> u64,
+    ) -> Option<&'t EndpointTarget> {
+        if !self.any_refusing.load(Ordering::Relaxed) {
+            return None;
+        }
+        let refusing = self.refusing.read();
+        targets.iter().find(|target| {
+            refusing.get(&target.endpoint).is_some_and(|&cap| queued_bytes(&target.endpoint) >= cap)
+        })
     }
 
     /// Wakes the readers of the endpoints a stored message went to.

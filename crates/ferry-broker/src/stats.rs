@@ -46,6 +46,9 @@ pub struct Stats {
     pub store_failures: Counter,
     /// Messages refused (0x97) because the durable log reached a disk limit.
     pub refused_disk_full: Counter,
+    /// Messages refused (0x97) because a route endpoint that refuses when
+    /// full (`when_full = "reject"`) holds its `max_bytes`.
+    pub refused_endpoint_full: Counter,
     /// Connections closed because of a malformed or illegal packet.
     pub protocol_errors: Counter,
     /// CONNECTs refused for their credentials (or for failing too often).

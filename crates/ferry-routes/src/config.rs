@@ -18,7 +18,7 @@
 use crate::endpoints::topic::TopicEndpointConfig;
 use crate::units::{Size, Span};
 use crate::Route;
-use ferry_broker::routing::LOWEST_PRIORITY;
+use ferry_broker::routing::{WhenFull, LOWEST_PRIORITY};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -186,6 +186,12 @@ pub enum EndpointKind {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FlowConfig {
+    /// The log bytes the endpoint's queue may hold (its disk cap); 0 for
+    /// no cap but the disk's own watermark.
+    pub max_bytes: Size,
+    /// What a full queue does with more: `reject` (0x97 to the publisher)
+    /// or `drop_oldest` (drops its oldest messages, counted under `cap`).
+    pub when_full: WhenFull,
     pub batch: BatchConfig,
     pub backoff: BackoffConfig,
     /// The share of batches given to lower priorities while a higher one
@@ -197,6 +203,8 @@ pub struct FlowConfig {
 impl Default for FlowConfig {
     fn default() -> Self {
         FlowConfig {
+            max_bytes: Size(0),
+            when_full: WhenFull::Reject,
             batch: BatchConfig::default(),
             backoff: BackoffConfig::default(),
             starvation_share_percent: 10,
@@ -267,7 +275,8 @@ impl FlowConfig {
 
 /// Keys of the flow, the same for every type; the rest of the table is
 /// the type's.
-const FLOW_KEYS: [&str; 3] = ["batch", "backoff", "starvation_share_percent"];
+const FLOW_KEYS: [&str; 5] =
+    ["max_bytes", "when_full", "batch", "backoff", "starvation_share_percent"];
 const TYPES: &[&str] = &["topic"];
 
 impl<'de> Deserialize<'de> for EndpointConfig {

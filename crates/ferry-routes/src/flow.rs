@@ -11,7 +11,7 @@ use crate::config::FlowConfig;
 use crate::sink::{Sink, SinkError};
 use crate::stats::EndpointStats;
 use ferry_broker::endpoint::{EndpointQueue, RoutedMessage};
-use ferry_broker::routing::LOWEST_PRIORITY;
+use ferry_broker::routing::{WhenFull, LOWEST_PRIORITY};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -49,7 +49,7 @@ async fn flow<S: Sink>(
             connected = sink.connect() => connected,
         };
         if let Err(error) = connected {
-            if !wait_out(&name, &error, &mut backoff, &stats, &mut stop).await {
+            if !wait_out(queue, &config, &error, &mut backoff, &stats, &mut stop).await {
                 return;
             }
             continue;
@@ -63,6 +63,7 @@ async fn flow<S: Sink>(
             draining = true;
         }
         loop {
+            trim(queue, &config, &stats).await;
             let lower_first = lower_turn(batches, config.starvation_share_percent);
             let batch = fill(queue, &config, lower_first, &stats).await;
             if batch.is_empty() {
@@ -87,12 +88,13 @@ async fn flow<S: Sink>(
                     for (offset, reason) in &sent.rejected {
                         tracing::debug!(endpoint = %name, offset, reason, "message dropped");
                     }
-                    queue.done(batch.iter().map(|routed| routed.offset).collect());
+                    let bytes = batch.iter().map(|routed| routed.stored_bytes).sum();
+                    queue.done(batch.iter().map(|routed| routed.offset).collect(), bytes);
                 }
                 Err(error) => {
                     stats.set_connected(false);
                     queue.rewind().await;
-                    if !wait_out(&name, &error, &mut backoff, &stats, &mut stop).await {
+                    if !wait_out(queue, &config, &error, &mut backoff, &stats, &mut stop).await {
                         return;
                     }
                     continue 'connect;
@@ -102,9 +104,11 @@ async fn flow<S: Sink>(
     }
 }
 
-/// Logs the failure and waits out the backoff; false if told to stop.
+/// Logs the failure and waits out the backoff, keeping the queue within
+/// its cap meanwhile; false if told to stop.
 async fn wait_out(
-    name: &str,
+    queue: &mut EndpointQueue,
+    config: &FlowConfig,
     error: &SinkError,
     backoff: &mut Backoff,
     stats: &EndpointStats,
@@ -113,13 +117,53 @@ async fn wait_out(
     stats.set_connected(false);
     let delay = backoff.next();
     stats.set_backoff(delay);
-    tracing::warn!(endpoint = %name, %error, retry_in_ms = delay.as_millis() as u64, "endpoint failing; backing off");
-    let waited = tokio::select! {
-        _ = stop.changed() => false,
-        () = tokio::time::sleep(delay) => true,
+    tracing::warn!(endpoint = %queue.name(), %error, retry_in_ms = delay.as_millis() as u64, "endpoint failing; backing off");
+    let deadline = tokio::time::Instant::now() + delay;
+    let waited = loop {
+        tokio::select! {
+            _ = stop.changed() => break false,
+            () = tokio::time::sleep_until(deadline) => break true,
+            () = queue.stored() => trim(queue, config, stats).await,
+        }
     };
     stats.set_backoff(Duration::ZERO);
     waited
+}
+
+/// Messages dropped per round of `trim`: enough to make room quickly, few
+/// enough to read into memory at once.
+const TRIM_ROUND: usize = 256;
+
+/// With `when_full = "drop_oldest"`, drops the oldest messages until the
+/// queue is within its cap again, counted under `cap`.
+async fn trim(queue: &mut EndpointQueue, config: &FlowConfig, stats: &EndpointStats) {
+    let cap = config.max_bytes.0;
+    if cap == 0 || config.when_full != WhenFull::DropOldest {
+        return;
+    }
+    loop {
+        // What was reported done must be off the count first, or the
+        // same bytes would be dropped twice over.
+        queue.settled().await;
+        let excess = queue.bytes().saturating_sub(cap);
+        if excess == 0 {
+            return;
+        }
+        let (mut dropped, mut bytes) = (Vec::new(), 0);
+        for offset in queue.oldest(TRIM_ROUND) {
+            if bytes >= excess {
+                break;
+            }
+            bytes += queue.read(offset).map_or(0, |routed| routed.stored_bytes);
+            dropped.push(offset);
+        }
+        if dropped.is_empty() {
+            return;
+        }
+        tracing::debug!(endpoint = %queue.name(), messages = dropped.len(), bytes, "endpoint over max_bytes: oldest messages dropped");
+        stats.record_dropped("cap", dropped.len() as u64);
+        queue.done(dropped, bytes);
+    }
 }
 
 /// Whether this batch starts below the highest waiting priority.
@@ -167,7 +211,7 @@ fn take_into(
         order.rotate_left(1);
     }
     let now_ms = unix_ms();
-    let mut expired = Vec::new();
+    let (mut expired, mut expired_bytes) = (Vec::new(), 0);
     'priorities: for priority in order {
         while batch.len() < config.batch.max_messages {
             let offsets = queue.take(priority, config.batch.max_messages - batch.len());
@@ -188,6 +232,7 @@ fn take_into(
                 };
                 if routed.is_expired(now_ms) {
                     expired.push(offset);
+                    expired_bytes += routed.stored_bytes;
                     continue;
                 }
                 let size = (routed.message.payload.len() + routed.message.topic.len()) as u64;
@@ -202,7 +247,7 @@ fn take_into(
     }
     if !expired.is_empty() {
         stats.record_dropped("ttl", expired.len() as u64);
-        queue.done(expired);
+        queue.done(expired, expired_bytes);
     }
 }
 

@@ -9,7 +9,7 @@ use crate::endpoints::topic::TopicSink;
 use crate::flow;
 use crate::stats::{EndpointFigures, EndpointStats};
 use crate::table::RouteTable;
-use ferry_broker::routing::PRIORITIES;
+use ferry_broker::routing::{WhenFull, PRIORITIES};
 use ferry_broker::Broker;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -97,6 +97,7 @@ impl RoutesService {
                 let _ = running.stop.send(true);
                 let _ = running.task.await;
                 if !endpoints.contains_key(&name) {
+                    self.broker.set_endpoint_cap(&name, 0, WhenFull::Reject);
                     tracing::info!(endpoint = %name, "endpoint removed; its queue is kept");
                 }
             }
@@ -107,6 +108,7 @@ impl RoutesService {
             let stats = Arc::new(EndpointStats::default());
             let (stop, stopped) = watch::channel(false);
             let flow = config.flow.clone();
+            self.broker.set_endpoint_cap(&name, flow.max_bytes.0, flow.when_full);
             let task = match sink {
                 Built::Topic(sink) => {
                     tokio::spawn(flow::run(queue, sink, flow, stats.clone(), stopped))

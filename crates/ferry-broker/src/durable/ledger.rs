@@ -28,6 +28,9 @@ pub struct Ledger {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct DurableEndpoint {
     pub pending: [Offsets; PRIORITIES],
+    /// The log bytes of the records it still needs: what its disk cap
+    /// (`max_bytes`) counts.
+    pub bytes: u64,
 }
 
 impl DurableEndpoint {
@@ -91,9 +94,10 @@ impl DurableSession {
 }
 
 impl Ledger {
-    /// Applies a record stored at `offset`. Records naming a session that
-    /// no longer exists are ignored: it ended after the record was made.
-    pub fn apply(&mut self, offset: u64, record: &Record) {
+    /// Applies a record stored at `offset`, `size` bytes of log (0 where
+    /// unknown: a snapshot's records). Records naming a session that no
+    /// longer exists are ignored: it ended after the record was made.
+    pub fn apply(&mut self, offset: u64, size: u64, record: &Record) {
         match record {
             Record::SessionOpened { session, client_id, expiry_secs } => {
                 let entry = self.sessions.entry(*session).or_default();
@@ -120,7 +124,7 @@ impl Ledger {
                     state.subscriptions.remove(filter);
                 }
             }),
-            Record::Published(published) => self.apply_published(offset, published),
+            Record::Published(published) => self.apply_published(offset, size, published),
             Record::Delivered { session, offsets } => self.with(*session, |state| {
                 for &offset in offsets {
                     state.delivered(offset);
@@ -146,8 +150,9 @@ impl Ledger {
                     state.pending.insert(offset);
                 }
             }),
-            Record::Forwarded { endpoint, offsets } => {
+            Record::Forwarded { endpoint, offsets, bytes } => {
                 let Some(state) = self.endpoints.get_mut(endpoint) else { return };
+                state.bytes = state.bytes.saturating_sub(*bytes);
                 for &offset in offsets {
                     // One message sits at one priority of an endpoint.
                     state.pending.iter_mut().any(|pending| pending.remove(offset));
@@ -156,8 +161,9 @@ impl Ledger {
                     self.endpoints.remove(endpoint);
                 }
             }
-            Record::EndpointQueued { endpoint, priority, offsets } => {
+            Record::EndpointQueued { endpoint, priority, offsets, bytes } => {
                 let state = self.endpoints.entry(endpoint.clone()).or_default();
+                state.bytes += bytes;
                 for &offset in offsets {
                     state.pending[usize::from(*priority)].insert(offset);
                 }
@@ -165,7 +171,7 @@ impl Ledger {
         }
     }
 
-    fn apply_published(&mut self, offset: u64, published: &Published) {
+    fn apply_published(&mut self, offset: u64, size: u64, published: &Published) {
         if let Some((session, moved)) = published.moved_from {
             self.with(session, |state| state.delivered(moved));
         }
@@ -177,7 +183,9 @@ impl Ledger {
         }
         for target in &published.endpoints {
             let state = self.endpoints.entry(target.endpoint.to_string()).or_default();
-            state.pending[usize::from(target.priority)].insert(offset);
+            if state.pending[usize::from(target.priority)].insert(offset) {
+                state.bytes += size;
+            }
         }
         let publish = &published.message.publish;
         if publish.retain {
@@ -253,14 +261,22 @@ impl Ledger {
                 endpoints: Vec::new(),
             }))
         });
+        // The bytes ride on the first record of each endpoint.
         let endpoints = self.endpoints.iter().flat_map(|(endpoint, state)| {
-            state.pending.iter().zip(0..).flat_map(move |(pending, priority)| {
-                Chunks { offsets: pending.iter() }.map(move |offsets| Record::EndpointQueued {
+            let mut bytes = Some(state.bytes);
+            state
+                .pending
+                .iter()
+                .zip(0..)
+                .flat_map(|(pending, priority)| {
+                    Chunks { offsets: pending.iter() }.map(move |offsets| (priority, offsets))
+                })
+                .map(move |(priority, offsets)| Record::EndpointQueued {
                     endpoint: endpoint.clone(),
                     priority,
                     offsets,
+                    bytes: bytes.take().unwrap_or(0),
                 })
-            })
         });
         sessions.chain(endpoints).chain(retained)
     }
@@ -346,7 +362,7 @@ mod tests {
     fn replay(records: &[(u64, Record)]) -> Ledger {
         let mut ledger = Ledger::default();
         for (offset, record) in records {
-            ledger.apply(*offset, record);
+            ledger.apply(*offset, 100, record);
         }
         ledger
     }
@@ -475,18 +491,28 @@ mod tests {
             (100, routed(&[("cloud", 9), ("archive", 0)])),
             (200, routed(&[("cloud", 0)])),
             (300, routed(&[("cloud", 9)])),
-            (400, Record::Forwarded { endpoint: "cloud".into(), offsets: vec![100, 200] }),
+            (
+                400,
+                Record::Forwarded { endpoint: "cloud".into(), offsets: vec![100, 200], bytes: 200 },
+            ),
         ];
         let ledger = replay(&records);
         assert_eq!(ledger.endpoints["cloud"].pending[9], Offsets::from_iter([300]));
         assert!(ledger.endpoints["cloud"].pending[0].is_empty());
         assert_eq!(ledger.endpoints["archive"].pending[0], Offsets::from_iter([100]));
         assert_eq!(ledger.oldest_pending(), Some(100), "archive still needs 100");
+        assert_eq!(
+            (ledger.endpoints["cloud"].bytes, ledger.endpoints["archive"].bytes),
+            (100, 100)
+        );
         let snapshot: Vec<(u64, Record)> = ledger.to_records().map(|record| (0, record)).collect();
         assert_eq!(replay(&snapshot), ledger);
 
         let mut records = records;
-        records.push((500, Record::Forwarded { endpoint: "archive".into(), offsets: vec![100] }));
+        records.push((
+            500,
+            Record::Forwarded { endpoint: "archive".into(), offsets: vec![100], bytes: 100 },
+        ));
         let ledger = replay(&records);
         assert!(!ledger.endpoints.contains_key("archive"), "an empty queue is forgotten");
         assert_eq!(ledger.oldest_pending(), Some(300));

@@ -174,7 +174,7 @@ pub fn recover(data_dir: &Path, config: &DurabilityConfig) -> Result<Recovery, S
     let (mut log, _) = Log::open(&log_dir, config.log_config())?;
     let mut ledger = Ledger::default();
     let mut from = log.start();
-    if let Some(offset) = snapshot::load_latest(&snapshots, |record| ledger.apply(0, &record))? {
+    if let Some(offset) = snapshot::load_latest(&snapshots, |record| ledger.apply(0, 0, &record))? {
         from = offset;
     }
     let mut replayed = 0;
@@ -183,7 +183,7 @@ pub fn recover(data_dir: &Path, config: &DurabilityConfig) -> Result<Recovery, S
         let Some((last, payload)) = batch.last() else { break };
         from = ferry_log::next_offset(*last, payload);
         for (offset, payload) in &batch {
-            ledger.apply(*offset, &Record::decode(payload)?);
+            ledger.apply(*offset, payload.len() as u64, &Record::decode(payload)?);
         }
         replayed += batch.len() as u64;
     }
@@ -326,6 +326,7 @@ impl Store {
         done: impl FnOnce(Result<u64, StoreError>) + Send + 'static,
     ) {
         let parts = record.encode_parts();
+        let size = (parts.head.len() + parts.tail.len()) as u64;
         if let Record::Published(published) = &mut record {
             published.forget_unretained_message();
         }
@@ -335,7 +336,7 @@ impl Store {
             parts.tail,
             Box::new(move |result| match result {
                 Ok(stored) => {
-                    ledger.lock().apply(stored.offset, &record);
+                    ledger.lock().apply(stored.offset, size, &record);
                     done(Ok(stored.offset));
                 }
                 Err(error) => done(Err(error.into())),
@@ -363,9 +364,15 @@ impl Store {
 
     /// The message stored at `offset`, where a session has it queued.
     pub fn read_published(&self, offset: u64) -> Result<Published, StoreError> {
+        self.read_published_sized(offset).map(|(published, _)| published)
+    }
+
+    /// The message stored at `offset` and its record's size in the log.
+    pub fn read_published_sized(&self, offset: u64) -> Result<(Published, u64), StoreError> {
         let payload = self.reader.lock().read(offset)?;
+        let size = payload.len() as u64;
         match Record::decode(&payload)? {
-            Record::Published(published) => Ok(*published),
+            Record::Published(published) => Ok((*published, size)),
             other => Err(RecordError::Invalid {
                 field: "queued message",
                 reason: format!("offset {offset} holds {other:?}"),
@@ -395,6 +402,11 @@ impl Store {
             return [0; crate::routing::PRIORITIES];
         };
         std::array::from_fn(|priority| state.pending[priority].len())
+    }
+
+    /// The log bytes of the records `endpoint` still needs.
+    pub fn endpoint_bytes(&self, endpoint: &str) -> u64 {
+        self.ledger.lock().endpoints.get(endpoint).map_or(0, |state| state.bytes)
     }
 
     /// The endpoints that have messages queued.

@@ -92,6 +92,8 @@ pub enum Record {
     Forwarded {
         endpoint: String,
         offsets: Vec<u64>,
+        /// Their records' size in the log, off the endpoint's disk cap.
+        bytes: u64,
     },
     /// The endpoint still has the messages at these offsets, in increasing
     /// order, to send at `priority` (snapshots only).
@@ -99,6 +101,8 @@ pub enum Record {
         endpoint: String,
         priority: u8,
         offsets: Vec<u64>,
+        /// Log bytes to add to the endpoint's count.
+        bytes: u64,
     },
     /// The session still has the messages at these offsets, in increasing
     /// order, to deliver (snapshots only: the messages stay in the log).
@@ -351,16 +355,18 @@ impl Record {
                 put_session(&mut out, kind::QUEUED, *session);
                 put_offsets(&mut out, offsets);
             }
-            Record::Forwarded { endpoint, offsets } => {
+            Record::Forwarded { endpoint, offsets, bytes } => {
                 out.put_u8(kind::FORWARDED);
                 put_bytes(&mut out, endpoint.as_bytes());
                 put_offsets(&mut out, offsets);
+                put_varint(&mut out, *bytes);
             }
-            Record::EndpointQueued { endpoint, priority, offsets } => {
+            Record::EndpointQueued { endpoint, priority, offsets, bytes } => {
                 out.put_u8(kind::ENDPOINT_QUEUED);
                 put_bytes(&mut out, endpoint.as_bytes());
                 out.put_u8(*priority);
                 put_offsets(&mut out, offsets);
+                put_varint(&mut out, *bytes);
             }
         }
         RecordParts { head: out.into(), tail }
@@ -479,11 +485,13 @@ impl Record {
             kind::FORWARDED => Record::Forwarded {
                 endpoint: input.string("endpoint")?,
                 offsets: input.offsets("forwarded offset")?,
+                bytes: input.varint("forwarded bytes")?,
             },
             kind::ENDPOINT_QUEUED => Record::EndpointQueued {
                 endpoint: input.string("endpoint")?,
                 priority: input.priority()?,
                 offsets: input.offsets("queued offset")?,
+                bytes: input.varint("queued bytes")?,
             },
             other => return Err(RecordError::UnknownKind(other)),
         };
@@ -775,8 +783,17 @@ mod tests {
                     },
                 ],
             })),
-            Record::Forwarded { endpoint: "cloud".into(), offsets: vec![24, 1 << 40] },
-            Record::EndpointQueued { endpoint: "archive".into(), priority: 9, offsets: vec![7, 9] },
+            Record::Forwarded {
+                endpoint: "cloud".into(),
+                offsets: vec![24, 1 << 40],
+                bytes: 2_100,
+            },
+            Record::EndpointQueued {
+                endpoint: "archive".into(),
+                priority: 9,
+                offsets: vec![7, 9],
+                bytes: 1 << 33,
+            },
             Record::Delivered { session: 1, offsets: vec![24, 4_000, 1 << 40] },
             Record::Released { session: 1, offset: u64::MAX, packet_id: 65535 },
             Record::InboundReceived { session: 2, packet_id: 7 },
@@ -813,7 +830,7 @@ mod tests {
             assert!(Record::decode(&longer).is_err(), "{record:?} with a byte too many");
         }
         assert!(matches!(Record::decode(&[99]), Err(RecordError::UnknownKind(99))));
-        let beyond_lowest = [kind::ENDPOINT_QUEUED, 1, b'e', LOWEST_PRIORITY + 1, 0];
+        let beyond_lowest = [kind::ENDPOINT_QUEUED, 1, b'e', LOWEST_PRIORITY + 1, 0, 0];
         assert!(Record::decode(&beyond_lowest).is_err());
         // A count far beyond the bytes that follow must not allocate it.
         assert!(Record::decode(&[kind::UNSUBSCRIBED, 1, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]).is_err());
