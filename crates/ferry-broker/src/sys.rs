@@ -26,6 +26,20 @@ pub async fn run(broker: Arc<Broker>) {
     }
 }
 
+/// Publishes `$SYS/broker/{name}` (retained, QoS 0): for the figures of
+/// other crates (routes) in the same tree.
+pub fn publish_figure(broker: &Broker, name: &str, value: String) {
+    let topic = ByteStr::from(format!("$SYS/broker/{name}"));
+    broker.publish(Message::new(
+        topic,
+        value.into(),
+        QoS::AtMostOnce,
+        true,
+        Properties::default(),
+        0,
+    ));
+}
+
 fn publish_all(broker: &Broker) {
     let stats = &broker.stats;
     let mut figures: Vec<(&str, String)> = vec![
@@ -77,15 +91,7 @@ fn publish_all(broker: &Broker) {
         ]);
     }
     for (name, value) in figures {
-        let topic = ByteStr::from(format!("$SYS/broker/{name}"));
-        broker.publish(Message::new(
-            topic,
-            value.into(),
-            QoS::AtMostOnce,
-            true,
-            Properties::default(),
-            0,
-        ));
+        publish_figure(broker, name, value);
     }
     let retained = broker.retained_count().to_string();
     let topic = ByteStr::from_static("$SYS/broker/retained messages/count");

@@ -9,6 +9,7 @@ use crate::endpoints::topic::TopicSink;
 use crate::flow;
 use crate::stats::{EndpointFigures, EndpointStats};
 use crate::table::RouteTable;
+use ferry_broker::endpoint::EndpointQueue;
 use ferry_broker::routing::{WhenFull, PRIORITIES};
 use ferry_broker::Broker;
 use std::collections::BTreeMap;
@@ -37,6 +38,8 @@ pub struct EndpointStatus {
     pub figures: EndpointFigures,
     /// Messages queued, by priority.
     pub queued: [usize; PRIORITIES],
+    /// The log bytes they hold (what `max_bytes` caps).
+    pub queued_bytes: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,18 +145,41 @@ impl RoutesService {
             .into_iter()
             .map(|name| {
                 let running = self.running.get(&name);
-                let queued = self
-                    .broker
-                    .endpoint_queue(&name)
-                    .map_or([0; PRIORITIES], |queue| queue.backlog());
+                let queue = self.broker.endpoint_queue(&name);
+                let queued = queue.as_ref().map_or([0; PRIORITIES], EndpointQueue::backlog);
+                let queued_bytes = queue.as_ref().map_or(0, EndpointQueue::bytes);
                 EndpointStatus {
                     configured: running.is_some(),
+                    queued_bytes,
                     figures: running.map(|running| running.stats.figures()).unwrap_or_default(),
                     queued,
                     name,
                 }
             })
             .collect()
+    }
+
+    /// Publishes `$SYS/broker/routes/{endpoint}/...` from `status`: what
+    /// an operator without Prometheus sees of the edge.
+    pub fn publish_sys(&self) {
+        for status in self.status() {
+            let figures = &status.figures;
+            let mut values = vec![
+                ("connected".to_string(), u8::from(figures.connected).to_string()),
+                ("configured".to_string(), u8::from(status.configured).to_string()),
+                ("queued/messages".to_string(), status.queued.iter().sum::<usize>().to_string()),
+                ("queued/bytes".to_string(), status.queued_bytes.to_string()),
+                ("sent".to_string(), figures.sent.to_string()),
+                ("backoff ms".to_string(), figures.backoff.as_millis().to_string()),
+            ];
+            for (reason, count) in &figures.dropped {
+                values.push((format!("dropped/{reason}"), count.to_string()));
+            }
+            for (name, value) in values {
+                let name = format!("routes/{}/{name}", status.name);
+                ferry_broker::sys::publish_figure(&self.broker, &name, value);
+            }
+        }
     }
 
     /// Stops every endpoint; what is in flight stays queued.

@@ -68,6 +68,13 @@ impl Reloader {
         Ok(reloaded)
     }
 
+    /// Publishes the routes' `$SYS` figures (`RoutesService::publish_sys`).
+    pub async fn publish_sys(&self) {
+        if let Some(routes) = self.routes.lock().await.as_ref() {
+            routes.publish_sys();
+        }
+    }
+
     /// Stops the endpoints at shutdown; what is in flight stays queued.
     pub async fn stop(&self) {
         if let Some(routes) = self.routes.lock().await.take() {

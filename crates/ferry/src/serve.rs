@@ -122,6 +122,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         }));
     }
     tasks.push(tokio::spawn(sys::run(broker.clone())));
+    tasks.push(tokio::spawn(routes_sys(broker.clone(), reloader.clone())));
     tasks.push(tokio::spawn(keep_alive::run(broker.clone())));
     tasks.push(tokio::spawn(memory_watermark::run(broker.clone())));
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "ferry started");
@@ -153,6 +154,22 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     broker.close_store();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The routes' `$SYS` figures, at the broker's `sys_interval_secs`.
+async fn routes_sys(broker: Arc<Broker>, reloader: Arc<Reloader>) {
+    let interval = broker.config.sys_interval_secs;
+    if interval == 0 {
+        return;
+    }
+    let mut shutdown = broker.shutdown_signal();
+    let mut ticker = tokio::time::interval(Duration::from_secs(interval));
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = ticker.tick() => reloader.publish_sys().await,
+        }
+    }
 }
 
 /// The backlog of every listener: the configured `listen_backlog`, else
