@@ -28,6 +28,7 @@ mod liveness;
 pub mod memory_watermark;
 mod message;
 mod publish_limits;
+mod publish_stored;
 mod restore;
 pub mod retained;
 pub mod routing;
