@@ -58,6 +58,7 @@
 
 mod body;
 mod condition;
+pub mod endpoints;
 mod error;
 mod evaluate;
 mod lexer;

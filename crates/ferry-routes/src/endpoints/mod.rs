@@ -1,0 +1,3 @@
+//! The endpoint types: each implements `Sink` (`sink.rs`) for one protocol.
+
+pub mod mqtt;
