@@ -100,11 +100,6 @@ pub struct MqttSink {
     /// QoS 2 ids written on a failed connection and not completed, which
     /// a persistent session at the remote may still hold.
     unreleased: Vec<u16>,
-    /// Set while `send` runs. Found set when `send` starts, the previous
-    /// call was dropped half-way (the flow shutting down, say): the acks
-    /// still coming on that connection could be taken for the new batch's,
-    /// so the connection is not used again.
-    sending: bool,
 }
 
 impl std::fmt::Debug for MqttSink {
@@ -181,7 +176,6 @@ impl MqttSink {
             packet_id: 0,
             unacknowledged: HashSet::new(),
             unreleased: Vec::new(),
-            sending: false,
         })
     }
 
@@ -398,13 +392,13 @@ impl MqttSink {
     }
 
     /// Remembers what a failed connection left unacknowledged.
-    fn failed(&mut self, batch: &[RoutedMessage], inflight: &HashMap<u16, Flight>) {
+    fn failed(&mut self, batch: &[RoutedMessage], inflight: &HashMap<u16, Flight>, qos: QoS) {
         if self.unacknowledged.len() + inflight.len() > UNACKNOWLEDGED_MAX {
             self.unacknowledged.clear();
         }
         for (&packet_id, flight) in inflight {
             self.unacknowledged.insert(batch[flight.index].offset);
-            if self.qos == QoS::ExactlyOnce {
+            if qos == QoS::ExactlyOnce {
                 self.unreleased.push(packet_id);
             }
         }
@@ -415,28 +409,31 @@ impl Sink for MqttSink {
     async fn connect(&mut self) -> Result<(), SinkError> {
         // Dropping the old connection ends its tasks (DISCONNECT first).
         self.connection = None;
-        self.sending = false;
         let mut connection = Connection::open(&self.options).await?;
         self.resume(&mut connection).await?;
+        if connection.limits.maximum_qos < self.qos {
+            tracing::warn!(
+                endpoint = %self.options.inbound.endpoint,
+                qos = ?self.qos,
+                maximum_qos = ?connection.limits.maximum_qos,
+                "the remote takes no higher QoS than its Maximum QoS: messages are sent with that"
+            );
+        }
         self.connection = Some(connection);
         Ok(())
     }
 
     async fn send(&mut self, batch: &[RoutedMessage]) -> Result<Sent, SinkError> {
-        if self.sending {
-            self.connection = None;
-            self.sending = false;
-            return Err(SinkError::new("a send was interrupted; the connection is reopened"));
-        }
+        // Taken out for the send: should the flow drop this future half-way
+        // (shutting down, say), the connection goes with it, and the acks
+        // still coming on it cannot be taken for a later batch's.
         let Some(mut connection) = self.connection.take() else {
             return Err(SinkError::new("not connected"));
         };
-        self.sending = true;
+        let qos = self.qos.min(connection.limits.maximum_qos);
         let mut inflight =
             HashMap::with_capacity(batch.len().min(usize::from(self.options.max_inflight)));
-        let result = self.send_batch(&mut connection, batch, &mut inflight).await;
-        self.sending = false;
-        match result {
+        match self.send_batch(&mut connection, batch, &mut inflight).await {
             Ok(sent) => {
                 self.connection = Some(connection);
                 Ok(sent)
@@ -444,7 +441,7 @@ impl Sink for MqttSink {
             Err(error) => {
                 // The connection is dropped here: after an error its state
                 // (what is in flight) is unknown.
-                self.failed(batch, &inflight);
+                self.failed(batch, &inflight, qos);
                 Err(error.into())
             }
         }

@@ -214,10 +214,12 @@ impl Connection {
         let (reading, writing) = tokio::io::split(stream);
         let (data, data_queue) = mpsc::channel(DATA_QUEUE);
         // Each message in flight has at most one acknowledgement coming at
-        // a time (PUBACK; or PUBREC, then PUBCOMP after our PUBREL), and a
-        // SUBACK may come beside them: a remote that sends more broke the
+        // a time (PUBACK; or PUBREC, then PUBCOMP after our PUBREL); after
+        // a reconnect, the PUBCOMPs of as many releases (`resume`) and a
+        // SUBACK may come beside them. A remote that sends more broke the
         // protocol, and the reader says so rather than wait for room.
-        let (acks_out, acks) = mpsc::channel(usize::from(options.max_inflight) + 1);
+        // (Tokio allocates a channel's slots as they fill, not up front.)
+        let (acks_out, acks) = mpsc::channel(2 * usize::from(options.max_inflight) + 1);
         // Answers to commands: at most `INBOUND_WINDOW` of them outstanding
         // under MQTT 5; a 3.1.1 remote that sends more waits for room.
         let (control, control_queue) = mpsc::channel::<Control>(usize::from(INBOUND_WINDOW));
