@@ -68,7 +68,7 @@ pub struct Broker {
     /// The publishers' acknowledgements of a batch's messages, given once
     /// the batch's deliveries are queued: a publisher that had its PUBACK
     /// earlier could publish again and have that message queued first.
-    stored_replies: Mutex<Vec<(Answer, ReasonCode)>>,
+    stored_replies: Mutex<Vec<(Acknowledgement, ReasonCode)>>,
     pub(crate) subscriptions: RwLock<TopicTree<u64, Subscription>>,
     pub(crate) retained: RwLock<RetainedStore<Arc<Message>>>,
     pub(crate) sessions: Mutex<HashMap<Arc<str>, Arc<Session>>>,
@@ -97,8 +97,11 @@ type Plan = smallvec::SmallVec<[(Arc<Session>, Delivery); 1]>;
 
 /// Whether a publish asks the routes where else it goes.
 #[derive(Clone, Copy)]
-enum Routes {
+enum Routes<'e> {
     Apply,
+    /// All but into this endpoint, which the message came in through:
+    /// sent back up, it could loop between the two brokers.
+    Except(&'e str),
     Skip,
 }
 
@@ -121,6 +124,33 @@ pub(crate) enum Routed {
     /// It must be stored and cannot be now (the disk limits): answer with
     /// this reason.
     Refused(ReasonCode),
+}
+
+/// Who waits for a stored message's acknowledgement.
+pub(crate) enum Acknowledgement {
+    /// A client: its PUBACK or PUBREC, queued in its session's replies.
+    Client(Answer),
+    /// A caller outside any session (`publish_stored`).
+    Waiter(oneshot::Sender<ReasonCode>),
+}
+
+impl Acknowledgement {
+    fn client(&self) -> Option<&Answer> {
+        match self {
+            Acknowledgement::Client(answer) => Some(answer),
+            Acknowledgement::Waiter(_) => None,
+        }
+    }
+
+    /// Answers a waiter at once, with the publish not stored (refused, or
+    /// with nothing to store it for); a client is answered by its own
+    /// connection from `Routed`.
+    fn answer_now(acknowledgement: Option<Acknowledgement>, reason: ReasonCode) {
+        if let Some(Acknowledgement::Waiter(waiter)) = acknowledgement {
+            // Nobody may wait any more (the uplink's connection closed).
+            let _ = waiter.send(reason);
+        }
+    }
 }
 
 /// The acknowledgement a publisher waits for.
@@ -680,6 +710,24 @@ impl Broker {
         self.publish_with(message, None, None, Routes::Apply);
     }
 
+    /// Publishes a message that came in through the uplink `endpoint` (a
+    /// command from the cloud), routed like any other but never back into
+    /// that endpoint, and answers once the durable log has it as the fsync
+    /// policy says, so that the remote's acknowledgement can wait for that
+    /// as a local client's does: `Success` (or `NoMatchingSubscribers`), or
+    /// the reason it was refused. What nobody needs stored is answered at
+    /// once.
+    pub fn publish_stored(
+        &self,
+        message: Message,
+        endpoint: &str,
+    ) -> oneshot::Receiver<ReasonCode> {
+        let (waiter, answered) = oneshot::channel();
+        let waiter = Some(Acknowledgement::Waiter(waiter));
+        self.publish_with(message, None, waiter, Routes::Except(endpoint));
+        answered
+    }
+
     /// Publishes without asking the routes: for what an endpoint republishes
     /// (`ferry-routes`' topic endpoint), which routing again could loop.
     pub fn publish_unrouted(&self, message: Message) {
@@ -703,15 +751,20 @@ impl Broker {
             username,
             high_watermark: backpressure::high_watermark(self.config.online_queue()),
         };
-        self.publish_with(message, Some(&publisher), answer, Routes::Apply)
+        self.publish_with(
+            message,
+            Some(&publisher),
+            answer.map(Acknowledgement::Client),
+            Routes::Apply,
+        )
     }
 
     fn publish_with(
         &self,
         message: Message,
         publisher: Option<&Publisher<'_>>,
-        answer: Option<Answer>,
-        routes: Routes,
+        answer: Option<Acknowledgement>,
+        routes: Routes<'_>,
     ) -> Routed {
         let message = Arc::new(message);
         // `$SYS` is remade every interval from live counters: storing it
@@ -726,6 +779,11 @@ impl Broker {
         });
         let endpoints = match (store, routes) {
             (Some(_), Routes::Apply) => self.routing.route(&message, source, unix_ms()),
+            (Some(_), Routes::Except(came_from)) => {
+                let mut endpoints = self.routing.route(&message, source, unix_ms());
+                endpoints.retain(|target| *target.endpoint != *came_from);
+                endpoints
+            }
             _ => Vec::new(),
         };
         let tree = self.subscriptions.read();
@@ -748,17 +806,23 @@ impl Broker {
                     ),
                     &message.topic,
                 );
-                if let Some(answer) = answer.as_ref().filter(|answer| answer.exactly_once) {
-                    answer.session.lock().release_inbound(answer.packet_id);
+                if let Some(answer) = answer.as_ref().and_then(Acknowledgement::client) {
+                    if answer.exactly_once {
+                        answer.session.lock().release_inbound(answer.packet_id);
+                    }
                 }
+                Acknowledgement::answer_now(answer, ReasonCode::QuotaExceeded);
                 return Routed::Refused(ReasonCode::QuotaExceeded);
             }
             if must_store && !store.has_room() {
                 drop(tree);
                 self.stats.refused_disk_full.inc();
-                if let Some(answer) = answer.as_ref().filter(|answer| answer.exactly_once) {
-                    answer.session.lock().release_inbound(answer.packet_id);
+                if let Some(answer) = answer.as_ref().and_then(Acknowledgement::client) {
+                    if answer.exactly_once {
+                        answer.session.lock().release_inbound(answer.packet_id);
+                    }
                 }
+                Acknowledgement::answer_now(answer, ReasonCode::QuotaExceeded);
                 return Routed::Refused(ReasonCode::QuotaExceeded);
             }
             if must_store {
@@ -783,6 +847,7 @@ impl Broker {
             }
             published.delivered += 1;
         });
+        Acknowledgement::answer_now(answer, publish_reason(published.delivered));
         Routed::Now(published)
     }
 
@@ -840,7 +905,7 @@ impl Broker {
         message: Arc<Message>,
         destinations: Destinations,
         publisher: Option<&Publisher<'_>>,
-        answer: Option<Answer>,
+        answer: Option<Acknowledgement>,
         moved_from: Option<(u64, u64)>,
     ) -> Option<Arc<Session>> {
         let Destinations { mut plan, endpoints } = destinations;
@@ -867,11 +932,11 @@ impl Broker {
             }
             true
         });
-        let inbound = answer
-            .as_ref()
+        let client = answer.as_ref().and_then(Acknowledgement::client);
+        let inbound = client
             .filter(|answer| answer.exactly_once && answer.session.is_persistent())
             .map(|answer| (answer.session.id, answer.packet_id));
-        if let Some(answer) = &answer {
+        if let Some(answer) = client {
             answer.session.lock().replies.push_back((answer.generation, Reply::Waiting));
         }
         // Who to wake once it is stored: the record owns the targets.
@@ -899,7 +964,7 @@ impl Broker {
         message: &Arc<Message>,
         plan: Plan,
         routed_to: &[EndpointTarget],
-        answer: Option<Answer>,
+        answer: Option<Acknowledgement>,
     ) {
         let reason = match result {
             Ok(offset) => {
@@ -924,7 +989,8 @@ impl Broker {
                 }
                 self.stats.store_failures.inc();
                 tracing::warn!(%error, topic = %message.topic, "message refused: the durable log could not store it");
-                if let Some(answer) = answer.as_ref().filter(|answer| answer.exactly_once) {
+                let client = answer.as_ref().and_then(Acknowledgement::client);
+                if let Some(answer) = client.filter(|answer| answer.exactly_once) {
                     // Not taken: a retransmission must be treated as new.
                     answer.session.lock().release_inbound(answer.packet_id);
                 }
@@ -973,7 +1039,14 @@ impl Broker {
         drop(stored);
         let mut replies = std::mem::take(&mut *self.stored_replies.lock());
         for (answer, reason) in replies.drain(..) {
-            answer.session.fill_reply(answer.generation, answer.packet(reason));
+            match answer {
+                Acknowledgement::Client(answer) => {
+                    answer.session.fill_reply(answer.generation, answer.packet(reason));
+                }
+                Acknowledgement::Waiter(waiter) => {
+                    let _ = waiter.send(reason);
+                }
+            }
         }
         let mut kept = self.stored_replies.lock();
         if kept.is_empty() {

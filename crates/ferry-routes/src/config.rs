@@ -15,6 +15,7 @@
 //! topic = "archive/{topic}"
 //! ```
 
+use crate::endpoints::mqtt::MqttEndpointConfig;
 use crate::endpoints::topic::TopicEndpointConfig;
 use crate::units::{Size, Span};
 use crate::Route;
@@ -179,6 +180,7 @@ pub struct EndpointConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum EndpointKind {
+    Mqtt(Box<MqttEndpointConfig>),
     Topic(TopicEndpointConfig),
 }
 
@@ -277,7 +279,7 @@ impl FlowConfig {
 /// the type's.
 const FLOW_KEYS: [&str; 5] =
     ["max_bytes", "when_full", "batch", "backoff", "starvation_share_percent"];
-const TYPES: &[&str] = &["topic"];
+const TYPES: &[&str] = &["mqtt", "topic"];
 
 impl<'de> Deserialize<'de> for EndpointConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<EndpointConfig, D::Error> {
@@ -302,6 +304,12 @@ impl<'de> Deserialize<'de> for EndpointConfig {
         let strict =
             |error: serde_json::Error| de::Error::custom(format!("{kind} endpoint: {error}"));
         let kind = match kind.as_str() {
+            "mqtt" => {
+                let mqtt: MqttEndpointConfig = serde_json::from_value(settings).map_err(strict)?;
+                mqtt.validate()
+                    .map_err(|error| de::Error::custom(format!("mqtt endpoint: {error}")))?;
+                EndpointKind::Mqtt(Box::new(mqtt))
+            }
             "topic" => EndpointKind::Topic(serde_json::from_value(settings).map_err(strict)?),
             other => return Err(de::Error::unknown_variant(other, TYPES)),
         };

@@ -74,6 +74,13 @@ async fn flow<S: Sink>(
                 tokio::select! {
                     _ = stop.changed() => return,
                     () = queue.stored() => continue,
+                    error = sink.closed() => {
+                        stats.set_connected(false);
+                        if !wait_out(queue, &config, &error, &mut backoff, &stats, &mut stop).await {
+                            return;
+                        }
+                        continue 'connect;
+                    }
                 }
             }
             batches += 1;

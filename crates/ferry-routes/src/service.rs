@@ -5,6 +5,7 @@
 //! changed. A removed endpoint's queue stays in the durable log.
 
 use crate::config::{EndpointConfig, EndpointKind, RoutesConfig};
+use crate::endpoints::mqtt::MqttSink;
 use crate::endpoints::topic::TopicSink;
 use crate::flow;
 use crate::stats::{EndpointFigures, EndpointStats};
@@ -52,6 +53,7 @@ pub enum RoutesError {
 
 /// A sink built and ready to run.
 enum Built {
+    Mqtt(Box<MqttSink>),
     Topic(TopicSink),
 }
 
@@ -113,6 +115,9 @@ impl RoutesService {
             let flow = config.flow.clone();
             self.broker.set_endpoint_cap(&name, flow.max_bytes.0, flow.when_full);
             let task = match sink {
+                Built::Mqtt(sink) => {
+                    tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped))
+                }
                 Built::Topic(sink) => {
                     tokio::spawn(flow::run(queue, sink, flow, stats.clone(), stopped))
                 }
@@ -127,6 +132,10 @@ impl RoutesService {
     fn build(&self, name: &str, config: &EndpointConfig) -> Result<Built, RoutesError> {
         let failed = |message: String| RoutesError::Endpoint { endpoint: name.to_owned(), message };
         Ok(match &config.kind {
+            EndpointKind::Mqtt(mqtt) => Built::Mqtt(Box::new(
+                MqttSink::new(name, mqtt, self.broker.clone())
+                    .map_err(|error| failed(error.to_string()))?,
+            )),
             EndpointKind::Topic(topic) => {
                 Built::Topic(TopicSink::new(self.broker.clone(), topic).map_err(failed)?)
             }

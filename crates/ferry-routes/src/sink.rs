@@ -37,4 +37,12 @@ pub trait Sink: Send + 'static {
         &mut self,
         batch: &[RoutedMessage],
     ) -> impl Future<Output = Result<Sent, SinkError>> + Send;
+
+    /// Resolves, with why, once the connection has failed, for the flow to
+    /// notice while it has nothing to send (a connection that also carries
+    /// the other direction, say). Never, for sinks without a standing
+    /// connection.
+    fn closed(&self) -> impl Future<Output = SinkError> + Send + 'static {
+        std::future::pending()
+    }
 }

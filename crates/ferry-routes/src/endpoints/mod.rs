@@ -1,3 +1,5 @@
-//! The endpoint types, one file (or folder) each, every one a `Sink`.
+//! The endpoint types, one file (or folder) each, every one a `Sink`
+//! (`sink.rs`) for one protocol.
 
+pub mod mqtt;
 pub mod topic;

@@ -1,0 +1,176 @@
+"""Edge store-and-forward (issue 14): routes into an `mqtt` uplink, with
+real upstreams -- a second Ferry and Mosquitto -- that go away (SIGKILL)
+and come back, an edge that is itself killed -9 during the outage, TTLs,
+disk caps and priorities. Every message the edge acknowledged must arrive
+upstream, in order per publisher (redeliveries aside), none after its TTL.
+
+Waiting is on what can be awaited: messages, log lines, `$SYS` figures.
+The edge's backoff is capped at 200 ms so that it comes back quickly."""
+
+import getpass
+import queue
+import re
+import time
+
+import pytest
+
+from conftest import MOSQUITTO_BIN, Broker, free_port
+
+pytestmark = pytest.mark.ferry_only
+
+PAYLOAD = 1000  # bytes per message, as in the seed's experiment
+FAST_BACKOFF = {"initial": "20ms", "max": "200ms"}
+
+
+def _edge_config(upstream_port: int, routes: dict | None = None, **endpoint) -> dict:
+    return {
+        "broker": {"sys_interval_secs": 1},
+        "routes": routes or {"telemetry": {"route": "FROM telemetry/# INTO cloud"}},
+        "endpoints": {"cloud": {"type": "mqtt", "url": f"mqtt://127.0.0.1:{upstream_port}",
+                                "client_id": "edge-1", "backoff": FAST_BACKOFF, **endpoint}},
+    }
+
+
+def _payload(publisher: str, n: int) -> bytes:
+    head = f"{publisher}:{n:06d}:".encode()
+    return head + b"x" * (PAYLOAD - len(head))
+
+
+def _sequence(payload: bytes) -> tuple[str, int]:
+    publisher, n, _ = payload.split(b":", 2)
+    return publisher.decode(), int(n)
+
+
+class Upstream:
+    """A broker the edge forwards to, on a port that stays the same across
+    its restarts, with one persistent subscriber collecting telemetry/#."""
+
+    def __init__(self, broker: Broker, port: int):
+        self.broker = broker
+        self.port = port
+        self.received: list[bytes] = []
+        self.reader = None
+
+    def subscribe(self):
+        self.reader = self.broker.client(5, "cloud-reader", clean=False, connect=False)
+        self.reader.connect({"SessionExpiryInterval": 3600})
+        self.reader.subscribe("telemetry/#", qos=1)
+
+    def reconnect(self):
+        self.reader = self.broker.client(5, "cloud-reader", clean=False, connect=False)
+        ack = self.reader.connect({"SessionExpiryInterval": 3600})
+        assert ack.session_present, "the upstream kept its subscriber's session"
+
+    def collect(self, expected: set[bytes], timeout: float = 20.0):
+        """Receives until every payload of `expected` has arrived."""
+        deadline = time.monotonic() + timeout
+        while not expected <= set(self.received):
+            left = deadline - time.monotonic()
+            missing = len(expected - set(self.received))
+            assert left > 0, f"{missing} acknowledged messages never arrived upstream"
+            try:
+                self.received.append(self.reader.messages.get(timeout=left).payload)
+            except queue.Empty:
+                pass
+
+    def kill(self):
+        self.broker.close_clients()
+        self.broker.proc.kill()
+        self.broker.proc.wait()
+
+    def start(self):
+        self.broker.start()
+
+
+@pytest.fixture
+def ferry_upstream(broker_factory):
+    """A second Ferry, its MQTT port pinned so the edge finds it again."""
+    port = free_port()
+    b = broker_factory()
+    b.cmd[b.cmd.index("--mqtt") + 1] = f"127.0.0.1:{port}"
+    b.restart()
+    up = Upstream(b, port)
+    up.subscribe()
+    return up
+
+
+@pytest.fixture
+def mosquitto_upstream(tmp_path):
+    """Debian's Mosquitto with persistence saved on every change, so that
+    its subscriber's session survives SIGKILL as Ferry's does."""
+    port = free_port()
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text("\n".join([
+        f"listener {port} 127.0.0.1", "allow_anonymous true", "log_dest stderr",
+        "log_type all", "persistence true", f"persistence_location {tmp_path}/",
+        "autosave_on_changes true", "autosave_interval 1", "max_queued_messages 0",
+        # Run as root, Mosquitto would drop to its own user, which cannot
+        # write its database in pytest's private directories.
+        f"user {getpass.getuser()}", ""]))
+    wait = {"ready": re.compile(r"mosquitto version \S+ running")}
+    b = Broker("mosquitto", [MOSQUITTO_BIN, "-c", str(conf)], tmp_path, wait)
+    b.port = port
+    b.start()
+    up = Upstream(b, port)
+    up.subscribe()
+    yield up
+    if b.proc.poll() is None:
+        b.proc.terminate()
+        b.proc.wait(10)
+
+
+def _publish(edge: Broker, publisher: str, numbers: range) -> set[bytes]:
+    """Publishes at QoS 1, one in flight: returns what the edge acknowledged."""
+    client = edge.client(5, publisher)
+    acknowledged = set()
+    for n in numbers:
+        payload = _payload(publisher, n)
+        assert client.publish("telemetry/" + publisher, payload, qos=1) == 0
+        acknowledged.add(payload)
+    return acknowledged
+
+
+def _assert_in_order(received: list[bytes]):
+    """Per publisher, each message arrives first after the one published
+    before it; an older one arriving again is a redelivery, which
+    at-least-once allows."""
+    newest: dict[str, int] = {}
+    for payload in received:
+        publisher, n = _sequence(payload)
+        expected = newest.get(publisher, -1) + 1
+        if n >= expected:
+            assert n == expected, f"{publisher}: message {n} arrived before {expected}"
+            newest[publisher] = n
+
+
+def _sys(edge: Broker, name: str, predicate, timeout: float = 10.0) -> str:
+    """Waits until `$SYS/broker/routes/cloud/{name}` satisfies predicate."""
+    watcher = edge.client(5, f"sys-{name.replace('/', '-')}")
+    watcher.subscribe(f"$SYS/broker/routes/cloud/{name}")
+    deadline = time.monotonic() + timeout
+    value = None
+    while time.monotonic() < deadline:
+        value = watcher.get(timeout=deadline - time.monotonic()).payload.decode()
+        if predicate(value):
+            return value
+    raise AssertionError(f"$SYS routes/cloud/{name} stayed {value!r}")
+
+
+@pytest.mark.parametrize("upstream_kind", ["ferry_upstream", "mosquitto_upstream"])
+def test_nothing_acknowledged_is_lost_through_an_outage_and_a_kill_9(request, broker_factory,
+                                                                      upstream_kind):
+    upstream = request.getfixturevalue(upstream_kind)
+    edge = broker_factory(_edge_config(upstream.port))
+    sent = _publish(edge, "p1", range(0, 100))
+    upstream.collect(sent)
+
+    upstream.kill()
+    sent |= _publish(edge, "p1", range(100, 300))
+    sent |= _publish(edge, "p2", range(0, 100))
+    edge.restart(kill=True)
+    sent |= _publish(edge, "p1", range(300, 400))
+    upstream.start()
+    upstream.reconnect()
+    upstream.collect(sent)
+    _assert_in_order(upstream.received)
+    assert _sys(edge, "queued/messages", lambda v: v == "0") == "0"
