@@ -15,6 +15,7 @@
 //! topic = "archive/{topic}"
 //! ```
 
+use crate::endpoints::http::HttpEndpointConfig;
 use crate::endpoints::topic::TopicEndpointConfig;
 use crate::units::{Size, Span};
 use crate::Route;
@@ -180,6 +181,7 @@ pub struct EndpointConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EndpointKind {
     Topic(TopicEndpointConfig),
+    Http(HttpEndpointConfig),
 }
 
 /// How messages flow to an endpoint, whatever its type.
@@ -268,7 +270,7 @@ impl FlowConfig {
 /// Keys of the flow, the same for every type; the rest of the table is
 /// the type's.
 const FLOW_KEYS: [&str; 3] = ["batch", "backoff", "starvation_share_percent"];
-const TYPES: &[&str] = &["topic"];
+const TYPES: &[&str] = &["topic", "http"];
 
 impl<'de> Deserialize<'de> for EndpointConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<EndpointConfig, D::Error> {
@@ -294,6 +296,7 @@ impl<'de> Deserialize<'de> for EndpointConfig {
             |error: serde_json::Error| de::Error::custom(format!("{kind} endpoint: {error}"));
         let kind = match kind.as_str() {
             "topic" => EndpointKind::Topic(serde_json::from_value(settings).map_err(strict)?),
+            "http" => EndpointKind::Http(serde_json::from_value(settings).map_err(strict)?),
             other => return Err(de::Error::unknown_variant(other, TYPES)),
         };
         Ok(EndpointConfig { kind, flow })
