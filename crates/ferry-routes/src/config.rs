@@ -15,6 +15,7 @@
 //! topic = "archive/{topic}"
 //! ```
 
+use crate::endpoints::http::HttpEndpointConfig;
 use crate::endpoints::mqtt::MqttEndpointConfig;
 use crate::endpoints::topic::TopicEndpointConfig;
 use crate::units::{Size, Span};
@@ -182,6 +183,7 @@ pub struct EndpointConfig {
 pub enum EndpointKind {
     Mqtt(Box<MqttEndpointConfig>),
     Topic(TopicEndpointConfig),
+    Http(HttpEndpointConfig),
 }
 
 /// How messages flow to an endpoint, whatever its type.
@@ -279,7 +281,7 @@ impl FlowConfig {
 /// the type's.
 const FLOW_KEYS: [&str; 5] =
     ["max_bytes", "when_full", "batch", "backoff", "starvation_share_percent"];
-const TYPES: &[&str] = &["mqtt", "topic"];
+const TYPES: &[&str] = &["http", "mqtt", "topic"];
 
 impl<'de> Deserialize<'de> for EndpointConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<EndpointConfig, D::Error> {
@@ -311,6 +313,7 @@ impl<'de> Deserialize<'de> for EndpointConfig {
                 EndpointKind::Mqtt(Box::new(mqtt))
             }
             "topic" => EndpointKind::Topic(serde_json::from_value(settings).map_err(strict)?),
+            "http" => EndpointKind::Http(serde_json::from_value(settings).map_err(strict)?),
             other => return Err(de::Error::unknown_variant(other, TYPES)),
         };
         Ok(EndpointConfig { kind, flow })

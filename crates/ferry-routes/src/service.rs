@@ -5,6 +5,7 @@
 //! changed. A removed endpoint's queue stays in the durable log.
 
 use crate::config::{EndpointConfig, EndpointKind, RoutesConfig};
+use crate::endpoints::http::HttpSink;
 use crate::endpoints::mqtt::MqttSink;
 use crate::endpoints::topic::TopicSink;
 use crate::flow;
@@ -55,6 +56,9 @@ pub enum RoutesError {
 enum Built {
     Mqtt(Box<MqttSink>),
     Topic(TopicSink),
+    /// Boxed: its headers and TLS settings make it many times a
+    /// `TopicSink`, and the enum only carries it to `tokio::spawn`.
+    Http(Box<HttpSink>),
 }
 
 impl RoutesService {
@@ -121,6 +125,9 @@ impl RoutesService {
                 Built::Topic(sink) => {
                     tokio::spawn(flow::run(queue, sink, flow, stats.clone(), stopped))
                 }
+                Built::Http(sink) => {
+                    tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped))
+                }
             };
             self.running.insert(name, RunningEndpoint { config, stats, stop, task });
         }
@@ -139,6 +146,9 @@ impl RoutesService {
             EndpointKind::Topic(topic) => {
                 Built::Topic(TopicSink::new(self.broker.clone(), topic).map_err(failed)?)
             }
+            EndpointKind::Http(http) => Built::Http(Box::new(
+                HttpSink::new(name, http).map_err(|error| failed(error.to_string()))?,
+            )),
         })
     }
 

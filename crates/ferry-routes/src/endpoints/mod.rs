@@ -1,5 +1,6 @@
 //! The endpoint types, one file (or folder) each, every one a `Sink`
 //! (`sink.rs`) for one protocol.
 
+pub mod http;
 pub mod mqtt;
 pub mod topic;
