@@ -174,3 +174,93 @@ def test_nothing_acknowledged_is_lost_through_an_outage_and_a_kill_9(request, br
     upstream.collect(sent)
     _assert_in_order(upstream.received)
     assert _sys(edge, "queued/messages", lambda v: v == "0") == "0"
+
+
+def test_messages_past_their_ttl_are_dropped_not_sent(ferry_upstream, broker_factory):
+    routes = {"keep": {"route": "FROM telemetry/keep INTO cloud"},
+              "short": {"route": "FROM telemetry/short INTO cloud", "ttl": "1ms"}}
+    edge = broker_factory(_edge_config(ferry_upstream.port, routes))
+    ferry_upstream.kill()
+    device = edge.client(5, "device")
+    kept = set()
+    for n in range(20):
+        device.publish("telemetry/short", b"short-%d" % n, qos=1)
+        payload = b"keep-%d" % n
+        device.publish("telemetry/keep", payload, qos=1)
+        kept.add(payload)
+    ferry_upstream.start()
+    ferry_upstream.reconnect()
+    ferry_upstream.collect(kept)
+    assert not [p for p in ferry_upstream.received if p.startswith(b"short")]
+    assert _sys(edge, "dropped/ttl", lambda v: v == "20") == "20"
+
+
+def _backlog(edge: Broker, topic: str, count: int, size: int = PAYLOAD) -> list[bytes]:
+    """Publishes `count` messages at QoS 1 without waiting for each
+    acknowledgement, then waits for all: returns their payloads, and the
+    reason codes of their PUBACKs."""
+    client = edge.client(5, "backlog-" + topic.replace("/", "-"))
+    payloads = [b"%06d:" % n + b"x" * (size - 7) for n in range(count)]
+    infos = [client.c.publish(topic, payload, qos=1) for payload in payloads]
+    for info in infos:
+        info.wait_for_publish(10)
+    return payloads
+
+
+def test_a_priority_0_message_overtakes_a_priority_9_backlog(ferry_upstream, broker_factory):
+    routes = {"bulk": {"route": "FROM telemetry/bulk INTO cloud", "priority": 9},
+              "alarm": {"route": "FROM telemetry/alarm INTO cloud", "priority": 0}}
+    edge = broker_factory(_edge_config(ferry_upstream.port, routes, batch={"max_messages": 100}))
+    ferry_upstream.kill()
+    bulk = set(_backlog(edge, "telemetry/bulk", 3000, size=100))
+    edge.client(5, "alarm").publish("telemetry/alarm", b"ALARM", qos=1)
+    ferry_upstream.start()
+    ferry_upstream.reconnect()
+    ferry_upstream.collect(bulk | {b"ALARM"})
+    assert ferry_upstream.received.index(b"ALARM") < 100, "the alarm came in the first batch"
+
+
+def test_when_full_reject_refuses_publishes_with_0x97_and_keeps_what_it_took(ferry_upstream,
+                                                                               broker_factory):
+    edge = broker_factory(_edge_config(ferry_upstream.port, max_bytes="20KiB",
+                                       when_full="reject"))
+    ferry_upstream.kill()
+    device = edge.client(5, "device")
+    accepted, refused = [], 0
+    for n in range(60):
+        payload = _payload("p1", n)
+        reason = device.publish("telemetry/p1", payload, qos=1)
+        if reason == 0:
+            assert refused == 0, "once full, it stays full while the upstream is away"
+            accepted.append(payload)
+        else:
+            assert reason == 0x97
+            refused += 1
+    assert 10 <= len(accepted) < 60 and refused == 60 - len(accepted)
+    assert _sys(edge, "queued/messages", lambda v: v == str(len(accepted))) == str(len(accepted))
+    ferry_upstream.start()
+    ferry_upstream.reconnect()
+    ferry_upstream.collect(set(accepted))
+    _assert_in_order(ferry_upstream.received)
+    watcher = edge.client(5, "sys-refused")
+    watcher.subscribe("$SYS/broker/routes/refused")
+    assert watcher.get().payload == str(refused).encode()
+
+
+def test_when_full_drop_oldest_keeps_the_newest_and_counts_each_drop(ferry_upstream,
+                                                                       broker_factory):
+    edge = broker_factory(_edge_config(ferry_upstream.port, max_bytes="20KiB",
+                                       when_full="drop_oldest"))
+    ferry_upstream.kill()
+    sent = [payload for payload in sorted(_publish(edge, "p1", range(60)), key=_sequence)]
+    # Trimmed to the cap, and no further: 10-20 KiB of 1 KiB messages.
+    _sys(edge, "queued/bytes", lambda v: 10 * 1024 < int(v) <= 20 * 1024)
+    ferry_upstream.start()
+    ferry_upstream.reconnect()
+    first = ferry_upstream.reader.get().payload
+    kept = sent[sent.index(first):]
+    ferry_upstream.received.append(first)
+    ferry_upstream.collect(set(kept))
+    assert sorted(set(ferry_upstream.received), key=_sequence) == kept, "the newest, all of them"
+    dropped = 60 - len(kept)
+    assert _sys(edge, "dropped/cap", lambda v: v == str(dropped)) == str(dropped)

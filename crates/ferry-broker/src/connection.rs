@@ -66,7 +66,14 @@ pub(crate) async fn serve<S: Transport>(mut stream: S, origin: Box<Origin>, brok
         rbuf = BytesMut::new();
     }
     broker.stats.clients_connected.inc();
-    let close = run(&mut client, &broker, &mut stream, &mut rbuf, &mut wbuf).await;
+    // Shutdown wakes the sessions it finds; one attached just after that
+    // sees the flag here instead (it is set before the sessions are woken),
+    // or it would hold the shutdown up for the whole grace period.
+    let close = if broker.is_shutting_down() {
+        Close::ServerShuttingDown
+    } else {
+        run(&mut client, &broker, &mut stream, &mut rbuf, &mut wbuf).await
+    };
     broker.stats.clients_connected.sub(1);
 
     if let Some(reason) = close.reason_code() {
