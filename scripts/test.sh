@@ -35,6 +35,9 @@ fi
 if [ ! -x /usr/sbin/mosquitto ]; then
     apt_pkgs+=(mosquitto)
 fi
+if ! command -v promtool >/dev/null 2>&1; then
+    apt_pkgs+=(prometheus)   # promtool checks GET /metrics
+fi
 if ! command -v python3 >/dev/null 2>&1; then
     apt_pkgs+=(python3 python3-venv)
 fi

@@ -264,3 +264,25 @@ def test_when_full_drop_oldest_keeps_the_newest_and_counts_each_drop(ferry_upstr
     assert sorted(set(ferry_upstream.received), key=_sequence) == kept, "the newest, all of them"
     dropped = 60 - len(kept)
     assert _sys(edge, "dropped/cap", lambda v: v == str(dropped)) == str(dropped)
+
+
+def test_metrics_show_the_queue_and_pass_promtool(broker_factory):
+    """GET /metrics while the upstream is away: the queue by priority, what
+    was routed, and an exposition promtool accepts."""
+    import subprocess
+    import urllib.request
+
+    edge = broker_factory(_edge_config(free_port()))
+    _publish(edge, "p1", range(3))
+    with urllib.request.urlopen(f"http://{edge.host}:{edge.http_port}/metrics", timeout=10) as r:
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = r.read().decode()
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
+    samples = dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    assert float(samples['ferry_route_queued_messages{endpoint="cloud",priority="9"}']) == 3
+    assert float(samples['ferry_route_routed_messages_total{endpoint="cloud"}']) == 3
+    assert float(samples['ferry_route_endpoint_connected{endpoint="cloud"}']) == 0
+    assert float(samples['ferry_route_queued_bytes{endpoint="cloud"}']) > 3 * PAYLOAD
+

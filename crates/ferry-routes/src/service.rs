@@ -16,17 +16,20 @@ use ferry_broker::routing::{WhenFull, PRIORITIES};
 use ferry_broker::Broker;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub struct RoutesService {
     broker: Arc<Broker>,
     running: BTreeMap<String, RunningEndpoint>,
+    /// Every endpoint's figures since start, kept across reloads (a
+    /// counter that restarts at a reload would read as a reset).
+    stats: BTreeMap<String, Arc<EndpointStats>>,
 }
 
 struct RunningEndpoint {
     config: EndpointConfig,
-    stats: Arc<EndpointStats>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -42,6 +45,11 @@ pub struct EndpointStatus {
     pub queued: [usize; PRIORITIES],
     /// The log bytes they hold (what `max_bytes` caps).
     pub queued_bytes: u64,
+    /// How long the oldest queued message has waited.
+    pub oldest: Option<Duration>,
+    /// For its histograms; `None` for a queue no endpoint has had since
+    /// start.
+    pub(crate) stats: Option<Arc<EndpointStats>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +77,8 @@ impl RoutesService {
         routes: &RoutesConfig,
         endpoints: &BTreeMap<String, EndpointConfig>,
     ) -> Result<RoutesService, RoutesError> {
-        let mut service = RoutesService { broker, running: BTreeMap::new() };
+        let mut service =
+            RoutesService { broker, running: BTreeMap::new(), stats: BTreeMap::new() };
         service.apply(routes, endpoints).await?;
         Ok(service)
     }
@@ -114,7 +123,7 @@ impl RoutesService {
         for (name, sink) in built {
             let config = endpoints[&name].clone();
             let queue = self.broker.endpoint_queue(&name).ok_or(RoutesError::NoDurability)?;
-            let stats = Arc::new(EndpointStats::default());
+            let stats = self.stats.entry(name.clone()).or_default().clone();
             let (stop, stopped) = watch::channel(false);
             let flow = config.flow.clone();
             self.broker.set_endpoint_cap(&name, flow.max_bytes.0, flow.when_full);
@@ -129,9 +138,9 @@ impl RoutesService {
                     tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped))
                 }
             };
-            self.running.insert(name, RunningEndpoint { config, stats, stop, task });
+            self.running.insert(name, RunningEndpoint { config, stop, task });
         }
-        let table = RouteTable::new(routes);
+        let table = RouteTable::new(routes, &self.stats);
         self.broker.set_router(if table.is_empty() { None } else { Some(Arc::new(table)) });
         Ok(())
     }
@@ -167,10 +176,17 @@ impl RoutesService {
                 let queue = self.broker.endpoint_queue(&name);
                 let queued = queue.as_ref().map_or([0; PRIORITIES], EndpointQueue::backlog);
                 let queued_bytes = queue.as_ref().map_or(0, EndpointQueue::bytes);
+                let oldest = queue.as_ref().and_then(|queue| {
+                    let offset = *queue.oldest(1).first()?;
+                    Some(queue.read(offset).ok()?.message.received_at.elapsed())
+                });
+                let stats = self.stats.get(&name).cloned();
                 EndpointStatus {
                     configured: running.is_some(),
                     queued_bytes,
-                    figures: running.map(|running| running.stats.figures()).unwrap_or_default(),
+                    oldest,
+                    figures: stats.as_ref().map(|stats| stats.figures()).unwrap_or_default(),
+                    stats,
                     queued,
                     name,
                 }

@@ -3,12 +3,15 @@
 //! is backing off. Updated once per batch, not per message.
 
 use parking_lot::Mutex;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EndpointStats {
+    /// Messages routes sent its way (stored for it).
+    routed: AtomicU64,
     connected: AtomicBool,
     sent: AtomicU64,
     batches: AtomicU64,
@@ -17,11 +20,35 @@ pub struct EndpointStats {
     /// Reasons are a handful of static names (`ttl`, `rejected_by_endpoint`,
     /// …), so the map stays tiny.
     dropped: Mutex<BTreeMap<&'static str, u64>>,
+    /// Seconds from a batch's send to its acknowledgement.
+    pub(crate) send_seconds: Histogram,
+    /// Messages per batch.
+    pub(crate) batch_messages: Histogram,
+}
+
+impl Default for EndpointStats {
+    fn default() -> Self {
+        EndpointStats {
+            routed: AtomicU64::new(0),
+            connected: AtomicBool::new(false),
+            sent: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            backoff_ms: AtomicU64::new(0),
+            last_batch_us: AtomicU64::new(0),
+            dropped: Mutex::default(),
+            // 100 µs .. ~52 s: a batch to a local broker up to one through
+            // a slow link's timeout.
+            send_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 20)),
+            // 1 .. 16,384: up to past the largest batch allowed.
+            batch_messages: Histogram::new(exponential_buckets(1.0, 2.0, 15)),
+        }
+    }
 }
 
 /// A copy of the figures at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndpointFigures {
+    pub routed: u64,
     pub connected: bool,
     pub sent: u64,
     pub batches: u64,
@@ -31,6 +58,10 @@ pub struct EndpointFigures {
 }
 
 impl EndpointStats {
+    pub(crate) fn count_routed(&self) {
+        self.routed.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn set_connected(&self, connected: bool) {
         self.connected.store(connected, Ordering::Relaxed);
     }
@@ -52,6 +83,8 @@ impl EndpointStats {
         self.batches.fetch_add(1, Ordering::Relaxed);
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         self.last_batch_us.store(us, Ordering::Relaxed);
+        self.send_seconds.observe(took.as_secs_f64());
+        self.batch_messages.observe(messages as f64);
         if !rejected.is_empty() {
             let mut dropped = self.dropped.lock();
             for (_, reason) in rejected {
@@ -66,6 +99,7 @@ impl EndpointStats {
 
     pub fn figures(&self) -> EndpointFigures {
         EndpointFigures {
+            routed: self.routed.load(Ordering::Relaxed),
             connected: self.connected.load(Ordering::Relaxed),
             sent: self.sent.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),

@@ -4,11 +4,13 @@
 //! at most once for all of them.
 
 use crate::config::RoutesConfig;
+use crate::stats::EndpointStats;
 use crate::{Body, Condition, MessageView};
 use ferry_broker::routing::{EndpointTarget, RouteSource, Router};
 use ferry_broker::topic_tree::{Match, TopicTree};
 use ferry_broker::Message;
 use smallvec::SmallVec;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub struct RouteTable {
@@ -19,13 +21,16 @@ pub struct RouteTable {
 struct CompiledRoute {
     condition: Option<Condition>,
     endpoint: Arc<str>,
+    stats: Option<Arc<EndpointStats>>,
     priority: u8,
     /// `None`: the message never expires on the way.
     ttl_ms: Option<u64>,
 }
 
 impl RouteTable {
-    pub fn new(config: &RoutesConfig) -> RouteTable {
+    /// The table of `config`'s routes, counting what each sends into
+    /// `stats` of its endpoint.
+    pub fn new(config: &RoutesConfig, stats: &BTreeMap<String, Arc<EndpointStats>>) -> RouteTable {
         let mut filters = TopicTree::new();
         let mut routes = Vec::with_capacity(config.routes.len());
         for route in config.routes.values() {
@@ -33,6 +38,7 @@ impl RouteTable {
             routes.push(CompiledRoute {
                 condition: route.route.condition().cloned(),
                 endpoint: route.route.endpoint().into(),
+                stats: stats.get(route.route.endpoint()).cloned(),
                 priority: route.priority,
                 ttl_ms: config
                     .ttl_of(route)
@@ -88,11 +94,16 @@ impl Router for RouteTable {
                         (a, b) => a.max(b),
                     };
                 }
-                None => out.push(EndpointTarget {
-                    endpoint: route.endpoint.clone(),
-                    priority: route.priority,
-                    expires_at_ms,
-                }),
+                None => {
+                    if let Some(stats) = &route.stats {
+                        stats.count_routed();
+                    }
+                    out.push(EndpointTarget {
+                        endpoint: route.endpoint.clone(),
+                        priority: route.priority,
+                        expires_at_ms,
+                    })
+                }
             }
         }
     }
@@ -154,7 +165,7 @@ mod tests {
             let route = Route::parse(name, text).unwrap();
             config.routes.insert(name.into(), RouteConfig { route, priority, ttl });
         }
-        RouteTable::new(&config)
+        RouteTable::new(&config, &BTreeMap::new())
     }
 
     fn route(table: &RouteTable, topic: &str, payload: &'static [u8]) -> Vec<EndpointTarget> {

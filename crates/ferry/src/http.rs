@@ -4,25 +4,28 @@
 
 use crate::reload::Reloader;
 use axum::extract::State;
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use ferry_broker::Broker;
 use serde_json::json;
 use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct AppState {
     reloader: Arc<Reloader>,
+    broker: Arc<Broker>,
 }
 
-pub fn router(reloader: Arc<Reloader>) -> Router {
+pub fn router(reloader: Arc<Reloader>, broker: Arc<Broker>) -> Router {
     Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .route("/api/v1/reload", post(reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(AppState { reloader })
+        .with_state(AppState { reloader, broker })
 }
 
 /// Reloads users, JWT keys, the ACL, certificates, routes and endpoints,
@@ -34,6 +37,27 @@ async fn reload(State(state): State<AppState>) -> Response {
             tracing::error!("reload failed, the previous settings stay: {error:#}");
             self::error(StatusCode::UNPROCESSABLE_ENTITY, "reload_failed", format!("{error:#}"))
         }
+    }
+}
+
+async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|accept| accept.to_str().ok())
+        .is_some_and(|accept| accept.contains("application/openmetrics-text"));
+    match crate::metrics::render(&state.broker, &state.reloader).await {
+        Ok(text) if openmetrics => {
+            ([(header::CONTENT_TYPE, crate::metrics::OPENMETRICS)], text).into_response()
+        }
+        Ok(text) => {
+            let text = crate::metrics::to_prometheus_text(&text);
+            ([(header::CONTENT_TYPE, crate::metrics::TEXT)], text).into_response()
+        }
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "metrics_failed",
+            "the metrics could not be encoded".into(),
+        ),
     }
 }
 

@@ -5,6 +5,7 @@
 mod config;
 mod http;
 mod logging;
+mod metrics;
 mod passwd;
 mod reload;
 mod security;

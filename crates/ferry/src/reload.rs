@@ -75,6 +75,12 @@ impl Reloader {
         }
     }
 
+    /// The routes' metrics as they are now.
+    pub async fn routes_metrics(&self) -> Option<ferry_routes::RoutesMetrics> {
+        let routes = self.routes.lock().await;
+        Some(ferry_routes::RoutesMetrics::new(routes.as_ref()?.status()))
+    }
+
     /// Stops the endpoints at shutdown; what is in flight stays queued.
     pub async fn stop(&self) {
         if let Some(routes) = self.routes.lock().await.take() {

@@ -95,7 +95,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     }
     for (tcp, tls) in http {
         let address = tcp.local_addr()?;
-        let app = crate::http::router(reloader.clone());
+        let app = crate::http::router(reloader.clone(), broker.clone());
         let mut shutdown = broker.shutdown_signal();
         let stopped = async move {
             let _ = shutdown.changed().await;
