@@ -67,7 +67,6 @@ impl Collector for RoutesMetrics {
                 dropped.encode_family(&labels)?.encode_counter::<Labels, _, f64>(count, None)?;
             }
         }
-        drop(dropped);
 
         let gauge = |encoder: &mut DescriptorEncoder<'_>,
                      name: &str,
@@ -125,7 +124,6 @@ impl Collector for RoutesMetrics {
                 queued.encode_family(&labels)?.encode_gauge(&(*count as i64))?;
             }
         }
-        drop(queued);
 
         for (name, help, histogram) in [
             (
