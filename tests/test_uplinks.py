@@ -286,3 +286,42 @@ def test_metrics_show_the_queue_and_pass_promtool(broker_factory):
     assert float(samples['ferry_route_endpoint_connected{endpoint="cloud"}']) == 0
     assert float(samples['ferry_route_queued_bytes{endpoint="cloud"}']) > 3 * PAYLOAD
 
+
+
+def test_routes_purge_empties_a_queue_while_ferry_is_stopped(broker_factory):
+    import subprocess
+
+    from conftest import ferry_binary
+
+    edge = broker_factory(_edge_config(free_port()))
+    _publish(edge, "p1", range(5))
+    assert edge.stop() == 0
+    data_dir = edge.cmd[edge.cmd.index("--data-dir") + 1]
+
+    def routes(*args: str) -> str:
+        done = subprocess.run([str(ferry_binary()), "routes", *args, "--data-dir", data_dir],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    listed = routes("list").splitlines()
+    assert listed[1].split()[:2] == ["cloud", "5"], listed
+    assert routes("purge", "cloud").strip() == 'endpoint "cloud": 5 messages purged'
+    assert routes("list").splitlines()[1:] == []
+    edge.start()
+    assert _sys(edge, "queued/messages", lambda v: v == "0") == "0"
+
+
+def test_a_removed_endpoint_keeps_its_queue_until_its_messages_expire(broker_factory):
+    from conftest import to_toml
+    from helpers import post_reload
+
+    routes = {"short": {"route": "FROM telemetry/# INTO cloud", "ttl": "1ms"}}
+    edge = broker_factory(_edge_config(free_port(), routes))
+    _publish(edge, "p1", range(5))
+    (edge.workdir / "ferry.toml").write_text(to_toml({"broker": {"sys_interval_secs": 1}}))
+    status, body = post_reload(edge)
+    assert status == 200 and body["loaded"]["endpoints"] == 0, body
+    assert _sys(edge, "configured", lambda v: v == "0") == "0"
+    assert _sys(edge, "dropped/ttl", lambda v: v == "5") == "5"
+    assert _sys(edge, "queued/messages", lambda v: v == "0") == "0"

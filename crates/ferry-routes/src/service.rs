@@ -16,7 +16,10 @@ use ferry_broker::routing::{WhenFull, PRIORITIES};
 use ferry_broker::Broker;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Messages of a removed endpoint's queue looked at per sweep.
+const ORPHAN_SWEEP: usize = 4096;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -161,11 +164,12 @@ impl RoutesService {
         })
     }
 
-    /// Every endpoint that is configured or still has a queue.
+    /// Every endpoint that is configured, was since start, or still has a
+    /// queue.
     pub fn status(&self) -> Vec<EndpointStatus> {
-        let mut names: Vec<String> = self.running.keys().cloned().collect();
+        let mut names: Vec<String> = self.stats.keys().cloned().collect();
         for name in self.broker.queued_endpoints() {
-            if !self.running.contains_key(&name) {
+            if !self.stats.contains_key(&name) {
                 names.push(name);
             }
         }
@@ -214,6 +218,41 @@ impl RoutesService {
                 let name = format!("routes/{}/{name}", status.name);
                 ferry_broker::sys::publish_figure(&self.broker, &name, value);
             }
+        }
+    }
+
+    /// Drops the expired messages of queues no configured endpoint reads
+    /// (left by removed endpoints): their log space comes back as their
+    /// TTLs run out, without a purge. Looks at the oldest `ORPHAN_SWEEP`
+    /// of each per call, so a call stays short.
+    pub async fn sweep_orphans(&self) {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |now| u64::try_from(now.as_millis()).unwrap_or(u64::MAX));
+        for name in self.broker.queued_endpoints() {
+            if self.running.contains_key(&name) {
+                continue;
+            }
+            let Some(queue) = self.broker.endpoint_queue(&name) else { continue };
+            let (mut expired, mut bytes) = (Vec::new(), 0);
+            for offset in queue.oldest(ORPHAN_SWEEP) {
+                if let Ok(routed) = queue.read(offset) {
+                    if routed.is_expired(now_ms) {
+                        expired.push(offset);
+                        bytes += routed.stored_bytes;
+                    }
+                }
+            }
+            if expired.is_empty() {
+                continue;
+            }
+            let stats = self.stats.get(&name);
+            if let Some(stats) = stats {
+                stats.record_dropped("ttl", expired.len() as u64);
+            }
+            tracing::debug!(endpoint = %name, messages = expired.len(), "expired messages of a removed endpoint dropped");
+            queue.done(expired, bytes);
+            queue.settled().await;
         }
     }
 

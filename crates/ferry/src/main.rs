@@ -8,6 +8,7 @@ mod logging;
 mod metrics;
 mod passwd;
 mod reload;
+mod routes_cli;
 mod security;
 mod serve;
 mod tls_listener;
@@ -65,6 +66,13 @@ enum Command {
     ///     ferry passwd --delete /etc/ferry/passwd sensor-1
     #[command(verbatim_doc_comment)]
     Passwd(passwd::PasswdArgs),
+    /// Look at or empty the endpoint queues routes left in a data
+    /// directory, while Ferry is stopped:
+    ///
+    ///     ferry routes list --config /etc/ferry/ferry.toml
+    ///     ferry routes purge old-cloud --config /etc/ferry/ferry.toml
+    #[command(verbatim_doc_comment)]
+    Routes(routes_cli::RoutesArgs),
 }
 
 /// Flags override the configuration file; each has a `FERRY_...` variable.
@@ -100,6 +108,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Bench(command) => bench(command),
         Command::Passwd(args) => passwd::run(args),
+        Command::Routes(args) => routes_cli::run(args),
         Command::Serve(args) => {
             let mut config = match &args.config {
                 Some(path) => Config::load(path)?,

@@ -68,9 +68,11 @@ impl Reloader {
         Ok(reloaded)
     }
 
-    /// Publishes the routes' `$SYS` figures (`RoutesService::publish_sys`).
-    pub async fn publish_sys(&self) {
+    /// The routes' periodic chores: their `$SYS` figures, and the expiry
+    /// of queues no endpoint reads any more.
+    pub async fn tick(&self) {
         if let Some(routes) = self.routes.lock().await.as_ref() {
+            routes.sweep_orphans().await;
             routes.publish_sys();
         }
     }

@@ -122,7 +122,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         }));
     }
     tasks.push(tokio::spawn(sys::run(broker.clone())));
-    tasks.push(tokio::spawn(routes_sys(broker.clone(), reloader.clone())));
+    tasks.push(tokio::spawn(routes_tick(broker.clone(), reloader.clone())));
     tasks.push(tokio::spawn(keep_alive::run(broker.clone())));
     tasks.push(tokio::spawn(memory_watermark::run(broker.clone())));
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "ferry started");
@@ -156,8 +156,9 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     Ok(())
 }
 
-/// The routes' `$SYS` figures, at the broker's `sys_interval_secs`.
-async fn routes_sys(broker: Arc<Broker>, reloader: Arc<Reloader>) {
+/// The routes' `$SYS` figures and expiry sweep, at the broker's
+/// `sys_interval_secs`.
+async fn routes_tick(broker: Arc<Broker>, reloader: Arc<Reloader>) {
     let interval = broker.config.sys_interval_secs;
     if interval == 0 {
         return;
@@ -167,7 +168,7 @@ async fn routes_sys(broker: Arc<Broker>, reloader: Arc<Reloader>) {
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
-            _ = ticker.tick() => reloader.publish_sys().await,
+            _ = ticker.tick() => reloader.tick().await,
         }
     }
 }
