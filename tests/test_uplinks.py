@@ -325,3 +325,20 @@ def test_a_removed_endpoint_keeps_its_queue_until_its_messages_expire(broker_fac
     assert _sys(edge, "configured", lambda v: v == "0") == "0"
     assert _sys(edge, "dropped/ttl", lambda v: v == "5") == "5"
     assert _sys(edge, "queued/messages", lambda v: v == "0") == "0"
+
+
+def test_commands_from_the_cloud_reach_local_devices(ferry_upstream, broker_factory):
+    edge = broker_factory(_edge_config(
+        ferry_upstream.port,
+        subscribe=[{"remote": "commands/edge-1/#", "local": "commands/#", "qos": 1}]))
+    device = edge.client(5, "valve-3")
+    device.subscribe("commands/#", qos=1)
+    # The uplink subscribes once connected; the edge's own telemetry
+    # arriving upstream shows that it is.
+    ferry_upstream.collect(_publish(edge, "p1", range(1)))
+    operator = ferry_upstream.broker.client(5, "operator")
+    operator.publish("commands/edge-1/valve/3", b"close", qos=1,
+                     props={"UserProperty": [("by", "operator")]})
+    m = device.get()
+    assert (m.topic, m.payload, m.qos) == ("commands/valve/3", b"close", 1)
+    assert ("by", "operator") in m.props["UserProperty"]
