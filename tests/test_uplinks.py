@@ -342,3 +342,20 @@ def test_commands_from_the_cloud_reach_local_devices(ferry_upstream, broker_fact
     m = device.get()
     assert (m.topic, m.payload, m.qos) == ("commands/valve/3", b"close", 1)
     assert ("by", "operator") in m.props["UserProperty"]
+
+
+def test_max_rate_paces_the_drain_of_a_backlog(ferry_upstream, broker_factory):
+    """500 messages at max_rate 1,000/s in batches of 50: after the first
+    batch, each waits its share, so the drain takes at least 0.45 s (a
+    lower bound only: a rate limit can only make it slower)."""
+    edge = broker_factory(_edge_config(ferry_upstream.port, max_rate=1000,
+                                       batch={"max_messages": 50}))
+    ferry_upstream.kill()
+    sent = set(_backlog(edge, "telemetry/bulk", 500, size=100))
+    ferry_upstream.start()
+    ferry_upstream.reconnect()
+    first = ferry_upstream.reader.get(timeout=20).payload
+    started = time.monotonic()
+    ferry_upstream.received.append(first)
+    ferry_upstream.collect(sent)
+    assert time.monotonic() - started >= 0.45 - 0.05

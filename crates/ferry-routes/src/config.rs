@@ -198,6 +198,9 @@ pub struct FlowConfig {
     pub when_full: WhenFull,
     pub batch: BatchConfig,
     pub backoff: BackoffConfig,
+    /// Messages per second at most, a backlog's drain included; 0 for the
+    /// link's speed.
+    pub max_rate: u32,
     /// The share of batches given to lower priorities while a higher one
     /// has messages waiting, so that they are not starved: 0 for strict
     /// priority, at most 50.
@@ -211,6 +214,7 @@ impl Default for FlowConfig {
             when_full: WhenFull::Reject,
             batch: BatchConfig::default(),
             backoff: BackoffConfig::default(),
+            max_rate: 0,
             starvation_share_percent: 10,
         }
     }
@@ -279,8 +283,8 @@ impl FlowConfig {
 
 /// Keys of the flow, the same for every type; the rest of the table is
 /// the type's.
-const FLOW_KEYS: [&str; 5] =
-    ["max_bytes", "when_full", "batch", "backoff", "starvation_share_percent"];
+const FLOW_KEYS: [&str; 6] =
+    ["max_bytes", "when_full", "batch", "backoff", "max_rate", "starvation_share_percent"];
 const TYPES: &[&str] = &["http", "mqtt", "topic"];
 
 impl<'de> Deserialize<'de> for EndpointConfig {

@@ -43,13 +43,17 @@ async fn flow<S: Sink>(
     let mut backoff = Backoff::new(&config);
     let mut batches: u64 = 0;
     let mut draining = false;
+    let mut failure = Failure::default();
+    // With `max_rate`: when the next batch may go.
+    let mut paced_until: Option<tokio::time::Instant> = None;
     'connect: loop {
         let connected = tokio::select! {
             _ = stop.changed() => return,
             connected = sink.connect() => connected,
         };
         if let Err(error) = connected {
-            if !wait_out(queue, &config, &error, &mut backoff, &stats, &mut stop).await {
+            failure.log(&name, &error);
+            if !wait_out(queue, &config, &mut backoff, &stats, &mut stop).await {
                 return;
             }
             continue;
@@ -57,7 +61,8 @@ async fn flow<S: Sink>(
         backoff.reset();
         stats.set_connected(true);
         let backlog: usize = queue.backlog().iter().sum();
-        tracing::info!(endpoint = %name, queued = backlog, "endpoint connected");
+        let failures = std::mem::take(&mut failure).attempts;
+        tracing::info!(endpoint = %name, queued = backlog, failed_attempts = failures, "endpoint connected");
         if backlog > 0 {
             tracing::info!(endpoint = %name, messages = backlog, "endpoint draining its queue");
             draining = true;
@@ -76,15 +81,27 @@ async fn flow<S: Sink>(
                     () = queue.stored() => continue,
                     error = sink.closed() => {
                         stats.set_connected(false);
-                        if !wait_out(queue, &config, &error, &mut backoff, &stats, &mut stop).await {
+                        failure.log(&name, &error);
+                        if !wait_out(queue, &config, &mut backoff, &stats, &mut stop).await {
                             return;
                         }
                         continue 'connect;
                     }
                 }
             }
+            if let Some(until) = paced_until {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    () = tokio::time::sleep_until(until) => {}
+                }
+            }
             batches += 1;
             let started = Instant::now();
+            if config.max_rate != 0 {
+                let spacing =
+                    Duration::from_secs_f64(batch.len() as f64 / f64::from(config.max_rate));
+                paced_until = Some(tokio::time::Instant::from_std(started) + spacing);
+            }
             let sent = tokio::select! {
                 _ = stop.changed() => return,
                 sent = sink.send(&batch) => sent,
@@ -101,7 +118,8 @@ async fn flow<S: Sink>(
                 Err(error) => {
                     stats.set_connected(false);
                     queue.rewind().await;
-                    if !wait_out(queue, &config, &error, &mut backoff, &stats, &mut stop).await {
+                    failure.log(&name, &error);
+                    if !wait_out(queue, &config, &mut backoff, &stats, &mut stop).await {
                         return;
                     }
                     continue 'connect;
@@ -111,12 +129,33 @@ async fn flow<S: Sink>(
     }
 }
 
-/// Logs the failure and waits out the backoff, keeping the queue within
-/// its cap meanwhile; false if told to stop.
+/// The endpoint's failures since it was last connected: a line is logged
+/// when the reason changes, not at every attempt, so an upstream away for a
+/// day leaves a handful of lines rather than thousands.
+#[derive(Default)]
+struct Failure {
+    reason: Option<String>,
+    attempts: u64,
+}
+
+impl Failure {
+    fn log(&mut self, endpoint: &str, error: &SinkError) {
+        self.attempts += 1;
+        let reason = error.to_string();
+        if self.reason.as_deref() == Some(reason.as_str()) {
+            tracing::debug!(endpoint, error = %reason, attempts = self.attempts, "endpoint still failing");
+            return;
+        }
+        tracing::warn!(endpoint, error = %reason, "endpoint failing; backing off and retrying");
+        self.reason = Some(reason);
+    }
+}
+
+/// Waits out the backoff, keeping the queue within its cap meanwhile;
+/// false if told to stop.
 async fn wait_out(
     queue: &mut EndpointQueue,
     config: &FlowConfig,
-    error: &SinkError,
     backoff: &mut Backoff,
     stats: &EndpointStats,
     stop: &mut watch::Receiver<bool>,
@@ -124,7 +163,6 @@ async fn wait_out(
     stats.set_connected(false);
     let delay = backoff.next();
     stats.set_backoff(delay);
-    tracing::warn!(endpoint = %queue.name(), %error, retry_in_ms = delay.as_millis() as u64, "endpoint failing; backing off");
     let deadline = tokio::time::Instant::now() + delay;
     let waited = loop {
         tokio::select! {
