@@ -9,13 +9,11 @@ use super::encode::Format;
 use crate::units::Span;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::Uri;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,10 +101,9 @@ pub enum HttpConfigError {
     Timeout,
     #[error("`ca_file` is for https:// URLs")]
     CaFileWithoutTls,
-    #[error("`ca_file` {path}: {reason}")]
-    CaFile { path: String, reason: String },
-    #[error("https: no CA certificates found on this system ({0}); set `ca_file`")]
-    NoSystemRoots(String),
+    /// The CA file (or, without one, the system's CAs) cannot be used.
+    #[error("`ca_file`: {0}")]
+    CaFile(String),
     #[error("https: {0}")]
     Tls(#[from] rustls::Error),
 }
@@ -115,9 +112,6 @@ pub enum HttpConfigError {
 /// break the framing or the virtual host.
 const FRAMING_HEADERS: [HeaderName; 4] =
     [header::HOST, header::CONTENT_LENGTH, header::TRANSFER_ENCODING, header::CONNECTION];
-
-/// A CA bundle is a few hundred KiB at most (Mozilla's is ~220 KiB).
-const CA_FILE_BYTES_MAX: u64 = 4 << 20;
 
 /// The checked settings: what a request needs, made once. Not `Debug`:
 /// its path may hold a key in its query.
@@ -247,10 +241,7 @@ impl HttpEndpointConfig {
 /// rustls with the ring provider, as the broker's listeners; HTTP/1.1 is
 /// all the client speaks, so that is all it offers in ALPN.
 fn client_config(ca_file: Option<&Path>) -> Result<ClientConfig, HttpConfigError> {
-    let roots = match ca_file {
-        Some(path) => roots_from(path)?,
-        None => system_roots()?,
-    };
+    let roots = crate::endpoints::trust::roots(ca_file).map_err(HttpConfigError::CaFile)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -258,45 +249,6 @@ fn client_config(ca_file: Option<&Path>) -> Result<ClientConfig, HttpConfigError
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
-}
-
-fn roots_from(path: &Path) -> Result<RootCertStore, HttpConfigError> {
-    let failed =
-        |reason: String| HttpConfigError::CaFile { path: path.display().to_string(), reason };
-    let file = std::fs::File::open(path).map_err(|error| failed(error.to_string()))?;
-    let mut pem = Vec::new();
-    file.take(CA_FILE_BYTES_MAX + 1)
-        .read_to_end(&mut pem)
-        .map_err(|error| failed(error.to_string()))?;
-    if pem.len() as u64 > CA_FILE_BYTES_MAX {
-        return Err(failed(format!("larger than {CA_FILE_BYTES_MAX} bytes; not a CA bundle")));
-    }
-    let certificates = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| failed(format!("not PEM certificates: {error}")))?;
-    if certificates.is_empty() {
-        return Err(failed("no CERTIFICATE block".into()));
-    }
-    let mut roots = RootCertStore::empty();
-    for certificate in certificates {
-        roots
-            .add(certificate)
-            .map_err(|error| failed(format!("not a usable CA certificate: {error}")))?;
-    }
-    Ok(roots)
-}
-
-fn system_roots() -> Result<RootCertStore, HttpConfigError> {
-    let certificates = rustls_native_certs::load_native_certs()
-        .map_err(|error| HttpConfigError::NoSystemRoots(error.to_string()))?;
-    let mut roots = RootCertStore::empty();
-    // Some system bundles hold a certificate rustls cannot use (an old
-    // signature algorithm); the rest still serve.
-    let (added, _ignored) = roots.add_parsable_certificates(certificates);
-    if added == 0 {
-        return Err(HttpConfigError::NoSystemRoots("none usable".into()));
-    }
-    Ok(roots)
 }
 
 #[cfg(test)]
@@ -346,7 +298,7 @@ mod tests {
             (json!({"url": "http://x/", "ca_file": "/ca.pem"}), "`ca_file` is for https:// URLs"),
             (
                 json!({"url": "https://x/", "ca_file": "/nonexistent/ca.pem"}),
-                "`ca_file` /nonexistent/ca.pem: ",
+                "`ca_file`: /nonexistent/ca.pem: cannot read",
             ),
             (
                 json!({"url": "http://x/", "headers": {"Host": "y"}}),

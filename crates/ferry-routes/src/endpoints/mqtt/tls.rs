@@ -4,10 +4,10 @@
 //! reconnect), and the handshake of each connection.
 
 use super::config::{MqttConfigError, MqttEndpointConfig};
+use crate::endpoints::trust;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{ClientConfig, RootCertStore};
-use std::path::Path;
+use rustls::pki_types::{PrivateKeyDer, ServerName};
+use rustls::ClientConfig;
 use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -35,21 +35,8 @@ impl TlsClient {
         host: &str,
     ) -> Result<TlsClient, MqttConfigError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let roots = match &config.ca_file {
-            Some(path) => {
-                let mut roots = RootCertStore::empty();
-                for certificate in certificates("ca_file", path)? {
-                    roots.add(certificate).map_err(|error| {
-                        MqttConfigError::new(
-                            "ca_file",
-                            format!("{}: not a usable CA certificate: {error}", path.display()),
-                        )
-                    })?;
-                }
-                roots
-            }
-            None => system_roots()?,
-        };
+        let roots = trust::roots(config.ca_file.as_deref())
+            .map_err(|reason| MqttConfigError::new("ca_file", reason))?;
         let builder = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|error| MqttConfigError::new("url", format!("TLS: {error}")))?
@@ -63,14 +50,18 @@ impl TlsClient {
                         format!("{}: no usable private key: {error}", key_file.display()),
                     )
                 })?;
-                builder.with_client_auth_cert(certificates("cert_file", cert_file)?, key).map_err(
-                    |error| {
+                builder
+                    .with_client_auth_cert(
+                        trust::certificates(cert_file)
+                            .map_err(|reason| MqttConfigError::new("cert_file", reason))?,
+                        key,
+                    )
+                    .map_err(|error| {
                         MqttConfigError::new(
                             "cert_file",
                             format!("cannot be used with key_file: {error}"),
                         )
-                    },
-                )?
+                    })?
             }
             _ => builder.with_no_client_auth(),
         };
@@ -83,37 +74,4 @@ impl TlsClient {
     pub(crate) async fn handshake(&self, tcp: TcpStream) -> std::io::Result<TlsStream<TcpStream>> {
         self.connector.connect(self.server_name.clone(), tcp).await
     }
-}
-
-fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, MqttConfigError> {
-    let invalid =
-        |reason: String| MqttConfigError::new(key, format!("{}: {reason}", path.display()));
-    let pem = std::fs::read(path).map_err(|error| invalid(format!("cannot read: {error}")))?;
-    let certificates = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| invalid(format!("not PEM certificates: {error}")))?;
-    if certificates.is_empty() {
-        return Err(invalid("holds no certificate".into()));
-    }
-    Ok(certificates)
-}
-
-/// The operating system's CA certificates, for an `mqtts` url without a
-/// `ca_file`. Certificates the system has but rustls cannot parse are
-/// skipped, as browsers do; none at all is an error.
-fn system_roots() -> Result<RootCertStore, MqttConfigError> {
-    let none = |why: String| {
-        MqttConfigError::new(
-            "ca_file",
-            format!("not set, and the system's CA certificates are not usable ({why}): set it"),
-        )
-    };
-    let found = rustls_native_certs::load_native_certs()
-        .map_err(|error| none(format!("cannot read them: {error}")))?;
-    let mut roots = RootCertStore::empty();
-    roots.add_parsable_certificates(found);
-    if roots.is_empty() {
-        return Err(none("none found".into()));
-    }
-    Ok(roots)
 }
