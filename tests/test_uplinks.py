@@ -86,7 +86,7 @@ class Upstream:
 def ferry_upstream(broker_factory):
     """A second Ferry, its MQTT port pinned so the edge finds it again."""
     port = free_port()
-    b = broker_factory()
+    b = broker_factory({"broker": {"sys_interval_secs": 1}})
     b.cmd[b.cmd.index("--mqtt") + 1] = f"127.0.0.1:{port}"
     b.restart()
     up = Upstream(b, port)
@@ -143,17 +143,22 @@ def _assert_in_order(received: list[bytes]):
             newest[publisher] = n
 
 
-def _sys(edge: Broker, name: str, predicate, timeout: float = 10.0) -> str:
-    """Waits until `$SYS/broker/routes/cloud/{name}` satisfies predicate."""
-    watcher = edge.client(5, f"sys-{name.replace('/', '-')}")
-    watcher.subscribe(f"$SYS/broker/routes/cloud/{name}")
+def _await_sys(b: Broker, topic: str, predicate, timeout: float = 10.0) -> str:
+    """Waits until the `$SYS` topic's value satisfies predicate; returns it."""
+    watcher = b.client(5, "sys-" + topic.replace("/", "-").replace(" ", "-"))
+    watcher.subscribe(topic)
     deadline = time.monotonic() + timeout
     value = None
     while time.monotonic() < deadline:
         value = watcher.get(timeout=deadline - time.monotonic()).payload.decode()
         if predicate(value):
             return value
-    raise AssertionError(f"$SYS routes/cloud/{name} stayed {value!r}")
+    raise AssertionError(f"{topic} stayed {value!r}")
+
+
+def _sys(edge: Broker, name: str, predicate, timeout: float = 10.0) -> str:
+    """Waits until `$SYS/broker/routes/cloud/{name}` satisfies predicate."""
+    return _await_sys(edge, f"$SYS/broker/routes/cloud/{name}", predicate, timeout)
 
 
 @pytest.mark.parametrize("upstream_kind", ["ferry_upstream", "mosquitto_upstream"])
@@ -359,3 +364,52 @@ def test_max_rate_paces_the_drain_of_a_backlog(ferry_upstream, broker_factory):
     ferry_upstream.received.append(first)
     ferry_upstream.collect(sent)
     assert time.monotonic() - started >= 0.45 - 0.05
+
+
+ENVELOPE = "application/vnd.ferry.batch"
+
+
+def test_batch_envelopes_go_up_as_one_publish_and_arrive_unpacked(ferry_upstream, broker_factory):
+    """With envelope_topic, a batch crosses as few PUBLISH packets; the
+    receiving Ferry delivers its messages one by one, in order, and never
+    the envelope itself."""
+    edge = broker_factory(_edge_config(ferry_upstream.port, envelope_topic="edge-1/batch"))
+    ferry_upstream.kill()
+    sent = _publish(edge, "p1", range(50))
+    ferry_upstream.start()
+    ferry_upstream.reconnect()
+    ferry_upstream.collect(sent)
+    _assert_in_order(ferry_upstream.received)
+    # Since its restart the upstream received PUBLISH packets from the edge
+    # alone: 50 messages of 1 KB fit one envelope.
+    received = _await_sys(ferry_upstream.broker, "$SYS/broker/publish/messages/received",
+                          lambda v: v != "0")
+    assert received == "1"
+    envelopes = ferry_upstream.broker.client(5, "envelope-watch-2")
+    envelopes.subscribe("edge-1/#", qos=1)
+    ferry_upstream.broker.client(5, "marker").publish("edge-1/marker", b"m", qos=1)
+    assert envelopes.get().topic == "edge-1/marker", "the envelope itself is not delivered"
+
+
+def test_an_envelope_from_any_client_is_unpacked_checked_and_acknowledged_whole(broker):
+    import rawmqtt as R
+
+    reader = broker.client(5, "reader")
+    reader.subscribe("in/#", qos=1)
+    inner = b"".join(R.encode_publish(f"in/{n}", b"m%d" % n, retain=False) for n in range(3))
+    r = broker.raw(5)
+    r.connect("packer")
+    r.send(R.encode_publish("up/batch", inner, qos=1, pid=1, props={"ContentType": ENVELOPE}))
+    assert r.await_ack(R.PUBACK, 1).reason == R.RC_SUCCESS
+    got = reader.get_n(3)
+    assert [(m.topic, m.payload, m.qos) for m in got] == [
+        ("in/0", b"m0", 1), ("in/1", b"m1", 1), ("in/2", b"m2", 1)]
+
+    r.send(R.encode_publish("up/batch", inner[:-1], qos=1, pid=2, props={"ContentType": ENVELOPE}))
+    assert r.await_ack(R.PUBACK, 2).reason == 0x99, "cut short: refused whole"
+    r.send(R.encode_publish("up/batch", R.encode_publish("in/x", b"q1", qos=1, pid=9), qos=1,
+                            pid=3, props={"ContentType": ENVELOPE}))
+    assert r.await_ack(R.PUBACK, 3).reason == 0x99, "messages inside are QoS 0"
+    r.send(R.encode_publish("in/after", b"after", qos=1, pid=4))
+    assert r.await_ack(R.PUBACK, 4).reason == R.RC_SUCCESS
+    assert reader.get().payload == b"after", "nothing of the refused envelopes was published"

@@ -10,6 +10,7 @@ use crate::config::BrokerConfig;
 use crate::durable::record::{Record, StoredSubscription};
 use crate::durable::Store;
 use crate::encode_once::{encode_publish, PublishShape};
+use crate::envelope;
 use crate::listener::Origin;
 use crate::message::Message;
 use crate::publish_limits::{Over, PublishLimits, MEMORY_PAUSE};
@@ -70,6 +71,16 @@ pub(crate) struct Client {
     /// Who the client proved to be and its publish limits: `None` for an
     /// anonymous client of a broker without limits, most of them.
     particulars: Option<Box<Particulars>>,
+}
+
+/// What a publish is answered with once routed (or stored).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Acknowledge {
+    /// Nothing: QoS 0, or a message of a batch envelope (the envelope is
+    /// answered as a whole).
+    No,
+    PubAck,
+    PubRec,
 }
 
 /// What only some clients carry, boxed together so that the others pay
@@ -463,13 +474,16 @@ impl Client {
         if let Some(refused) = self.admit_publish(broker, &publish)? {
             return self.refuse_publish(&publish, refused, wbuf);
         }
+        if self.version.is_v5() && envelope::is_envelope(&publish) {
+            return self.on_envelope(broker, publish, wbuf);
+        }
         let packet_id = publish.packet_id;
         match publish.qos {
             QoS::AtMostOnce => {
-                self.publish(broker, publish, false);
+                self.publish(broker, publish, Acknowledge::No);
             }
             QoS::AtLeastOnce => {
-                if let Some(reason) = self.publish(broker, publish, false) {
+                if let Some(reason) = self.publish(broker, publish, Acknowledge::PubAck) {
                     self.acknowledge(Packet::PubAck(PubAck::new(packet_id, reason)), wbuf)?;
                 }
             }
@@ -495,7 +509,7 @@ impl Client {
                 // A retransmission of a QoS 2 PUBLISH we already took must
                 // not be routed again: that is what makes it exactly once.
                 if first_time {
-                    if let Some(reason) = self.publish(broker, publish, true) {
+                    if let Some(reason) = self.publish(broker, publish, Acknowledge::PubRec) {
                         self.acknowledge(Packet::PubRec(PubAck::new(packet_id, reason)), wbuf)?;
                     }
                 } else {
@@ -522,6 +536,61 @@ impl Client {
             }
             None => self.reply(pubrec, wbuf),
         }
+    }
+
+    /// A batch envelope (`envelope.rs`, from another Ferry's uplink): each
+    /// of its messages is checked and published as if sent alone, at the
+    /// envelope's QoS, and the envelope is acknowledged once all of them
+    /// are stored. A malformed envelope, or one with a message this client
+    /// may not publish, is refused whole. QoS 2 envelopes are not taken:
+    /// an uplink sends at QoS 1.
+    fn on_envelope(
+        &mut self,
+        broker: &Arc<Broker>,
+        envelope: Publish,
+        wbuf: &mut BytesMut,
+    ) -> Result<(), Close> {
+        let client_id = self.session.client_id.clone();
+        if envelope.qos == QoS::ExactlyOnce {
+            broker.shed_log.refused(&client_id, "a batch envelope at QoS 2", &envelope.topic);
+            return self.refuse_publish(&envelope, ReasonCode::ImplementationSpecificError, wbuf);
+        }
+        let messages = match envelope::unpack(&envelope.payload) {
+            Ok(messages) => messages,
+            Err(error) => {
+                broker.shed_log.refused(
+                    &client_id,
+                    &format!("a malformed batch envelope: {error}"),
+                    &envelope.topic,
+                );
+                return self.refuse_publish(&envelope, ReasonCode::PayloadFormatInvalid, wbuf);
+            }
+        };
+        for message in &messages {
+            if let Some(refused) = self.admit_publish(broker, message)? {
+                return self.refuse_publish(&envelope, refused, wbuf);
+            }
+        }
+        let (mut storing, mut refused) = (false, None);
+        for mut message in messages {
+            message.qos = envelope.qos;
+            match self.publish(broker, message, Acknowledge::No) {
+                None => storing = true,
+                Some(reason) if reason.is_error() => refused = Some(reason),
+                Some(_) => {}
+            }
+        }
+        if envelope.qos == QoS::AtMostOnce {
+            return Ok(());
+        }
+        let puback =
+            Packet::PubAck(PubAck::new(envelope.packet_id, refused.unwrap_or(ReasonCode::Success)));
+        match broker.store.as_ref().filter(|_| storing && refused.is_none()) {
+            // After its messages' records: the log answers in order.
+            Some(store) => self.reply_when_stored(broker, store, Record::Barrier, puback),
+            None => self.reply(puback, wbuf),
+        }
+        Ok(())
     }
 
     /// Checks a PUBLISH against the topic limits, the ACL, the client's
@@ -684,13 +753,13 @@ impl Client {
         &mut self,
         broker: &Broker,
         publish: Publish,
-        exactly_once: bool,
+        acknowledge: Acknowledge,
     ) -> Option<ReasonCode> {
-        let answer = (publish.qos != QoS::AtMostOnce).then(|| Answer {
+        let answer = (acknowledge != Acknowledge::No).then(|| Answer {
             session: self.session.clone(),
             generation: self.generation,
             packet_id: publish.packet_id,
-            exactly_once,
+            exactly_once: acknowledge == Acknowledge::PubRec,
         });
         let acknowledged = answer.is_some();
         let message = Message::from_publish(publish, self.session.id);

@@ -22,6 +22,7 @@ pub mod cores;
 mod durable;
 mod encode_once;
 pub mod endpoint;
+pub mod envelope;
 pub mod keep_alive;
 pub mod listener;
 mod liveness;

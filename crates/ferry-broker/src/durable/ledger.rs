@@ -150,6 +150,7 @@ impl Ledger {
                     state.pending.insert(offset);
                 }
             }),
+            Record::Barrier => {}
             Record::Forwarded { endpoint, offsets, bytes } => {
                 let Some(state) = self.endpoints.get_mut(endpoint) else { return };
                 state.bytes = state.bytes.saturating_sub(*bytes);

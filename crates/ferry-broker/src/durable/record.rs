@@ -104,6 +104,10 @@ pub enum Record {
         /// Log bytes to add to the endpoint's count.
         bytes: u64,
     },
+    /// Changes nothing: appended so that an answer waits for everything
+    /// appended before it (the log answers in order). A batch envelope's
+    /// acknowledgement waits so for the records of its messages.
+    Barrier,
     /// The session still has the messages at these offsets, in increasing
     /// order, to deliver (snapshots only: the messages stay in the log).
     /// Stored as the first offset and the distances between them, a
@@ -235,6 +239,7 @@ mod kind {
     pub const PUBLISHED_ROUTED: u8 = 15;
     pub const FORWARDED: u8 = 16;
     pub const ENDPOINT_QUEUED: u8 = 17;
+    pub const BARRIER: u8 = 18;
 }
 
 impl Record {
@@ -361,6 +366,7 @@ impl Record {
                 put_offsets(&mut out, offsets);
                 put_varint(&mut out, *bytes);
             }
+            Record::Barrier => out.put_u8(kind::BARRIER),
             Record::EndpointQueued { endpoint, priority, offsets, bytes } => {
                 out.put_u8(kind::ENDPOINT_QUEUED);
                 put_bytes(&mut out, endpoint.as_bytes());
@@ -487,6 +493,7 @@ impl Record {
                 offsets: input.offsets("forwarded offset")?,
                 bytes: input.varint("forwarded bytes")?,
             },
+            kind::BARRIER => Record::Barrier,
             kind::ENDPOINT_QUEUED => Record::EndpointQueued {
                 endpoint: input.string("endpoint")?,
                 priority: input.priority()?,
@@ -788,6 +795,7 @@ mod tests {
                 offsets: vec![24, 1 << 40],
                 bytes: 2_100,
             },
+            Record::Barrier,
             Record::EndpointQueued {
                 endpoint: "archive".into(),
                 priority: 9,

@@ -89,6 +89,8 @@ pub struct MqttSink {
     /// The reverse direction's filters, subscribed after each CONNACK.
     subscriptions: Vec<(ByteStr, QoS)>,
     qos: QoS,
+    /// Where batch envelopes go, when batches go as envelopes.
+    envelope: Option<ByteStr>,
     /// Shared with each batch's `Outbound`, which lives beside `&mut self`.
     rewrite: Arc<OutboundRewrite>,
     connection: Option<Connection>,
@@ -118,6 +120,9 @@ impl std::fmt::Debug for MqttSink {
 struct Flight {
     /// Its place in the batch.
     index: usize,
+    /// Messages it carries from `index` on: more than one in a batch
+    /// envelope.
+    count: usize,
     /// QoS 2: PUBREC came and PUBREL went; PUBCOMP is next.
     released: bool,
 }
@@ -171,6 +176,7 @@ impl MqttSink {
             options,
             subscriptions,
             qos: config.send_qos(),
+            envelope: config.envelope_topic.as_deref().map(ByteStr::from),
             rewrite: Arc::new(OutboundRewrite::new(&config.strip_prefix, &config.remote_prefix)),
             connection: None,
             packet_id: 0,
@@ -309,14 +315,28 @@ impl MqttSink {
                     _ => self.next_packet_id(inflight),
                 };
                 let dup = self.unacknowledged.contains(&routed.offset);
-                match outbound.encode(routed, packet_id, dup, now, &mut group) {
-                    Ok(()) if qos != QoS::AtMostOnce => {
-                        inflight.insert(packet_id, Flight { index: next, released: false });
+                let encoded = match &self.envelope {
+                    None => outbound.encode(routed, packet_id, dup, now, &mut group).map(|()| 1),
+                    Some(topic) => outbound.encode_envelope(
+                        topic,
+                        &batch[next..],
+                        packet_id,
+                        dup,
+                        now,
+                        &mut group,
+                    ),
+                };
+                match encoded {
+                    Ok(count) if qos != QoS::AtMostOnce => {
+                        inflight.insert(packet_id, Flight { index: next, count, released: false });
+                        next += count;
                     }
-                    Ok(()) => {}
-                    Err(unsendable) => sent.rejected.push((routed.offset, unsendable.reason())),
+                    Ok(count) => next += count,
+                    Err(unsendable) => {
+                        sent.rejected.push((routed.offset, unsendable.reason()));
+                        next += 1;
+                    }
                 }
-                next += 1;
             }
             if !group.is_empty() {
                 connection.write(group.split().freeze()).await?;
@@ -355,16 +375,24 @@ impl MqttSink {
                 let flight = inflight
                     .remove(&ack.packet_id)
                     .ok_or_else(|| unknown("PUBACK", ack.packet_id))?;
-                self.acknowledged(batch[flight.index].offset, ack.reason_code, sent);
+                self.acknowledged(
+                    &batch[flight.index..flight.index + flight.count],
+                    ack.reason_code,
+                    sent,
+                );
             }
             Ack::PubRec(ack) => {
                 let flight = inflight
                     .get_mut(&ack.packet_id)
                     .ok_or_else(|| unknown("PUBREC", ack.packet_id))?;
                 if ack.reason_code.is_error() {
-                    let offset = batch[flight.index].offset;
+                    let flight = *flight;
                     inflight.remove(&ack.packet_id);
-                    self.acknowledged(offset, ack.reason_code, sent);
+                    self.acknowledged(
+                        &batch[flight.index..flight.index + flight.count],
+                        ack.reason_code,
+                        sent,
+                    );
                 } else if !flight.released {
                     flight.released = true;
                     let release = PubAck::new(ack.packet_id, ReasonCode::Success);
@@ -376,7 +404,11 @@ impl MqttSink {
                 // connection (`resume`).
                 if inflight.get(&ack.packet_id).is_some_and(|flight| flight.released) {
                     let flight = inflight.remove(&ack.packet_id).expect("just found");
-                    self.acknowledged(batch[flight.index].offset, ReasonCode::Success, sent);
+                    self.acknowledged(
+                        &batch[flight.index..flight.index + flight.count],
+                        ReasonCode::Success,
+                        sent,
+                    );
                 }
             }
             Ack::SubAck(_) => {}
@@ -384,10 +416,14 @@ impl MqttSink {
         Ok(())
     }
 
-    fn acknowledged(&mut self, offset: u64, reason: ReasonCode, sent: &mut Sent) {
-        self.unacknowledged.remove(&offset);
-        if reason.is_error() {
-            sent.rejected.push((offset, REJECTED_BY_ENDPOINT));
+    /// The remote answered for `messages` (one PUBLISH: a message, or an
+    /// envelope of several).
+    fn acknowledged(&mut self, messages: &[RoutedMessage], reason: ReasonCode, sent: &mut Sent) {
+        for routed in messages {
+            self.unacknowledged.remove(&routed.offset);
+            if reason.is_error() {
+                sent.rejected.push((routed.offset, REJECTED_BY_ENDPOINT));
+            }
         }
     }
 
@@ -397,7 +433,9 @@ impl MqttSink {
             self.unacknowledged.clear();
         }
         for (&packet_id, flight) in inflight {
-            self.unacknowledged.insert(batch[flight.index].offset);
+            for routed in &batch[flight.index..flight.index + flight.count] {
+                self.unacknowledged.insert(routed.offset);
+            }
             if qos == QoS::ExactlyOnce {
                 self.unreleased.push(packet_id);
             }

@@ -82,6 +82,12 @@ pub struct MqttEndpointConfig {
     /// `remote_prefix` is prepended.
     #[serde(default)]
     pub strip_prefix: String,
+    /// Batches go up as batch envelopes on this topic (many messages in
+    /// one PUBLISH; docs/routes.md has the format, and a receiving Ferry
+    /// unpacks them). MQTT 5 and QoS 0 or 1 only. Unset, one PUBLISH per
+    /// message.
+    #[serde(default)]
+    pub envelope_topic: Option<String>,
     /// The reverse direction: remote filters to subscribe to, and the local
     /// topics their messages are published on.
     #[serde(default)]
@@ -203,6 +209,20 @@ impl MqttEndpointConfig {
             _ => {}
         }
         qos(self.qos).ok_or_else(|| MqttConfigError::new("qos", "must be 0, 1 or 2"))?;
+        if let Some(topic) = &self.envelope_topic {
+            let reason = if !is_valid_topic_name(topic) {
+                Some("not a topic name one can publish on")
+            } else if self.protocol_version != MqttProtocol::V5 {
+                Some("an envelope is marked by its content type, which MQTT 3.1.1 has not")
+            } else if self.qos > 1 {
+                Some("envelopes go at QoS 0 or 1")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(MqttConfigError::new("envelope_topic", reason));
+            }
+        }
         if self.max_inflight == 0 {
             return Err(MqttConfigError::new("max_inflight", "must be at least 1"));
         }
