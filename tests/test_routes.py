@@ -153,3 +153,17 @@ def test_routes_and_endpoints_reload_from_the_file_and_a_bad_file_changes_nothin
     device.publish("t/4", b"4", qos=1)
     device.publish("u/5", b"5", qos=1)
     assert reader.get().topic == "archive/u/5", "t/4 is routed no more"
+
+
+def test_messages_no_route_takes_are_counted_when_asked(broker_factory):
+    config = _routes({"hot": "FROM telemetry/# INTO archive"})
+    config["routes"]["count_unrouted"] = True
+    config["broker"] = {"sys_interval_secs": 1}
+    b = broker_factory(config)
+    device = b.client(5, "device")
+    for topic in ["other/1", "telemetry/1", "other/2"]:
+        device.publish(topic, b"x", qos=1)
+    watcher = b.client(5, "sys")
+    watcher.subscribe("$SYS/broker/routes/dropped/no_route")
+    while (value := watcher.get().payload) != b"2":
+        assert value in (b"0", b"1"), value

@@ -42,7 +42,7 @@ pub async fn serve(
     let mut shutdown = broker.shutdown_signal();
     loop {
         let accepted = tokio::select! {
-            _ = shutdown.changed() => return,
+            _ = shutdown.wait_for(|&stopping| stopping) => return,
             accepted = accept(&tcp) => accepted,
         };
         match accepted {

@@ -309,6 +309,11 @@ impl Broker {
         self.shutting_down.load(Ordering::Acquire)
     }
 
+    /// Says `true` once shutdown has begun. Wait on it with
+    /// `wait_for(|&stopping| stopping)`, never `changed()`: a task first
+    /// polled after shutdown began (on a busy runtime, or when the signal
+    /// came during startup) would wait for a change that already happened,
+    /// and hold the shutdown up.
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
     }

@@ -33,7 +33,7 @@ pub async fn run(broker: Arc<Broker>) {
     let mut ticker = tokio::time::interval(SWEEP_PERIOD);
     loop {
         tokio::select! {
-            _ = shutdown.changed() => return,
+            _ = shutdown.wait_for(|&stopping| stopping) => return,
             _ = ticker.tick() => {}
         }
         let now_ms = broker.now_ms();

@@ -23,7 +23,7 @@ pub async fn run(broker: Arc<Broker>) {
     let mut tick = tokio::time::interval(PERIOD);
     loop {
         tokio::select! {
-            _ = shutdown.changed() => return,
+            _ = shutdown.wait_for(|&stopping| stopping) => return,
             _ = tick.tick() => {}
         }
         let Some(resident) = resident_bytes() else {

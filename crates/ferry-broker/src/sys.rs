@@ -18,7 +18,7 @@ pub async fn run(broker: Arc<Broker>) {
     let mut ticker = tokio::time::interval(Duration::from_secs(interval_secs));
     loop {
         tokio::select! {
-            _ = shutdown.changed() => return,
+            _ = shutdown.wait_for(|&stopping| stopping) => return,
             _ = ticker.tick() => {}
         }
         broker.sweep_expired_retained();

@@ -33,13 +33,20 @@ pub struct RoutesConfig {
     /// How long a routed message may wait for its endpoint when its route
     /// does not say; `None` for ever.
     pub default_ttl: Option<Duration>,
+    /// Whether to count the messages no route takes (`no_route`): off by
+    /// default, since on a broker that routes a few topics that is most.
+    pub count_unrouted: bool,
     /// The routes by name, parsed.
     pub routes: BTreeMap<String, RouteConfig>,
 }
 
 impl Default for RoutesConfig {
     fn default() -> Self {
-        RoutesConfig { default_ttl: Some(DEFAULT_TTL), routes: BTreeMap::new() }
+        RoutesConfig {
+            default_ttl: Some(DEFAULT_TTL),
+            count_unrouted: false,
+            routes: BTreeMap::new(),
+        }
     }
 }
 
@@ -90,6 +97,7 @@ impl<'de> Visitor<'de> for RoutesVisitor {
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "default_ttl" => config.default_ttl = ttl(map.next_value()?),
+                "count_unrouted" => config.count_unrouted = map.next_value()?,
                 _ => {
                     let route = map.next_value_seed(RouteSeed { name: &key })?;
                     config.routes.insert(key, route);

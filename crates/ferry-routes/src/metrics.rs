@@ -5,17 +5,20 @@
 use crate::service::EndpointStatus;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::MetricType;
 
 /// A snapshot of every endpoint, encoded as metric families.
 #[derive(Debug)]
 pub struct RoutesMetrics {
     endpoints: Vec<EndpointStatus>,
+    /// Messages no route took (with `count_unrouted`).
+    unrouted: u64,
 }
 
 impl RoutesMetrics {
-    pub fn new(endpoints: Vec<EndpointStatus>) -> RoutesMetrics {
-        RoutesMetrics { endpoints }
+    pub fn new(endpoints: Vec<EndpointStatus>, unrouted: u64) -> RoutesMetrics {
+        RoutesMetrics { endpoints, unrouted }
     }
 }
 
@@ -39,6 +42,13 @@ impl Collector for RoutesMetrics {
             }
             Ok(())
         };
+        let unrouted = ConstCounter::new(self.unrouted);
+        unrouted.encode(encoder.encode_descriptor(
+            "ferry_route_unrouted_messages",
+            "Messages no route took (counted with [routes] count_unrouted = true).",
+            None,
+            unrouted.metric_type(),
+        )?)?;
         counter(
             &mut encoder,
             "ferry_route_routed_messages",

@@ -15,6 +15,7 @@ use ferry_broker::endpoint::EndpointQueue;
 use ferry_broker::routing::{WhenFull, PRIORITIES};
 use ferry_broker::Broker;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,6 +30,8 @@ pub struct RoutesService {
     /// Every endpoint's figures since start, kept across reloads (a
     /// counter that restarts at a reload would read as a reset).
     stats: BTreeMap<String, Arc<EndpointStats>>,
+    /// Messages no route took, with `count_unrouted`.
+    unrouted: Arc<AtomicU64>,
 }
 
 struct RunningEndpoint {
@@ -80,8 +83,12 @@ impl RoutesService {
         routes: &RoutesConfig,
         endpoints: &BTreeMap<String, EndpointConfig>,
     ) -> Result<RoutesService, RoutesError> {
-        let mut service =
-            RoutesService { broker, running: BTreeMap::new(), stats: BTreeMap::new() };
+        let mut service = RoutesService {
+            broker,
+            running: BTreeMap::new(),
+            stats: BTreeMap::new(),
+            unrouted: Arc::default(),
+        };
         service.apply(routes, endpoints).await?;
         Ok(service)
     }
@@ -143,7 +150,7 @@ impl RoutesService {
             };
             self.running.insert(name, RunningEndpoint { config, stop, task });
         }
-        let table = RouteTable::new(routes, &self.stats);
+        let table = RouteTable::new(routes, &self.stats, &self.unrouted);
         self.broker.set_router(if table.is_empty() { None } else { Some(Arc::new(table)) });
         Ok(())
     }
@@ -198,9 +205,17 @@ impl RoutesService {
             .collect()
     }
 
-    /// Publishes `$SYS/broker/routes/{endpoint}/...` from `status`: what
-    /// an operator without Prometheus sees of the edge.
+    /// Messages no route took, counted with `count_unrouted`.
+    pub fn unrouted(&self) -> u64 {
+        self.unrouted.load(Ordering::Relaxed)
+    }
+
+    /// Publishes `$SYS/broker/routes/{endpoint}/...` from `status`, and
+    /// `$SYS/broker/routes/dropped/no_route`: what an operator without
+    /// Prometheus sees of the edge.
     pub fn publish_sys(&self) {
+        let unrouted = self.unrouted().to_string();
+        ferry_broker::sys::publish_figure(&self.broker, "routes/dropped/no_route", unrouted);
         for status in self.status() {
             let figures = &status.figures;
             let mut values = vec![

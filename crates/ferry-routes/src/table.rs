@@ -11,11 +11,14 @@ use ferry_broker::topic_tree::{Match, TopicTree};
 use ferry_broker::Message;
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub struct RouteTable {
     filters: TopicTree<usize, ()>,
     routes: Vec<CompiledRoute>,
+    /// With `count_unrouted`: counts the messages no route takes.
+    unrouted: Option<Arc<AtomicU64>>,
 }
 
 struct CompiledRoute {
@@ -30,7 +33,11 @@ struct CompiledRoute {
 impl RouteTable {
     /// The table of `config`'s routes, counting what each sends into
     /// `stats` of its endpoint.
-    pub fn new(config: &RoutesConfig, stats: &BTreeMap<String, Arc<EndpointStats>>) -> RouteTable {
+    pub fn new(
+        config: &RoutesConfig,
+        stats: &BTreeMap<String, Arc<EndpointStats>>,
+        unrouted: &Arc<AtomicU64>,
+    ) -> RouteTable {
         let mut filters = TopicTree::new();
         let mut routes = Vec::with_capacity(config.routes.len());
         for route in config.routes.values() {
@@ -45,11 +52,13 @@ impl RouteTable {
                     .map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
             });
         }
-        RouteTable { filters, routes }
+        RouteTable { filters, routes, unrouted: config.count_unrouted.then(|| unrouted.clone()) }
     }
 
+    /// Whether the table routes nothing and counts nothing: then the
+    /// broker need not ask it.
     pub fn is_empty(&self) -> bool {
-        self.routes.is_empty()
+        self.routes.is_empty() && self.unrouted.is_none()
     }
 }
 
@@ -70,6 +79,7 @@ impl Router for RouteTable {
             }
         });
         if matched.is_empty() {
+            self.count_unrouted(out);
             return;
         }
         let view = View { message, source };
@@ -105,6 +115,15 @@ impl Router for RouteTable {
                     })
                 }
             }
+        }
+        self.count_unrouted(out);
+    }
+}
+
+impl RouteTable {
+    fn count_unrouted(&self, out: &[EndpointTarget]) {
+        if let (Some(unrouted), true) = (&self.unrouted, out.is_empty()) {
+            unrouted.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -165,7 +184,7 @@ mod tests {
             let route = Route::parse(name, text).unwrap();
             config.routes.insert(name.into(), RouteConfig { route, priority, ttl });
         }
-        RouteTable::new(&config, &BTreeMap::new())
+        RouteTable::new(&config, &BTreeMap::new(), &Arc::default())
     }
 
     fn route(table: &RouteTable, topic: &str, payload: &'static [u8]) -> Vec<EndpointTarget> {

@@ -80,7 +80,8 @@ impl Reloader {
     /// The routes' metrics as they are now.
     pub async fn routes_metrics(&self) -> Option<ferry_routes::RoutesMetrics> {
         let routes = self.routes.lock().await;
-        Some(ferry_routes::RoutesMetrics::new(routes.as_ref()?.status()))
+        let routes = routes.as_ref()?;
+        Some(ferry_routes::RoutesMetrics::new(routes.status(), routes.unrouted()))
     }
 
     /// Stops the endpoints at shutdown; what is in flight stays queued.

@@ -98,7 +98,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         let app = crate::http::router(reloader.clone(), broker.clone());
         let mut shutdown = broker.shutdown_signal();
         let stopped = async move {
-            let _ = shutdown.changed().await;
+            let _ = shutdown.wait_for(|&stopping| stopping).await;
         };
         let served = match tls {
             None => {
@@ -167,9 +167,10 @@ async fn routes_tick(broker: Arc<Broker>, reloader: Arc<Reloader>) {
     let mut ticker = tokio::time::interval(Duration::from_secs(interval));
     loop {
         tokio::select! {
-            _ = shutdown.changed() => return,
-            _ = ticker.tick() => reloader.tick().await,
+            _ = shutdown.wait_for(|&stopping| stopping) => return,
+            _ = ticker.tick() => {}
         }
+        reloader.tick().await;
     }
 }
 
