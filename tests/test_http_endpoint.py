@@ -103,5 +103,5 @@ def test_a_client_error_drops_the_batch_and_counts_it(broker_factory, receiver):
     _, _, body, status = receiver.next()
     assert status == 200 and [m["payload"] for m in json.loads(body)] == ["taken"]
     watcher = edge.client(5, "sys")
-    watcher.subscribe("$SYS/broker/routes/ingest/dropped/rejected_by_endpoint")
+    watcher.subscribe("$SYS/broker/routes/ingest/dropped/http_400")
     assert watcher.get().payload == b"1"  # published only once there is a drop

@@ -67,7 +67,7 @@ impl Collector for RoutesMetrics {
 
         let mut dropped = encoder.encode_descriptor(
             "ferry_route_dropped_messages",
-            "Messages dropped unsent, by reason: ttl, cap, rejected_by_endpoint, too_large, invalid_topic, unreadable.",
+            "Messages dropped unsent, by reason: ttl, cap, rejected_by_endpoint, http_<status>, too_large, invalid_topic, unreadable.",
             None,
             MetricType::Counter,
         )?;

@@ -13,7 +13,7 @@ use ferry_broker::endpoint::RoutedMessage;
 use ferry_broker::Message;
 use ferry_mqtt::{ByteStr, PropertyValues, QoS};
 use ferry_routes::config::{EndpointConfig, EndpointKind};
-use ferry_routes::endpoints::http::{HttpEndpointConfig, HttpSink, REJECTED_BY_ENDPOINT};
+use ferry_routes::endpoints::http::{HttpEndpointConfig, HttpSink};
 use ferry_routes::sink::Sink;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -261,10 +261,7 @@ async fn a_4xx_drops_every_message_of_the_batch_with_its_reason() {
         ..Answer::status(400)
     });
     let sent = sink.send(&batch()).await.unwrap();
-    assert_eq!(
-        sent.rejected,
-        vec![(10, REJECTED_BY_ENDPOINT), (11, REJECTED_BY_ENDPOINT), (12, REJECTED_BY_ENDPOINT)]
-    );
+    assert_eq!(sent.rejected, vec![(10, "http_400"), (11, "http_400"), (12, "http_400")]);
     server.next().await;
     // The connection outlives a refusal.
     sink.send(&batch()).await.unwrap();
@@ -555,7 +552,7 @@ async fn routed_messages_reach_the_server_through_the_flow() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     assert_eq!(status.figures.sent, 2);
-    assert_eq!(status.figures.dropped.get(REJECTED_BY_ENDPOINT), Some(&1));
+    assert_eq!(status.figures.dropped.get("http_422"), Some(&1));
     assert_eq!(status.queued.iter().sum::<usize>(), 0);
     service.stop().await;
 }
