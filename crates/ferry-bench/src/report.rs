@@ -594,6 +594,18 @@ mod tests {
     }
 
     #[test]
+    fn drain_after_the_upstream_returns() {
+        let drain = Drain::new(50.0, 1_000_000, 20.0);
+        assert_eq!(drain.messages_per_second, 50_000.0);
+        assert_eq!(Drain::new(50.0, 0, 0.0).messages_per_second, 0.0, "nothing came back");
+        let figures = BurstFigures::new(20_000.0, 10, 10, 1.0, 2.0, 1.0, 0, 10, Some(drain));
+        let json = serde_json::to_value(figures).unwrap();
+        assert_eq!(json["drain"]["messages_per_second"], 50_000.0);
+        let without = serde_json::to_value(BurstFigures { drain: None, ..figures }).unwrap();
+        assert!(without.get("drain").is_none(), "absent without an outage");
+    }
+
+    #[test]
     fn usage_between_samples() {
         let start = Sample { cpu_seconds: 1.0, rss_bytes: 10 };
         let end = Sample { cpu_seconds: 3.0, rss_bytes: 30 };
