@@ -36,6 +36,12 @@ backlog=${BACKLOG:-1000000}
 # Ferry's default for the first two). A drain cannot beat WINDOW messages
 # per round trip, and a round trip to a durable upstream includes its fsync.
 window=${WINDOW:-100}
+# Seconds between the burst's last message (as the bench's once-a-second
+# progress line shows it) and the edge's kill -9: with 2 every PUBACK is
+# in and Mosquitto has autosaved since; 0 kills it within a second of the
+# last message, inside Mosquitto's autosave interval (and may beat the last
+# PUBACK, which then fails the run: run it again).
+kill_delay=${KILL_DELAY:-2}
 up_port=${PORT:-18840}
 edge_port=$((up_port + 1))
 edge_http=$((up_port + 2))
@@ -202,7 +208,7 @@ outage() {
   kill9 "$upstream"
   local outage_began=$SECONDS
   until grep -q " sent $backlog " "$work/progress"; do alive "$bench_pid"; sleep 0.2; done
-  sleep 2 # the last PUBACKs
+  sleep "$kill_delay"
   tail -1 "$work/progress"
   [[ $kind == ferry ]] && echo "edge backlog before kill -9: $(edge_queued) messages"
   kill9 "$edge"
