@@ -75,6 +75,10 @@ pub enum Scenario {
     /// target, the delivery rate, the latency of every message and of the
     /// last one, and the backlog (sent − received) over time.
     ///
+    /// With --receive-from the publishers load --broker, an edge, and the
+    /// subscriber listens at the upstream the edge forwards to: the rates,
+    /// latency and backlog are then the edge's, end to end.
+    ///
     /// Example: ferry bench burst --burst-length 50000 --target-rate 2000 --payload-size 1024 --qos 1
     Burst(BurstArgs),
     /// N connections opened at a target rate and held idle: connect rate,
@@ -312,6 +316,20 @@ pub struct BurstArgs {
     /// modules).
     #[arg(long, short = 'c', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub publishers: u32,
+    /// Receive at this broker (mqtt://host:port), the upstream that the
+    /// edge at --broker forwards to, instead of at --broker. With
+    /// --session-expiry the subscriber's session there is persistent and
+    /// it outlives the upstream: when the upstream goes away it connects
+    /// again every 100 ms and resumes its session, and the report adds the
+    /// drain from the moment it got back in to the last arrival. Keep
+    /// --drain-timeout longer than the upstream stays away after the burst.
+    #[arg(long)]
+    pub receive_from: Option<String>,
+    /// Topic filter of the subscriber at --receive-from: the published
+    /// topics as the upstream sees them, e.g. edge-1/bench/burst/# behind
+    /// an uplink with remote_prefix = "edge-1/". Default: bench/burst/#.
+    #[arg(long, requires = "receive_from")]
+    pub receive_topic: Option<String>,
 }
 
 /// `ferry bench conn`.
@@ -383,5 +401,55 @@ impl ConnArgs {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        scenario: Scenario,
+    }
+
+    fn burst(argv: &[&str]) -> Result<BurstArgs, clap::Error> {
+        let argv = ["ferry-bench", "burst"].iter().chain(argv);
+        Cli::try_parse_from(argv).map(|cli| match cli.scenario {
+            Scenario::Burst(args) => args,
+            other => panic!("parsed as {other:?}"),
+        })
+    }
+
+    #[test]
+    fn burst_receives_at_the_broker_unless_told_otherwise() {
+        let args = burst(&[]).unwrap();
+        assert_eq!((args.receive_from, args.receive_topic), (None, None));
+    }
+
+    #[test]
+    fn burst_receives_from_an_upstream_under_its_topics() {
+        let args = burst(&[
+            "--broker",
+            "mqtt://127.0.0.1:1884",
+            "--receive-from",
+            "mqtt://127.0.0.1:1885",
+            "--receive-topic",
+            "edge-1/bench/burst/#",
+        ])
+        .unwrap();
+        assert_eq!(args.common.broker, "mqtt://127.0.0.1:1884");
+        assert_eq!(args.receive_from.as_deref(), Some("mqtt://127.0.0.1:1885"));
+        assert_eq!(args.receive_topic.as_deref(), Some("edge-1/bench/burst/#"));
+        let json = serde_json::to_value(&args).unwrap();
+        assert_eq!(json["receive_from"], "mqtt://127.0.0.1:1885", "the report keeps it");
+    }
+
+    #[test]
+    fn a_receive_topic_needs_an_upstream() {
+        let err = burst(&["--receive-topic", "edge-1/bench/burst/#"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
     }
 }

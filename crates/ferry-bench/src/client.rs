@@ -93,7 +93,26 @@ impl Conn {
         let stream = TcpStream::connect(broker)
             .await
             .map_err(|source| BenchError::Connect { broker: broker.to_string(), source })?;
-        Conn::handshake(stream, client_id, version, 0, session_expiry).await
+        // A 3.1.1 session is persistent exactly when it is not clean.
+        let clean_start = version.is_v5() || session_expiry == 0;
+        Conn::handshake(stream, client_id, version, 0, session_expiry, clean_start).await
+    }
+
+    /// Like [`Conn::connect`] with a `session_expiry`, but takes up the
+    /// session `client_id` left at the broker instead of starting afresh
+    /// (clean start 0), so that what the broker kept for it while it was
+    /// away is delivered. CONNACK's session present says whether the
+    /// broker still had the session, and so its subscriptions.
+    pub async fn resume(
+        broker: SocketAddr,
+        client_id: String,
+        version: ProtocolVersion,
+        session_expiry: u32,
+    ) -> Result<(Conn, ConnAck), BenchError> {
+        let stream = TcpStream::connect(broker)
+            .await
+            .map_err(|source| BenchError::Connect { broker: broker.to_string(), source })?;
+        Conn::handshake(stream, client_id, version, 0, session_expiry, false).await
     }
 
     /// Like [`Conn::connect`], but from a chosen local address (port 0, so
@@ -123,7 +142,7 @@ impl Conn {
                 })
             }
         };
-        Conn::handshake(stream, client_id, version, keep_alive, 0).await
+        Conn::handshake(stream, client_id, version, keep_alive, 0, true).await
     }
 
     /// Sends CONNECT over an open stream and waits for a successful
@@ -134,6 +153,7 @@ impl Conn {
         version: ProtocolVersion,
         keep_alive: u16,
         session_expiry: u32,
+        clean_start: bool,
     ) -> Result<(Conn, ConnAck), BenchError> {
         // Acks and small open-loop publishes must not wait for Nagle.
         stream
@@ -153,8 +173,7 @@ impl Conn {
         }
         let connect = Connect {
             protocol: version,
-            // A 3.1.1 session is persistent exactly when it is not clean.
-            clean_start: version.is_v5() || session_expiry == 0,
+            clean_start,
             keep_alive,
             properties,
             client_id: ByteStr::from(conn.client_id.as_str()),

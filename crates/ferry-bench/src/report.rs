@@ -80,6 +80,32 @@ pub struct BurstFigures {
     pub backlog_at_burst_end: u64,
     /// The largest backlog sampled.
     pub max_backlog: u64,
+    /// With `--receive-from`, after the upstream went away and came back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<Drain>,
+}
+
+/// How fast an edge emptied its backlog once its upstream returned: from
+/// when the subscriber got back in to the upstream to the last arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Drain {
+    /// When the upstream accepted the subscriber again, seconds since the
+    /// first due message.
+    pub upstream_back_seconds: f64,
+    /// Distinct messages that arrived from then on.
+    pub messages: u64,
+    /// From then to the last arrival.
+    pub seconds: f64,
+    /// `messages` over `seconds`; 0 when nothing arrived after the return.
+    pub messages_per_second: f64,
+}
+
+impl Drain {
+    /// From when the upstream returned and what arrived after.
+    pub fn new(upstream_back_seconds: f64, messages: u64, seconds: f64) -> Drain {
+        let messages_per_second = if seconds > 0.0 { messages as f64 / seconds } else { 0.0 };
+        Drain { upstream_back_seconds, messages, seconds, messages_per_second }
+    }
 }
 
 impl BurstFigures {
@@ -94,6 +120,7 @@ impl BurstFigures {
         last_message_latency_seconds: f64,
         backlog_at_burst_end: u64,
         max_backlog: u64,
+        drain: Option<Drain>,
     ) -> BurstFigures {
         let per_second = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
         BurstFigures {
@@ -103,6 +130,7 @@ impl BurstFigures {
             last_message_latency_ms: last_message_latency_seconds * 1e3,
             backlog_at_burst_end,
             max_backlog,
+            drain,
         }
     }
 
@@ -121,7 +149,19 @@ impl BurstFigures {
             f,
             "  {:<22}{:>14}  at burst end {}",
             "max backlog", self.max_backlog, self.backlog_at_burst_end
-        )
+        )?;
+        if let Some(drain) = &self.drain {
+            writeln!(
+                f,
+                "  {:<22}{:>14.0} msg/s  ({} messages in {:.3} s; upstream back at {:.3} s)",
+                "drain after return",
+                drain.messages_per_second,
+                drain.messages,
+                drain.seconds,
+                drain.upstream_back_seconds
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -551,6 +591,18 @@ mod tests {
         let counts = Counts { sent: 200, received: 150, lost: 50, ..Counts::default() };
         assert_eq!(Delivery::new(counts, 200).delivered_percent, 75.0);
         assert_eq!(Delivery::new(Counts::default(), 0).delivered_percent, 100.0);
+    }
+
+    #[test]
+    fn drain_after_the_upstream_returns() {
+        let drain = Drain::new(50.0, 1_000_000, 20.0);
+        assert_eq!(drain.messages_per_second, 50_000.0);
+        assert_eq!(Drain::new(50.0, 0, 0.0).messages_per_second, 0.0, "nothing came back");
+        let figures = BurstFigures::new(20_000.0, 10, 10, 1.0, 2.0, 1.0, 0, 10, Some(drain));
+        let json = serde_json::to_value(figures).unwrap();
+        assert_eq!(json["drain"]["messages_per_second"], 50_000.0);
+        let without = serde_json::to_value(BurstFigures { drain: None, ..figures }).unwrap();
+        assert!(without.get("drain").is_none(), "absent without an outage");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use crate::histogram::SharedLatency;
 use crate::payload::Header;
 use crate::timeline::Progress;
 use crate::tracker::{Arrival, Tracker};
+use crate::upstream::{Return, Upstream};
 use crate::{clock, BenchError};
 use ferry_mqtt::{Packet, PubAck, QoS, ReasonCode};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +22,8 @@ pub struct Outcome {
     pub tracker: Tracker,
     /// When the last message arrived, ns on the process clock; 0 if none did.
     pub last_receive_ns: u64,
+    /// When a subscriber at an upstream last got back in after losing it.
+    pub upstream_return: Option<Return>,
 }
 
 /// Subscribers that share one stream of messages (a `$share` group), each
@@ -59,6 +62,11 @@ pub struct Listen {
     /// then what the whole group is to receive, and the member stops once
     /// the group has it.
     pub group: Option<Arc<Group>>,
+    /// Set for a subscriber at an edge's upstream that resumes a
+    /// persistent session: a lost connection is opened again, for as long
+    /// as the drain timeout allows, instead of failing the run, since the
+    /// upstream going away is what such a run is about.
+    pub upstream: Option<Arc<Upstream>>,
 }
 
 /// Receives until `expected` distinct messages have arrived, where
@@ -76,6 +84,10 @@ pub async fn run(
     let mut last_receive_ns = 0;
     let mut target: Option<u64> = None;
     let mut last_progress = Instant::now();
+    let mut upstream_return = None;
+    // Set from a lost connection to the upstream until it is back.
+    let mut lost = false;
+    let client_id = conn.client_id().to_owned();
     loop {
         // Taken before the completion check below, so a notification sent
         // after the check is not missed.
@@ -121,14 +133,26 @@ pub async fn run(
             if let Some(g) = group {
                 g.complete.notify_waiters();
             }
-            conn.flush().await?;
-            return Ok(Outcome { tracker, last_receive_ns });
+            if !lost {
+                conn.flush().await?;
+            }
+            return Ok(Outcome { tracker, last_receive_ns, upstream_return });
         }
         let deadline = last_progress + listen.drain_timeout;
         tokio::select! {
-            pumped = conn.pump() => {
-                pumped?;
-                last_progress = Instant::now();
+            pumped = conn.pump(), if !lost => match pumped {
+                Ok(()) => last_progress = Instant::now(),
+                Err(BenchError::Io { .. }) if listen.upstream.is_some() => lost = true,
+                Err(e) => return Err(e),
+            },
+            back = resume(listen.upstream.as_deref(), &client_id), if lost => {
+                if let Some(back) = back? {
+                    *conn = back;
+                    lost = false;
+                    upstream_return =
+                        Some(Return { at_ns: clock::now_ns(), received_before: tracker.received() });
+                    last_progress = Instant::now();
+                }
             }
             sent = &mut expected, if target.is_none() => {
                 let sent = sent.map_err(|_| BenchError::Task("publishers stopped before reporting what they sent".into()))?;
@@ -137,10 +161,20 @@ pub async fn run(
             }
             () = completion(completed) => {}
             () = tokio::time::sleep_until(deadline), if target.is_some() => {
-                conn.flush().await?;
-                return Ok(Outcome { tracker, last_receive_ns });
+                if !lost {
+                    conn.flush().await?;
+                }
+                return Ok(Outcome { tracker, last_receive_ns, upstream_return });
             }
         }
+    }
+}
+
+/// One attempt to get back in to the upstream; never without one.
+async fn resume(upstream: Option<&Upstream>, client_id: &str) -> Result<Option<Conn>, BenchError> {
+    match upstream {
+        Some(upstream) => upstream.try_resume(client_id).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -1005,6 +1005,7 @@ mod tests {
                 last_message_latency_ms: last_ms,
                 backlog_at_burst_end: 10,
                 max_backlog: 12,
+                drain: None,
             }),
             ..report(20_000.0, 300.0, 0)
         };

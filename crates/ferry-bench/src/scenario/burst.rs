@@ -10,13 +10,22 @@
 //! shrinks once the burst is over. Latency counts from each message's due
 //! time, so a source that falls behind shows up as latency, as it would for
 //! a device whose readings queue up before they leave.
+//!
+//! With `--receive-from` the subscriber is at the upstream of the edge the
+//! publishers load (`crate::upstream`), as IotEdgePerf reads the IoT Hub's
+//! side; after an outage the report adds the drain from the upstream's
+//! return.
 
-use super::{positive_rate, spawn_open_loop, split, sum_outcomes, Measured, Run, Subscriber};
+use super::{
+    positive_rate, resolve, spawn_open_loop, split, sum_outcomes, Measured, Run, Subscriber,
+};
 use crate::args::BurstArgs;
-use crate::report::{BurstFigures, Report};
+use crate::report::{BurstFigures, Drain, Report};
 use crate::timeline::Tick;
 use crate::tracker::Tracker;
+use crate::upstream::{receive_filter, Upstream};
 use crate::BenchError;
+use std::sync::Arc;
 
 /// The subscriber's filter: every publisher's topic.
 pub const FILTER: &str = "bench/burst/#";
@@ -25,14 +34,38 @@ pub const FILTER: &str = "bench/burst/#";
 pub async fn run(args: BurstArgs) -> Result<Report, BenchError> {
     let common = &args.common;
     positive_rate(args.target_rate, "--target-rate")?;
+    let upstream = match &args.receive_from {
+        Some(url) => Some(Upstream {
+            broker: resolve(url).await?,
+            filter: receive_filter(args.receive_topic.as_deref(), FILTER)?,
+            qos: common.sub_qos(),
+            version: common.mqtt_version.into(),
+            session_expiry: common.session_expiry,
+        }),
+        None => None,
+    };
     let mut run = Run::start(common).await?;
     let counts = split(args.burst_length, args.publishers)?;
+    let (subscribe_at, filter) =
+        upstream.as_ref().map_or((run.broker, FILTER), |u| (u.broker, u.filter.as_str()));
     let (subscribers, publishers, connections) = run
-        .connect_subscribers_then_publishers("burst", 1, FILTER, common.sub_qos(), args.publishers)
+        .connect_subscribers_at_then_publishers(
+            subscribe_at,
+            "burst",
+            1,
+            filter,
+            common.sub_qos(),
+            args.publishers,
+        )
         .await?;
     let sub = subscribers.into_iter().next().expect("one subscriber was connected");
 
-    let subscriber = Subscriber::spawn(sub, Tracker::new(&counts), run.listen(0, None));
+    let mut listen = run.listen(0, None);
+    // Without a persistent session, what the upstream took while the
+    // subscriber was away would be lost on the way to it and blamed on the
+    // edge: such a subscriber fails the run instead of resuming.
+    listen.upstream = upstream.filter(|u| u.session_expiry > 0).map(Arc::new);
+    let subscriber = Subscriber::spawn(sub, Tracker::new(&counts), listen);
     let publishers = spawn_open_loop(&run, args.target_rate, publishers, &counts, common, |i| {
         format!("bench/burst/{i}")
     });
@@ -41,6 +74,7 @@ pub async fn run(args: BurstArgs) -> Result<Report, BenchError> {
     let (sent, total_sent) = (&published.sent, published.total());
     let outcomes = run.join_subscribers(vec![subscriber], |_| total_sent).await?;
     let (counts, last_receive) = sum_outcomes(&outcomes, |_| sent, first);
+    let upstream_return = outcomes.first().and_then(|o| o.upstream_return);
 
     let measured = Measured {
         connections,
@@ -53,6 +87,13 @@ pub async fn run(args: BurstArgs) -> Result<Report, BenchError> {
     };
     let mut report = run.report("burst", &args, measured).await?;
     let burst_end_seconds = seconds(published.last_queued_ns.saturating_sub(first));
+    let drain = upstream_return.map(|back| {
+        Drain::new(
+            seconds(back.at_ns.saturating_sub(first)),
+            counts.received.saturating_sub(back.received_before),
+            seconds(last_receive.saturating_sub(back.at_ns)),
+        )
+    });
     report.burst = Some(BurstFigures::new(
         args.target_rate,
         total_sent,
@@ -62,6 +103,7 @@ pub async fn run(args: BurstArgs) -> Result<Report, BenchError> {
         seconds(last_receive.saturating_sub(published.last_stamp_ns)),
         backlog_at(&report.timeline, burst_end_seconds),
         max_backlog(&report.timeline),
+        drain,
     ));
     Ok(report)
 }

@@ -118,6 +118,7 @@ impl Run {
             progress: Arc::clone(&self.progress),
             latency: Arc::clone(&self.latency),
             group,
+            upstream: None,
         }
     }
 
@@ -314,12 +315,36 @@ impl Run {
         sub_qos: QoS,
         publishers: u32,
     ) -> Result<(Vec<Conn>, Vec<(Conn, ConnAck)>, Connections), BenchError> {
+        self.connect_subscribers_at_then_publishers(
+            self.broker,
+            scenario,
+            subscribers,
+            filter,
+            sub_qos,
+            publishers,
+        )
+        .await
+    }
+
+    /// Like [`Run::connect_subscribers_then_publishers`], but the
+    /// subscribers connect to `subscribe_at` (the upstream of an edge that
+    /// the publishers load) rather than to the broker.
+    pub async fn connect_subscribers_at_then_publishers(
+        &self,
+        subscribe_at: SocketAddr,
+        scenario: &str,
+        subscribers: u32,
+        filter: &str,
+        sub_qos: QoS,
+        publishers: u32,
+    ) -> Result<(Vec<Conn>, Vec<(Conn, ConnAck)>, Connections), BenchError> {
         let tag = std::process::id();
         let start = clock::now_ns();
         let sub_ids =
             (0..subscribers).map(|i| format!("ferry-bench-{tag}-{scenario}-sub-{i}")).collect();
         let (connected, _) =
-            connect_all(self.broker, sub_ids, self.version, self.subscriber_session_expiry).await?;
+            connect_all(subscribe_at, sub_ids, self.version, self.subscriber_session_expiry)
+                .await?;
         let subscribed = subscribe_all(
             connected.into_iter().map(|(conn, _)| conn).collect(),
             |_| filter.to_owned(),
