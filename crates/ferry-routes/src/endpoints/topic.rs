@@ -35,7 +35,20 @@ enum Part {
 }
 
 impl TopicTemplate {
+    /// A template whose expansion must be an MQTT topic name.
     pub fn parse(template: &str) -> Result<TopicTemplate, String> {
+        let template = TopicTemplate::parse_any(template)?;
+        // With placeholders standing for one level each, the result must be
+        // a topic a client could publish on.
+        if !is_valid_topic_name(&template.expand("x")) {
+            return Err(format!("{:?} does not make a valid topic name", template.expand("{…}")));
+        }
+        Ok(template)
+    }
+
+    /// A template whose expansion is checked by its user, for text that is
+    /// not an MQTT topic (a Kafka key or topic name).
+    pub fn parse_any(template: &str) -> Result<TopicTemplate, String> {
         let mut parts = Vec::new();
         let mut rest = template;
         while let Some(open) = rest.find('{') {
@@ -64,13 +77,12 @@ impl TopicTemplate {
         if !rest.is_empty() {
             parts.push(Part::Text(rest.to_owned()));
         }
-        let template = TopicTemplate { parts };
-        // With placeholders standing for one level each, the result must be
-        // a topic a client could publish on.
-        if !is_valid_topic_name(&template.expand("x")) {
-            return Err(format!("{:?} does not make a valid topic name", template.expand("{…}")));
-        }
-        Ok(template)
+        Ok(TopicTemplate { parts })
+    }
+
+    /// Whether the expansion depends on the message's topic.
+    pub fn has_placeholders(&self) -> bool {
+        self.parts.iter().any(|part| !matches!(part, Part::Text(_)))
     }
 
     pub fn expand(&self, topic: &str) -> String {
