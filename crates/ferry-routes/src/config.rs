@@ -16,6 +16,7 @@
 //! ```
 
 use crate::endpoints::http::HttpEndpointConfig;
+use crate::endpoints::kafka::KafkaEndpointConfig;
 use crate::endpoints::mqtt::MqttEndpointConfig;
 use crate::endpoints::topic::TopicEndpointConfig;
 use crate::units::{Size, Span};
@@ -192,6 +193,7 @@ pub enum EndpointKind {
     Mqtt(Box<MqttEndpointConfig>),
     Topic(TopicEndpointConfig),
     Http(HttpEndpointConfig),
+    Kafka(Box<KafkaEndpointConfig>),
 }
 
 /// How messages flow to an endpoint, whatever its type.
@@ -293,7 +295,7 @@ impl FlowConfig {
 /// the type's.
 const FLOW_KEYS: [&str; 6] =
     ["max_bytes", "when_full", "batch", "backoff", "max_rate", "starvation_share_percent"];
-const TYPES: &[&str] = &["http", "mqtt", "topic"];
+const TYPES: &[&str] = &["http", "kafka", "mqtt", "topic"];
 
 impl<'de> Deserialize<'de> for EndpointConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<EndpointConfig, D::Error> {
@@ -326,6 +328,14 @@ impl<'de> Deserialize<'de> for EndpointConfig {
             }
             "topic" => EndpointKind::Topic(serde_json::from_value(settings).map_err(strict)?),
             "http" => EndpointKind::Http(serde_json::from_value(settings).map_err(strict)?),
+            "kafka" => {
+                let kafka: KafkaEndpointConfig =
+                    serde_json::from_value(settings).map_err(strict)?;
+                kafka
+                    .validate()
+                    .map_err(|error| de::Error::custom(format!("kafka endpoint: {error}")))?;
+                EndpointKind::Kafka(Box::new(kafka))
+            }
             other => return Err(de::Error::unknown_variant(other, TYPES)),
         };
         Ok(EndpointConfig { kind, flow })

@@ -6,6 +6,7 @@
 
 use crate::config::{EndpointConfig, EndpointKind, RoutesConfig};
 use crate::endpoints::http::HttpSink;
+use crate::endpoints::kafka::KafkaSink;
 use crate::endpoints::mqtt::MqttSink;
 use crate::endpoints::topic::TopicSink;
 use crate::flow;
@@ -73,6 +74,7 @@ enum Built {
     /// Boxed: its headers and TLS settings make it many times a
     /// `TopicSink`, and the enum only carries it to `tokio::spawn`.
     Http(Box<HttpSink>),
+    Kafka(Box<KafkaSink>),
 }
 
 impl RoutesService {
@@ -147,6 +149,9 @@ impl RoutesService {
                 Built::Http(sink) => {
                     tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped))
                 }
+                Built::Kafka(sink) => {
+                    tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped))
+                }
             };
             self.running.insert(name, RunningEndpoint { config, stop, task });
         }
@@ -167,6 +172,9 @@ impl RoutesService {
             }
             EndpointKind::Http(http) => Built::Http(Box::new(
                 HttpSink::new(name, http).map_err(|error| failed(error.to_string()))?,
+            )),
+            EndpointKind::Kafka(kafka) => Built::Kafka(Box::new(
+                KafkaSink::new(name, kafka).map_err(|error| failed(error.to_string()))?,
             )),
         })
     }

@@ -2,6 +2,7 @@
 //! (`sink.rs`) for one protocol.
 
 pub mod http;
+pub mod kafka;
 pub mod mqtt;
 pub mod topic;
 mod trust;
