@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs Ferry's whole test suite on a fresh Debian machine:
-#   1. installs what is missing (mosquitto-clients + mosquitto via apt,
-#      a Python venv at .venv with tests/requirements.txt),
+#   1. installs what is missing (mosquitto-clients + mosquitto, Java and
+#      Maven for the Kafka tests via apt, a Python venv at .venv with
+#      tests/requirements.txt),
 #   2. cargo build --release -p ferry, cargo test --workspace --release,
 #   3. the Python integration tests in tests/ against target/release/ferry.
 # Usage: bash scripts/test.sh [extra pytest arguments]
@@ -37,6 +38,15 @@ if [ ! -x /usr/sbin/mosquitto ]; then
 fi
 if ! command -v promtool >/dev/null 2>&1; then
     apt_pkgs+=(prometheus)   # promtool checks GET /metrics
+fi
+if ! command -v java >/dev/null 2>&1; then
+    apt_pkgs+=(default-jre-headless)   # the kafka endpoint tests run a real Kafka 4.x (Java 17+)
+fi
+if ! command -v mvn >/dev/null 2>&1; then
+    apt_pkgs+=(maven)   # fetches Kafka's jars (scripts/kafka-jars.sh)
+fi
+if ! command -v make >/dev/null 2>&1; then
+    apt_pkgs+=(make)   # rdkafka builds its bundled librdkafka with make
 fi
 if ! command -v python3 >/dev/null 2>&1; then
     apt_pkgs+=(python3 python3-venv)
