@@ -40,6 +40,10 @@ pub const INVALID_TOPIC: &str = "invalid_topic";
 /// The longest `connect` waits for the cluster's metadata.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Added to three times `message_timeout`: how long a batch waits for
+/// delivery reports before it counts as failed without them.
+const REPORT_MARGIN: Duration = Duration::from_secs(30);
+
 type KafkaProducer = FutureProducer<LogContext>;
 
 /// Why a `KafkaSink` cannot be built.
@@ -94,10 +98,12 @@ impl KafkaSink {
     /// queue is full, or a fatal error), returned with what was enqueued.
     fn enqueue(
         &self,
-        producer: &KafkaProducer,
         batch: &[RoutedMessage],
         sent: &mut Sent,
     ) -> (Vec<(u64, DeliveryFuture)>, Option<KafkaError>) {
+        let Some(producer) = &self.producer else {
+            return (Vec::new(), Some(KafkaError::Canceled));
+        };
         let mut pending = Vec::with_capacity(batch.len());
         let (wall, monotonic) = (SystemTime::now(), Instant::now());
         for routed in batch {
@@ -194,16 +200,30 @@ impl Sink for KafkaSink {
     }
 
     async fn send(&mut self, batch: &[RoutedMessage]) -> Result<Sent, SinkError> {
-        let Some(producer) = self.producer.clone() else {
+        if self.producer.is_none() {
             return Err(SinkError::new("kafka: not connected"));
-        };
+        }
         let mut sent = Sent::default();
-        let (pending, mut failure) = self.enqueue(&producer, batch, &mut sent);
+        let (pending, mut failure) = self.enqueue(batch, &mut sent);
         // Every report is awaited, even after a failure: the batch is sent
         // again after this returns, and records of this attempt still in
-        // the producer's queue would be sent beside it.
+        // the producer's queue would be sent beside it. librdkafka reports
+        // every record within about `message_timeout` (measured: 3.1 s for
+        // 3 s with the cluster down); the deadline only keeps a report it
+        // never gives from holding the flow for ever.
+        let deadline =
+            tokio::time::Instant::now() + self.checked.message_timeout * 3 + REPORT_MARGIN;
         for (offset, delivery) in pending {
-            match delivery.await {
+            let report = match tokio::time::timeout_at(deadline, delivery).await {
+                Ok(report) => report,
+                Err(_elapsed) => {
+                    failure.get_or_insert(KafkaError::MessageProduction(
+                        RDKafkaErrorCode::MessageTimedOut,
+                    ));
+                    break;
+                }
+            };
+            match report {
                 Ok(Ok(_)) => {}
                 Ok(Err((error, _))) if is_too_large(&error) => {
                     sent.rejected.push((offset, TOO_LARGE));
