@@ -125,8 +125,9 @@ impl KafkaSink {
                 .payload(&message.payload[..])
                 .timestamp(record::received_at_ms(message, wall, monotonic))
                 .headers(record::headers(message));
-            // An empty key is no key: librdkafka spreads both over the
-            // partitions alike, and a consumer sees null rather than "".
+            // An empty key is no key: the murmur2 partitioner would put
+            // every empty key on one partition, where keyless records are
+            // spread over them all.
             if let Some(key) = key.as_deref().filter(|key| !key.is_empty()) {
                 record = record.key(key);
             }
