@@ -90,12 +90,9 @@ impl Conn {
         version: ProtocolVersion,
         session_expiry: u32,
     ) -> Result<(Conn, ConnAck), BenchError> {
-        let stream = TcpStream::connect(broker)
-            .await
-            .map_err(|source| BenchError::Connect { broker: broker.to_string(), source })?;
         // A 3.1.1 session is persistent exactly when it is not clean.
         let clean_start = version.is_v5() || session_expiry == 0;
-        Conn::handshake(stream, client_id, version, 0, session_expiry, clean_start).await
+        Conn::open(broker, client_id, version, session_expiry, clean_start).await
     }
 
     /// Like [`Conn::connect`] with a `session_expiry`, but takes up the
@@ -109,10 +106,20 @@ impl Conn {
         version: ProtocolVersion,
         session_expiry: u32,
     ) -> Result<(Conn, ConnAck), BenchError> {
+        Conn::open(broker, client_id, version, session_expiry, false).await
+    }
+
+    async fn open(
+        broker: SocketAddr,
+        client_id: String,
+        version: ProtocolVersion,
+        session_expiry: u32,
+        clean_start: bool,
+    ) -> Result<(Conn, ConnAck), BenchError> {
         let stream = TcpStream::connect(broker)
             .await
             .map_err(|source| BenchError::Connect { broker: broker.to_string(), source })?;
-        Conn::handshake(stream, client_id, version, 0, session_expiry, false).await
+        Conn::handshake(stream, client_id, version, 0, session_expiry, clean_start).await
     }
 
     /// Like [`Conn::connect`], but from a chosen local address (port 0, so
