@@ -1,0 +1,15 @@
+//! Ferry's digital twins, compatible with Eclipse Ditto: things (attributes,
+//! features with properties and desired properties), the policies that
+//! guard them, and RQL, the query language of search and conditions.
+//!
+//! This crate holds the model and its rules and does no I/O of its own
+//! beyond its stores; the HTTP API and the wiring live in the `ferry`
+//! binary. Every rule here follows what Ditto's code does (its
+//! `*Exception` classes, its parsers and its system tests), since that is
+//! what Ditto's users wrote their clients against.
+
+pub mod error;
+pub mod pointer;
+
+pub use error::DittoError;
+pub use pointer::JsonPointer;
