@@ -49,10 +49,6 @@ impl JsonPointer {
         self.levels.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.levels.len()
-    }
-
     pub fn first(&self) -> Option<&str> {
         self.levels.first().map(String::as_str)
     }
