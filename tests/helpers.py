@@ -218,6 +218,24 @@ class MqttClient:
         self._wait(lambda: mid in self._pubacks, timeout, f"publish completion on {topic}")
         return self._pubacks[mid]
 
+    def publish_nowait(self, topic: str, payload=b"", qos: int = 1) -> int:
+        """Publishes without waiting for its acknowledgement; returns the
+        message id for `acknowledgement`."""
+        info = self.c.publish(topic, payload, qos)
+        assert info.rc == mqtt.MQTT_ERR_SUCCESS, f"publish failed locally: {info.rc}"
+        return info.mid
+
+    def acknowledged(self, mid: int) -> int | None:
+        """The reason code the publish `mid` was answered with, or None if
+        it has not been yet."""
+        with self._cond:
+            return self._pubacks.get(mid)
+
+    def acknowledgement(self, mid: int, timeout: float = TIMEOUT) -> int:
+        """Waits for the answer to the publish `mid`; returns its reason code."""
+        self._wait(lambda: mid in self._pubacks, timeout, f"the answer to publish {mid}")
+        return self._pubacks[mid]
+
     def get(self, timeout: float = TIMEOUT) -> Msg:
         try:
             return self.messages.get(timeout=timeout)

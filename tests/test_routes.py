@@ -109,6 +109,10 @@ def test_a_route_syntax_error_names_the_file_line_key_route_and_column(tmp_path)
     ('[endpoints.cloud]\ntype = "topic"\ntopik = "x"\n', "endpoints.cloud", "topik"),
     ('[endpoints.cloud]\ntype = "topic"\ntopic = "x"\nbatch = { max_messages = 0 }\n',
      "endpoints.cloud", "batch.max_messages"),
+    ('[endpoints.cloud]\ntype = "topic"\ntopic = "x"\nwhen_full = "block"\nblock_timeout = "1h"\n',
+     "endpoints.cloud", "block_timeout"),
+    ('[endpoints.cloud]\ntype = "topic"\ntopic = "x"\nwhen_full = "wait"\n',
+     "endpoints.cloud", "block"),
 ])
 def test_bad_route_and_endpoint_settings_are_refused_with_their_key(tmp_path, text, key, words):
     p = _check_config(tmp_path, text)

@@ -252,6 +252,47 @@ def test_when_full_reject_refuses_publishes_with_0x97_and_keeps_what_it_took(fer
     assert watcher.get().payload == str(refused).encode()
 
 
+def test_when_full_block_withholds_the_puback_until_the_endpoint_has_room(ferry_upstream,
+                                                                          broker_factory):
+    edge = broker_factory(_edge_config(ferry_upstream.port, max_bytes="20KiB",
+                                       when_full="block", block_timeout="60s"))
+    ferry_upstream.kill()
+    device = edge.client(5, "device")
+    sent = [_payload("p1", n) for n in range(40)]
+    mids = [device.publish_nowait("telemetry/p1", payload) for payload in sent]
+    _await_sys(edge, "$SYS/broker/routes/held", lambda v: v == "1")
+    answered = [mid for mid in mids if device.acknowledged(mid) is not None]
+    assert 10 <= len(answered) < 40, "the cap holds 10-20 of them; the rest wait unanswered"
+    assert all(device.acknowledged(mid) == 0 for mid in answered)
+    ferry_upstream.start()
+    ferry_upstream.reconnect()
+    assert [device.acknowledgement(mid, timeout=30) for mid in mids] == [0] * 40
+    ferry_upstream.collect(set(sent))
+    _assert_in_order(ferry_upstream.received)
+    _await_sys(edge, "$SYS/broker/routes/refused", lambda v: v == "0")
+
+
+@pytest.mark.parametrize("version", [5, 4])
+def test_when_full_block_refuses_after_block_timeout(version, broker_factory):
+    edge = broker_factory(_edge_config(free_port(), max_bytes="20KiB", when_full="block",
+                                       block_timeout="1s"))
+    device = edge.client(version, "device")
+    mids = [device.publish_nowait("telemetry/p1", _payload("p1", n)) for n in range(40)]
+    if version == 5:
+        # Answers come in order: the held publish pauses everything after it.
+        answers = []
+        for mid in mids:
+            answers.append(device.acknowledgement(mid, timeout=10))
+            if answers[-1] != 0:
+                break
+        assert answers[-1] == 0x97 and len(answers) > 10, answers
+    else:
+        # 3.1.1 has no way to say no: the connection is closed instead.
+        device.wait_disconnected(timeout=10)
+    _await_sys(edge, "$SYS/broker/routes/refused", lambda v: int(v) >= 1)
+    _await_sys(edge, "$SYS/broker/routes/held", lambda v: int(v) >= 1)
+
+
 def test_when_full_drop_oldest_keeps_the_newest_and_counts_each_drop(ferry_upstream,
                                                                        broker_factory):
     edge = broker_factory(_edge_config(ferry_upstream.port, max_bytes="20KiB",

@@ -23,6 +23,7 @@
 //! stalled (nobody waits for it again until it drains), and its queue bound
 //! and overflow policy apply as usual.
 
+use crate::held::HeldPublish;
 use crate::session::Session;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +66,8 @@ pub(crate) enum Pace {
     /// Released by `target`, with `left` messages to go before it checks
     /// whether to yield to the next waiter.
     Turn { target: Arc<Session>, left: u32 },
+    /// Input paused while a publish waits for room at a full endpoint.
+    Held(Box<HeldPublish>),
 }
 
 #[cfg(test)]

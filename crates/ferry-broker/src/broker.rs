@@ -14,7 +14,7 @@ use crate::durable::record::{self, Record, Target};
 use crate::durable::{Store, StoreError};
 use crate::message::Message;
 use crate::retained::RetainedStore;
-use crate::routing::{EndpointTarget, RouteSource, Router, Routing, WhenFull};
+use crate::routing::{EndpointCap, EndpointTarget, RouteSource, Router, Routing, WhenFull};
 use crate::session::{Delivery, Enqueued, Publisher, Reply, Session, SessionState};
 use crate::shed_log::ShedLog;
 use crate::stats::Stats;
@@ -124,6 +124,10 @@ pub(crate) enum Routed {
     /// It must be stored and cannot be now (the disk limits): answer with
     /// this reason.
     Refused(ReasonCode),
+    /// An endpoint it is routed to is full and blocks (`when_full =
+    /// "block"`): nothing was done, and the publisher holds the message,
+    /// unanswered, to try again until `timeout` has passed.
+    Held { message: Arc<Message>, timeout: Duration },
 }
 
 /// Who waits for a stored message's acknowledgement.
@@ -255,10 +259,10 @@ impl Broker {
         self.routing.set(router);
     }
 
-    /// Caps the log bytes `endpoint` may hold (0: no cap beyond the
-    /// disk's), and says what happens past it.
-    pub fn set_endpoint_cap(&self, endpoint: &str, max_bytes: u64, when_full: WhenFull) {
-        self.routing.set_cap(endpoint, max_bytes, when_full);
+    /// Caps the log bytes `endpoint` may hold, and says what happens past
+    /// it.
+    pub fn set_endpoint_cap(&self, endpoint: &str, cap: EndpointCap) {
+        self.routing.set_cap(endpoint, cap);
     }
 
     /// Tells every connection to send DISCONNECT 0x8B and close, and the
@@ -712,7 +716,7 @@ impl Broker {
     /// messages the broker makes itself (wills, `$SYS`), which have no
     /// connection to slow down or acknowledge.
     pub fn publish(&self, message: Message) {
-        self.publish_with(message, None, None, Routes::Apply);
+        self.publish_with(Arc::new(message), None, None, Routes::Apply);
     }
 
     /// Publishes a message that came in through the uplink `endpoint` (a
@@ -729,14 +733,14 @@ impl Broker {
     ) -> oneshot::Receiver<ReasonCode> {
         let (waiter, answered) = oneshot::channel();
         let waiter = Some(Acknowledgement::Waiter(waiter));
-        self.publish_with(message, None, waiter, Routes::Except(endpoint));
+        self.publish_with(Arc::new(message), None, waiter, Routes::Except(endpoint));
         answered
     }
 
     /// Publishes without asking the routes: for what an endpoint republishes
     /// (`ferry-routes`' topic endpoint), which routing again could loop.
     pub fn publish_unrouted(&self, message: Message) {
-        self.publish_with(message, None, None, Routes::Skip);
+        self.publish_with(Arc::new(message), None, None, Routes::Skip);
     }
 
     /// Publishes for a client's session. When delivered at once,
@@ -746,7 +750,7 @@ impl Broker {
     /// publisher's replies once it is.
     pub(crate) fn publish_from(
         &self,
-        message: Message,
+        message: Arc<Message>,
         publisher: &Arc<Session>,
         username: Option<&str>,
         answer: Option<Answer>,
@@ -766,12 +770,11 @@ impl Broker {
 
     fn publish_with(
         &self,
-        message: Message,
+        message: Arc<Message>,
         publisher: Option<&Publisher<'_>>,
         answer: Option<Acknowledgement>,
         routes: Routes<'_>,
     ) -> Routed {
-        let message = Arc::new(message);
         // `$SYS` is remade every interval from live counters: storing it
         // would only fill the log.
         let store = self.store.as_ref().filter(|_| !message.topic.starts_with("$SYS"));
@@ -800,18 +803,21 @@ impl Broker {
             let must_store = message.retain
                 || !endpoints.is_empty()
                 || (message.qos != QoS::AtMostOnce && targets.iter().any(persistent));
-            if let Some(full) = self.routing.full(&endpoints, |name| store.endpoint_bytes(name)) {
+            if let Some((full, cap)) =
+                self.routing.full(&endpoints, |name| store.endpoint_bytes(name))
+            {
                 drop(tree);
+                let client = answer.as_ref().and_then(Acknowledgement::client);
+                if cap.when_full == WhenFull::Block && client.is_some() {
+                    return Routed::Held { message, timeout: cap.block_timeout };
+                }
                 self.stats.refused_endpoint_full.inc();
                 self.shed_log.refused(
                     source.client_id.unwrap_or(""),
-                    &format!(
-                        "PUBLISH routed to endpoint {:?}, which holds its max_bytes",
-                        full.endpoint
-                    ),
+                    &format!("PUBLISH routed to endpoint {full:?}, which holds its max_bytes"),
                     &message.topic,
                 );
-                if let Some(answer) = answer.as_ref().and_then(Acknowledgement::client) {
+                if let Some(answer) = client {
                     if answer.exactly_once {
                         answer.session.lock().release_inbound(answer.packet_id);
                     }

@@ -11,6 +11,7 @@ use crate::durable::record::{Record, StoredSubscription};
 use crate::durable::Store;
 use crate::encode_once::{encode_publish, PublishShape};
 use crate::envelope;
+use crate::held::{self, HeldPublish};
 use crate::listener::Origin;
 use crate::message::Message;
 use crate::publish_limits::{Over, PublishLimits, MEMORY_PAUSE};
@@ -740,29 +741,48 @@ impl Client {
     }
 
     /// The instant input may resume, if the client is paused by its
-    /// publish limits or the memory watermark.
+    /// publish limits or the memory watermark, or the next try of a held
+    /// publish.
     pub(crate) fn paused_until(&mut self) -> Option<Instant> {
+        if let Pace::Held(held) = &self.pace {
+            return Some(held.next_try);
+        }
         self.particulars.as_mut()?.limits.as_mut()?.paused_until(Instant::now())
     }
 
     /// Routes a client's message and returns the reason code to answer it
     /// with, or `None` if it is being stored first (its answer then waits
-    /// in line). Pauses this client's input if a subscriber's queue is
-    /// congested, or if its turn at one is over.
+    /// in line) or held for a full endpoint (answered when it is retried).
+    /// Pauses this client's input if a subscriber's queue is congested, if
+    /// its turn at one is over, or while the message is held.
     fn publish(
         &mut self,
         broker: &Broker,
         publish: Publish,
         acknowledge: Acknowledge,
     ) -> Option<ReasonCode> {
+        let packet_id = publish.packet_id;
+        let message = Arc::new(Message::from_publish(publish, self.session.id));
+        self.route(broker, message, acknowledge, packet_id, None)
+    }
+
+    /// `publish` for a message already made: first sent, or held and
+    /// tried again before `held_until_ms`.
+    fn route(
+        &mut self,
+        broker: &Broker,
+        message: Arc<Message>,
+        acknowledge: Acknowledge,
+        packet_id: u16,
+        held_until_ms: Option<u64>,
+    ) -> Option<ReasonCode> {
         let answer = (acknowledge != Acknowledge::No).then(|| Answer {
             session: self.session.clone(),
             generation: self.generation,
-            packet_id: publish.packet_id,
+            packet_id,
             exactly_once: acknowledge == Acknowledge::PubRec,
         });
         let acknowledged = answer.is_some();
-        let message = Message::from_publish(publish, self.session.id);
         let username = self
             .particulars
             .as_ref()
@@ -778,6 +798,10 @@ impl Client {
                 (congested, None)
             }
             Routed::Refused(reason) => return Some(reason),
+            Routed::Held { message, timeout } => {
+                self.hold(broker, message, acknowledge, packet_id, held_until_ms, timeout);
+                return None;
+            }
         };
         if let Some(target) = congested {
             self.block(broker, target);
@@ -789,6 +813,75 @@ impl Client {
             }
         }
         reason
+    }
+
+    /// Pauses input with `message` unanswered until a full endpoint it is
+    /// routed to has room. A QoS 2 packet id is let go meanwhile: if the
+    /// connection ends while it waits, the client's resend on its next one
+    /// must be taken as new, since nothing of it was stored.
+    fn hold(
+        &mut self,
+        broker: &Broker,
+        message: Arc<Message>,
+        acknowledge: Acknowledge,
+        packet_id: u16,
+        held_until_ms: Option<u64>,
+        timeout: Duration,
+    ) {
+        let now_ms = broker.now_ms();
+        let exactly_once = acknowledge == Acknowledge::PubRec;
+        if exactly_once {
+            self.session.lock().release_inbound(packet_id);
+        }
+        let deadline_ms = held_until_ms.unwrap_or_else(|| {
+            broker.stats.held_endpoint_full.inc();
+            broker.shed_log.refused(
+                &self.session.client_id,
+                &format!("PUBLISH held for up to {timeout:?}: a route endpoint holds its max_bytes"),
+                &message.topic,
+            );
+            now_ms.saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
+        });
+        self.pace = Pace::Held(Box::new(HeldPublish {
+            message,
+            packet_id,
+            exactly_once,
+            deadline_ms,
+            next_try: Instant::now() + held::RETRY_PERIOD,
+        }));
+    }
+
+    /// Tries a held publish again once its retry time has come: it goes
+    /// through if its endpoints have room, and is refused (0x97; the
+    /// connection closed for 3.1.1) once its deadline has passed.
+    pub(crate) fn retry_held(&mut self, broker: &Broker, wbuf: &mut BytesMut) -> Result<(), Close> {
+        match &self.pace {
+            Pace::Held(held) if Instant::now() >= held.next_try => {}
+            _ => return Ok(()),
+        }
+        let now_ms = broker.now_ms();
+        let Pace::Held(held) = std::mem::take(&mut self.pace) else { return Ok(()) };
+        // The client is waiting on us, not silent.
+        self.session.liveness.touch(now_ms);
+        let HeldPublish { message, packet_id, exactly_once, deadline_ms, .. } = *held;
+        let acknowledge = if exactly_once { Acknowledge::PubRec } else { Acknowledge::PubAck };
+        let reason = if now_ms >= deadline_ms {
+            broker.stats.refused_endpoint_full.inc();
+            broker.shed_log.refused(
+                &self.session.client_id,
+                "PUBLISH refused: a route endpoint held its max_bytes past block_timeout",
+                &message.topic,
+            );
+            Some(ReasonCode::QuotaExceeded)
+        } else {
+            if exactly_once {
+                self.session.lock().inbound_qos2.push(packet_id);
+            }
+            self.route(broker, message, acknowledge, packet_id, Some(deadline_ms))
+        };
+        let Some(reason) = reason else { return Ok(()) };
+        let ack = PubAck::new(packet_id, reason);
+        self.acknowledge(if exactly_once { Packet::PubRec(ack) } else { Packet::PubAck(ack) }, wbuf)
     }
 
     /// Sends an answer to the client, behind those still waiting for the
@@ -868,7 +961,7 @@ impl Client {
 
     /// True while the client's input is paused for back-pressure.
     pub(crate) fn is_blocked(&self) -> bool {
-        matches!(self.pace, Pace::Blocked { .. })
+        matches!(self.pace, Pace::Blocked { .. } | Pace::Held(_))
     }
 
     /// Resumes input once the congested subscriber released us (our turn),

@@ -248,6 +248,9 @@ async fn run<S: Transport>(
             }
         }
         client.check_blocked(broker);
+        if let Err(close) = client.retry_held(broker, wbuf) {
+            return close;
+        }
         if let Err(close) = process_input(client, broker, rbuf, wbuf) {
             return close;
         }

@@ -23,6 +23,7 @@ mod durable;
 mod encode_once;
 pub mod endpoint;
 pub mod envelope;
+mod held;
 pub mod keep_alive;
 pub mod listener;
 mod liveness;

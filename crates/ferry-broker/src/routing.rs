@@ -13,6 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Priorities run from 0 (highest) to this (lowest), as in edgeHub.
@@ -64,6 +65,37 @@ pub enum WhenFull {
     /// It is queued, and the endpoint drops its oldest messages (counted
     /// under `cap`) until it is under the cap again.
     DropOldest,
+    /// The publisher's acknowledgement is withheld, and its input paused,
+    /// until the endpoint has room again; past `block_timeout` it is
+    /// refused as with `Reject`. Only a QoS 1 or 2 publish from a client
+    /// can wait: anything else (QoS 0, wills, messages from an uplink) is
+    /// refused at once.
+    Block,
+}
+
+/// An endpoint's disk cap and what happens past it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointCap {
+    /// Log bytes the endpoint's queue may hold; 0 for no cap.
+    pub max_bytes: u64,
+    pub when_full: WhenFull,
+    /// How long a publish may wait for room under `WhenFull::Block`.
+    pub block_timeout: Duration,
+}
+
+impl EndpointCap {
+    /// No cap beyond the disk's own watermarks.
+    pub const NONE: EndpointCap = EndpointCap {
+        max_bytes: 0,
+        when_full: WhenFull::Reject,
+        block_timeout: Duration::ZERO,
+    };
+
+    /// Whether a publish meets the cap itself, rather than the endpoint
+    /// trimming its queue afterwards.
+    fn stops_publishers(&self) -> bool {
+        self.max_bytes != 0 && self.when_full != WhenFull::DropOldest
+    }
 }
 
 /// The router in force and the wake-ups of the endpoints' readers.
@@ -77,9 +109,9 @@ pub(crate) struct Routing {
     /// it is stored. A `Notify` keeps a permit, so a reader that was busy
     /// when the message came does not miss it.
     wakers: Mutex<HashMap<Arc<str>, Arc<Notify>>>,
-    /// Endpoints that refuse messages when full, with their cap in log
-    /// bytes. Read on the publish path only while it holds any.
-    refusing: RwLock<HashMap<Arc<str>, u64>>,
+    /// Endpoints whose cap stops publishers (reject or block). Read on
+    /// the publish path only while it holds any.
+    refusing: RwLock<HashMap<Arc<str>, EndpointCap>>,
     any_refusing: AtomicBool,
 }
 
@@ -117,30 +149,31 @@ impl Routing {
         waker
     }
 
-    /// Sets the disk cap of `endpoint`: 0 for none.
-    pub(crate) fn set_cap(&self, endpoint: &str, max_bytes: u64, when_full: WhenFull) {
+    pub(crate) fn set_cap(&self, endpoint: &str, cap: EndpointCap) {
         let mut refusing = self.refusing.write();
-        if max_bytes != 0 && when_full == WhenFull::Reject {
-            refusing.insert(endpoint.into(), max_bytes);
+        if cap.stops_publishers() {
+            refusing.insert(endpoint.into(), cap);
         } else {
             refusing.remove(endpoint);
         }
         self.any_refusing.store(!refusing.is_empty(), Ordering::Release);
     }
 
-    /// The endpoints among `targets` that refuse more messages now, by
-    /// `queued_bytes`, the log bytes each still holds.
-    pub(crate) fn full<'t>(
+    /// The first endpoint among `targets` that stops more messages now,
+    /// by `queued_bytes`, the log bytes each still holds, with its cap.
+    pub(crate) fn full(
         &self,
-        targets: &'t [EndpointTarget],
+        targets: &[EndpointTarget],
         queued_bytes: impl Fn(&str) -> u64,
-    ) -> Option<&'t EndpointTarget> {
+    ) -> Option<(Arc<str>, EndpointCap)> {
         if !self.any_refusing.load(Ordering::Relaxed) {
             return None;
         }
         let refusing = self.refusing.read();
-        targets.iter().find(|target| {
-            refusing.get(&target.endpoint).is_some_and(|&cap| queued_bytes(&target.endpoint) >= cap)
+        targets.iter().find_map(|target| {
+            let cap = refusing.get(&target.endpoint)?;
+            (queued_bytes(&target.endpoint) >= cap.max_bytes)
+                .then(|| (target.endpoint.clone(), *cap))
         })
     }
 

@@ -47,8 +47,13 @@ pub struct Stats {
     /// Messages refused (0x97) because the durable log reached a disk limit.
     pub refused_disk_full: Counter,
     /// Messages refused (0x97) because a route endpoint that refuses when
-    /// full (`when_full = "reject"`) holds its `max_bytes`.
+    /// full (`when_full = "reject"`) holds its `max_bytes`, or because one
+    /// that blocks (`"block"`) kept it waiting past its `block_timeout`.
     pub refused_endpoint_full: Counter,
+    /// Publishes held back, unanswered, because an endpoint that blocks
+    /// when full (`when_full = "block"`) held its `max_bytes`; counted once
+    /// per hold, however long it lasts.
+    pub held_endpoint_full: Counter,
     /// Connections closed because of a malformed or illegal packet.
     pub protocol_errors: Counter,
     /// CONNECTs refused for their credentials (or for failing too often).

@@ -86,6 +86,7 @@ fn publish_all(broker: &Broker) {
             ("store/failures", stats.store_failures.get().to_string()),
             ("store/refused", stats.refused_disk_full.get().to_string()),
             ("routes/refused", stats.refused_endpoint_full.get().to_string()),
+            ("routes/held", stats.held_endpoint_full.get().to_string()),
             ("store/recovery/records", store.recovery_records.to_string()),
             ("store/recovery/ms", store.recovery_time.as_millis().to_string()),
         ]);

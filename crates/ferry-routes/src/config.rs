@@ -203,9 +203,12 @@ pub struct FlowConfig {
     /// The log bytes the endpoint's queue may hold (its disk cap); 0 for
     /// no cap but the disk's own watermark.
     pub max_bytes: Size,
-    /// What a full queue does with more: `reject` (0x97 to the publisher)
-    /// or `drop_oldest` (drops its oldest messages, counted under `cap`).
+    /// What a full queue does with more: `reject` (0x97 to the publisher),
+    /// `block` (the publisher's acknowledgement waits for room, up to
+    /// `block_timeout`, then 0x97) or `drop_oldest` (drops its oldest
+    /// messages, counted under `cap`).
     pub when_full: WhenFull,
+    pub block_timeout: Span,
     pub batch: BatchConfig,
     pub backoff: BackoffConfig,
     /// Messages per second at most, a backlog's drain included; 0 for the
@@ -222,6 +225,7 @@ impl Default for FlowConfig {
         FlowConfig {
             max_bytes: Size(0),
             when_full: WhenFull::Reject,
+            block_timeout: Span(Duration::from_secs(10)),
             batch: BatchConfig::default(),
             backoff: BackoffConfig::default(),
             max_rate: 0,
@@ -271,6 +275,9 @@ impl Default for BackoffConfig {
 /// memory: a batch is read into memory whole.
 const MAX_BATCH_MESSAGES: usize = 10_000;
 const MAX_BATCH_BYTES: u64 = 16 << 20;
+/// A blocked publisher stops reading, PINGREQs included: beyond a few
+/// minutes its client has long given up on the connection.
+const MAX_BLOCK_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl FlowConfig {
     fn validate(&self) -> Result<(), String> {
@@ -284,6 +291,12 @@ impl FlowConfig {
         if self.backoff.initial.0.is_zero() || self.backoff.initial.0 > self.backoff.max.0 {
             return Err("backoff.initial must be above 0 and at most backoff.max".into());
         }
+        if self.block_timeout.0.is_zero() || self.block_timeout.0 > MAX_BLOCK_TIMEOUT {
+            return Err(format!(
+                "block_timeout must be above 0 and at most {}s",
+                MAX_BLOCK_TIMEOUT.as_secs()
+            ));
+        }
         if self.starvation_share_percent > 50 {
             return Err("starvation_share_percent must be 0 to 50".into());
         }
@@ -293,8 +306,15 @@ impl FlowConfig {
 
 /// Keys of the flow, the same for every type; the rest of the table is
 /// the type's.
-const FLOW_KEYS: [&str; 6] =
-    ["max_bytes", "when_full", "batch", "backoff", "max_rate", "starvation_share_percent"];
+const FLOW_KEYS: [&str; 7] = [
+    "max_bytes",
+    "when_full",
+    "block_timeout",
+    "batch",
+    "backoff",
+    "max_rate",
+    "starvation_share_percent",
+];
 const TYPES: &[&str] = &["http", "kafka", "mqtt", "topic"];
 
 impl<'de> Deserialize<'de> for EndpointConfig {

@@ -13,7 +13,7 @@ use crate::flow;
 use crate::stats::{EndpointFigures, EndpointStats};
 use crate::table::RouteTable;
 use ferry_broker::endpoint::EndpointQueue;
-use ferry_broker::routing::{WhenFull, PRIORITIES};
+use ferry_broker::routing::{EndpointCap, PRIORITIES};
 use ferry_broker::Broker;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -127,7 +127,7 @@ impl RoutesService {
                 let _ = running.stop.send(true);
                 let _ = running.task.await;
                 if !endpoints.contains_key(&name) {
-                    self.broker.set_endpoint_cap(&name, 0, WhenFull::Reject);
+                    self.broker.set_endpoint_cap(&name, EndpointCap::NONE);
                     tracing::info!(endpoint = %name, "endpoint removed; its queue is kept");
                 }
             }
@@ -138,7 +138,14 @@ impl RoutesService {
             let stats = self.stats.entry(name.clone()).or_default().clone();
             let (stop, stopped) = watch::channel(false);
             let flow = config.flow.clone();
-            self.broker.set_endpoint_cap(&name, flow.max_bytes.0, flow.when_full);
+            self.broker.set_endpoint_cap(
+                &name,
+                EndpointCap {
+                    max_bytes: flow.max_bytes.0,
+                    when_full: flow.when_full,
+                    block_timeout: flow.block_timeout.0,
+                },
+            );
             let task = match sink {
                 Built::Mqtt(sink) => {
                     tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped))

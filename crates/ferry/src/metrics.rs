@@ -25,6 +25,7 @@ pub async fn render(broker: &Broker, reloader: &Reloader) -> Result<String, std:
     }
     registry.register_collector(Box::new(StoreMetrics {
         refused_endpoint_full: broker.stats.refused_endpoint_full.get(),
+        held_endpoint_full: broker.stats.held_endpoint_full.get(),
         free_disk_bytes: broker.store_figures().map(|figures| figures.free_disk_bytes),
     }));
     let mut text = String::new();
@@ -35,6 +36,7 @@ pub async fn render(broker: &Broker, reloader: &Reloader) -> Result<String, std:
 #[derive(Debug)]
 struct StoreMetrics {
     refused_endpoint_full: u64,
+    held_endpoint_full: u64,
     free_disk_bytes: Option<u64>,
 }
 
@@ -43,9 +45,16 @@ impl Collector for StoreMetrics {
         let refused = ConstCounter::new(self.refused_endpoint_full);
         refused.encode(encoder.encode_descriptor(
             "ferry_route_refused_messages",
-            "Publishes refused (0x97) because an endpoint with when_full = reject held its max_bytes.",
+            "Publishes refused (0x97) because an endpoint held its max_bytes: at once with when_full = reject, past block_timeout with block.",
             None,
             refused.metric_type(),
+        )?)?;
+        let held = ConstCounter::new(self.held_endpoint_full);
+        held.encode(encoder.encode_descriptor(
+            "ferry_route_held_messages",
+            "Publishes whose acknowledgement was held back because an endpoint with when_full = block held its max_bytes.",
+            None,
+            held.metric_type(),
         )?)?;
         if let Some(free) = self.free_disk_bytes {
             let free = ConstGauge::new(i64::try_from(free).unwrap_or(i64::MAX));
