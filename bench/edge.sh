@@ -9,6 +9,7 @@
 #   BACKLOG=300000 bench/edge.sh        # a smaller outage, for a smaller disk
 #   bench/edge.sh steady                # or: outage-ferry, outage-mosquitto
 #   WINDOW=1000 bench/edge.sh outage-ferry   # QoS 1 window edge → upstream
+#   ENVELOPE=1 bench/edge.sh outage-ferry    # each batch up in one PUBLISH
 #
 # steady            an edge Ferry with the route FROM bench/# INTO cloud, an
 #                   `mqtt` endpoint to the upstream, fsync batch (the default):
@@ -36,6 +37,10 @@ backlog=${BACKLOG:-1000000}
 # Ferry's default for the first two). A drain cannot beat WINDOW messages
 # per round trip, and a round trip to a durable upstream includes its fsync.
 window=${WINDOW:-100}
+# With ENVELOPE=1 the edge sends each batch as one batch envelope (on the
+# topic bench-envelopes), which the upstream Ferry unpacks: the window then
+# counts batches, not messages.
+envelope=${ENVELOPE:+'envelope_topic = "bench-envelopes"'}
 # Seconds between the burst's last message (as the bench's once-a-second
 # progress line shows it) and the edge's kill -9: with 2 every PUBACK is
 # in and Mosquitto has autosaved since; 0 kills it within a second of the
@@ -103,6 +108,7 @@ url = "mqtt://127.0.0.1:$up_port"
 batch = { max_messages = $1 }
 backoff = { initial = "100ms", max = "1s" }
 max_inflight = $window
+$envelope
 EOF
   "$ferry" serve --config "$work/edge.toml" >> "$work/edge.log" 2>&1 &
   edge=$!

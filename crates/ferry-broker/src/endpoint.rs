@@ -10,7 +10,7 @@
 //! holds them.
 
 use crate::broker::{message_from_stored, Broker};
-use crate::durable::record::Record;
+use crate::durable::record::{Published, Record};
 use crate::durable::StoreError;
 use crate::message::Message;
 use crate::routing::{EndpointTarget, PRIORITIES};
@@ -116,6 +116,23 @@ impl EndpointQueue {
     pub fn read(&self, offset: u64) -> Result<RoutedMessage, StoreError> {
         let store = self.broker.store.as_ref().expect("endpoint queues exist with a store");
         let (published, stored_bytes) = store.read_published_sized(offset)?;
+        Ok(self.routed(offset, published, stored_bytes))
+    }
+
+    /// `read` of each of `offsets`, in order: what `take` gives lies close
+    /// together in the log, and is read a stretch at a time.
+    pub fn read_many(&self, offsets: &[u64]) -> Vec<Result<RoutedMessage, StoreError>> {
+        let store = self.broker.store.as_ref().expect("endpoint queues exist with a store");
+        offsets
+            .iter()
+            .zip(store.read_published_many(offsets))
+            .map(|(&offset, read)| {
+                read.map(|(published, stored_bytes)| self.routed(offset, published, stored_bytes))
+            })
+            .collect()
+    }
+
+    fn routed(&self, offset: u64, published: Published, stored_bytes: u64) -> RoutedMessage {
         let target = published
             .endpoints
             .iter()
@@ -126,13 +143,13 @@ impl EndpointQueue {
                 priority: 0,
                 expires_at_ms: 0,
             });
-        Ok(RoutedMessage {
+        RoutedMessage {
             offset,
             priority: target.priority,
             expires_at_ms: target.expires_at_ms,
             stored_bytes,
             message: message_from_stored(&published.message),
-        })
+        }
     }
 
     /// Takes the messages at `offsets` off the queue, `bytes` of log in

@@ -344,6 +344,32 @@ fn a_reader_reads_any_flushed_record_by_offset_across_segments() {
     assert!(reader.read(log.end() + 100).is_err(), "past the end");
 }
 
+#[test]
+fn a_reader_reads_many_records_as_it_reads_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = Log::open(dir.path(), SMALL).unwrap();
+    let mut reader = log.reader();
+    let offsets: Vec<u64> = (0..300).map(|i| log.append(&payload(i)).unwrap()).collect();
+    log.flush().unwrap();
+    assert!(log.segments() > 3, "the records span segments");
+    // Every third record, as a queue's offsets lie among others': runs
+    // that cross segment boundaries, and one that is not a record.
+    let mut wanted: Vec<u64> = offsets.iter().copied().step_by(3).collect();
+    wanted.insert(10, wanted[9] + 1);
+    let got = reader.read_many(&wanted);
+    assert_eq!(got.len(), wanted.len());
+    for (offset, got) in wanted.iter().zip(got) {
+        match offsets.iter().position(|o| o == offset) {
+            Some(i) => assert_eq!(got.unwrap(), payload(i), "record {i}"),
+            None => assert!(got.is_err(), "offset {offset} starts no record"),
+        }
+    }
+    assert!(reader.read_many(&[]).is_empty());
+    let past = reader.read_many(&[offsets[299], log.end() + 100]);
+    assert_eq!(past[0].as_deref().unwrap(), payload(299));
+    assert!(past[1].is_err(), "past the end");
+}
+
 /// On a file system without direct I/O (tmpfs) the log writes through the
 /// page cache, the same blocks at the same places.
 #[test]

@@ -370,15 +370,21 @@ impl Store {
     /// The message stored at `offset` and its record's size in the log.
     pub fn read_published_sized(&self, offset: u64) -> Result<(Published, u64), StoreError> {
         let payload = self.reader.lock().read(offset)?;
-        let size = payload.len() as u64;
-        match Record::decode(&payload)? {
-            Record::Published(published) => Ok((*published, size)),
-            other => Err(RecordError::Invalid {
-                field: "queued message",
-                reason: format!("offset {offset} holds {other:?}"),
-            }
-            .into()),
-        }
+        published_sized(offset, &payload)
+    }
+
+    /// `read_published_sized` of each of `offsets`, in order, with far fewer
+    /// reads of the disk when they lie close together.
+    pub fn read_published_many(
+        &self,
+        offsets: &[u64],
+    ) -> Vec<Result<(Published, u64), StoreError>> {
+        let payloads = self.reader.lock().read_many(offsets);
+        offsets
+            .iter()
+            .zip(payloads)
+            .map(|(&offset, payload)| published_sized(offset, &payload?))
+            .collect()
     }
 
     /// Up to `limit` offsets queued for `endpoint` at `priority`, from
@@ -445,5 +451,18 @@ impl Store {
         if let Some(thread) = self.thread.lock().take() {
             drop(thread.join());
         }
+    }
+}
+
+/// The `Published` record a queue's offset points at, with its size in the
+/// log.
+fn published_sized(offset: u64, payload: &[u8]) -> Result<(Published, u64), StoreError> {
+    match Record::decode(payload)? {
+        Record::Published(published) => Ok((*published, payload.len() as u64)),
+        other => Err(RecordError::Invalid {
+            field: "queued message",
+            reason: format!("offset {offset} holds {other:?}"),
+        }
+        .into()),
     }
 }
