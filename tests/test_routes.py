@@ -85,6 +85,18 @@ def test_what_an_endpoint_republishes_is_not_routed_again(broker_factory):
     assert [m.topic for m in reader.get_n(4)] == ["a/x", "a/again/x", "a/y", "a/again/y"]
 
 
+def test_a_template_names_the_publishing_client(broker_factory):
+    """{clientid} comes from the stored message, read back from the log."""
+    b = broker_factory(_routes({"up": "FROM telemetry/# INTO archive"},
+                               topic="by-client/{clientid}/{topic[1]}"))
+    reader = b.client(5, "reader")
+    reader.subscribe("by-client/#", qos=1)
+    for device in ("dev-7", "dev-8"):
+        b.client(5, device).publish("telemetry/temp", b"21", qos=1)
+    assert sorted(m.topic for m in reader.get_n(2)) == ["by-client/dev-7/temp",
+                                                         "by-client/dev-8/temp"]
+
+
 def _check_config(tmp_path, text: str) -> subprocess.CompletedProcess:
     cfg = tmp_path / "ferry.toml"
     cfg.write_text(text)

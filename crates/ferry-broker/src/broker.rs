@@ -952,12 +952,16 @@ impl Broker {
         }
         // Who to wake once it is stored: the record owns the targets.
         let routed_to: Vec<EndpointTarget> = endpoints.clone();
+        let publisher = publisher
+            .filter(|_| !endpoints.is_empty())
+            .map(|publisher| publisher.session.client_id.clone());
         let record = Record::Published(Box::new(record::Published {
             message: stored_message(&message),
             inbound,
             moved_from,
             targets,
             endpoints,
+            publisher,
         }));
         let broker = self.me.upgrade();
         store.append(record, move |result| {

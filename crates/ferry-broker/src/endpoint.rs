@@ -30,6 +30,10 @@ pub struct RoutedMessage {
     /// disk cap.
     pub stored_bytes: u64,
     pub message: Message,
+    /// The client id of its publisher; `None` for a message the broker
+    /// made (a will's, a command from an uplink) or one stored before
+    /// client ids were kept.
+    pub publisher: Option<Arc<str>>,
 }
 
 impl RoutedMessage {
@@ -149,6 +153,7 @@ impl EndpointQueue {
             expires_at_ms: target.expires_at_ms,
             stored_bytes,
             message: message_from_stored(&published.message),
+            publisher: published.publisher,
         }
     }
 

@@ -134,6 +134,7 @@ fn message(offset: u64, topic: &'static str, payload: &[u8]) -> RoutedMessage {
             properties.into(),
             1,
         ),
+        publisher: None,
     }
 }
 

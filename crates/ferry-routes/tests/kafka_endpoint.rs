@@ -42,6 +42,7 @@ fn message(offset: u64, topic: &str, payload: impl Into<Bytes>) -> RoutedMessage
             properties.into(),
             1,
         ),
+        publisher: Some("device-1".into()),
     }
 }
 
@@ -141,7 +142,8 @@ async fn kafka_endpoint_against_a_real_kafka() {
 }
 
 async fn a_batch_of_1000_arrives_in_order_with_keys_and_headers(brokers: &str) {
-    let mut sink = kafka_sink(brokers, json!({ "topic": "telemetry", "key": "{topic[1]}" }));
+    let mut sink =
+        kafka_sink(brokers, json!({ "topic": "telemetry", "key": "{clientid}/{topic[1]}" }));
     connect(&mut sink).await;
     let batch: Vec<RoutedMessage> = (0..1000u64)
         .map(|n| message(n, &format!("plant/dev{}/temp", n % 10), format!("{{\"n\":{n}}}")))
@@ -154,7 +156,7 @@ async fn a_batch_of_1000_arrives_in_order_with_keys_and_headers(brokers: &str) {
     assert_eq!(records.len(), 1000);
     for (n, record) in records.iter().enumerate() {
         assert_eq!(payload(record), format!("{{\"n\":{n}}}"), "in order");
-        assert_eq!(record.key(), Some(format!("dev{}", n % 10).as_bytes()));
+        assert_eq!(record.key(), Some(format!("device-1/dev{}", n % 10).as_bytes()));
         assert_eq!(header(record, "mqtt.topic"), [format!("plant/dev{}/temp", n % 10)]);
         assert_eq!(header(record, "mqtt.qos"), ["1"]);
         assert_eq!(header(record, "mqtt.content_type"), ["application/json"]);
@@ -343,7 +345,7 @@ fn an_endpoint_table_with_type_kafka_reads_its_settings_and_names_a_bad_key() {
 
     for (bad, key) in [
         (json!({ "acks": "1" }), "acks"),
-        (json!({ "key": "{clientid}" }), "key"),
+        (json!({ "key": "{client}" }), "key"),
         (json!({ "brokers": "k1" }), "brokers"),
         (json!({ "compression": "brotli" }), "brotli"),
     ] {

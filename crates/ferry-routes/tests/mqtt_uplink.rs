@@ -212,6 +212,7 @@ fn routed_with(
             properties,
             0,
         ),
+        publisher: None,
     }
 }
 

@@ -260,6 +260,7 @@ impl Ledger {
                 moved_from: None,
                 targets: SmallVec::new(),
                 endpoints: Vec::new(),
+                publisher: None,
             }))
         });
         // The bytes ride on the first record of each endpoint.
@@ -323,6 +324,7 @@ mod tests {
                 })
                 .collect(),
             endpoints: Vec::new(),
+            publisher: None,
         }))
     }
 
@@ -465,6 +467,7 @@ mod tests {
                 moved_from: None,
                 targets: SmallVec::new(),
                 endpoints: Vec::new(),
+                publisher: None,
             })),
         ));
         let ledger = replay(&records);

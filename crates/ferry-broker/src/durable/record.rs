@@ -15,6 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use ferry_mqtt::ByteStr;
 use ferry_mqtt::{DecodeError, Packet, ProtocolVersion, Publish, QoS, SubscriptionOptions};
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 /// A change to the durable state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,6 +147,9 @@ pub struct Published {
     pub targets: SmallVec<[Target; 1]>,
     /// The endpoints routes send it to (`routing.rs`).
     pub endpoints: Vec<EndpointTarget>,
+    /// The client id of the connection that published it, kept for
+    /// endpoints (`{clientid}` in a template) when it has endpoints.
+    pub publisher: Option<Arc<str>>,
 }
 
 /// One persistent session a message is delivered to, as `Delivery` says.
@@ -240,6 +244,10 @@ mod kind {
     pub const FORWARDED: u8 = 16;
     pub const ENDPOINT_QUEUED: u8 = 17;
     pub const BARRIER: u8 = 18;
+    /// `PUBLISHED_ROUTED` with the publisher's client id after the
+    /// endpoints; a kind of its own so that the records written before it
+    /// still read (without a client id).
+    pub const PUBLISHED_ROUTED_FROM: u8 = 19;
 }
 
 impl Record {
@@ -306,7 +314,12 @@ impl Record {
             }
             Record::Published(published) => {
                 let routed = !published.endpoints.is_empty();
-                out.put_u8(if routed { kind::PUBLISHED_ROUTED } else { kind::PUBLISHED });
+                let publisher = published.publisher.as_deref().filter(|_| routed);
+                out.put_u8(match (routed, publisher) {
+                    (false, _) => kind::PUBLISHED,
+                    (true, None) => kind::PUBLISHED_ROUTED,
+                    (true, Some(_)) => kind::PUBLISHED_ROUTED_FROM,
+                });
                 let (session, packet_id) = published.inbound.unwrap_or((0, 0));
                 put_varint(&mut out, session);
                 put_varint(&mut out, u64::from(packet_id));
@@ -330,6 +343,9 @@ impl Record {
                         out.put_u8(target.priority);
                         put_varint(&mut out, target.expires_at_ms);
                     }
+                }
+                if let Some(publisher) = publisher {
+                    put_bytes(&mut out, publisher.as_bytes());
                 }
                 tail = put_message(&mut out, &published.message);
             }
@@ -413,7 +429,7 @@ impl Record {
                     (0..count).map(|_| input.string("filter")).collect::<Result<_, _>>()?;
                 Record::Unsubscribed { session, filters }
             }
-            found @ (kind::PUBLISHED | kind::PUBLISHED_ROUTED) => {
+            found @ (kind::PUBLISHED | kind::PUBLISHED_ROUTED | kind::PUBLISHED_ROUTED_FROM) => {
                 let inbound_session = input.varint("inbound session")?;
                 let inbound_id = input.u16("inbound packet id")?;
                 let inbound = (inbound_id != 0).then_some((inbound_session, inbound_id));
@@ -443,7 +459,7 @@ impl Record {
                     });
                 }
                 let mut endpoints = Vec::new();
-                if found == kind::PUBLISHED_ROUTED {
+                if found != kind::PUBLISHED {
                     let count = input.count("endpoints")?;
                     for _ in 0..count {
                         let endpoint = input.string("endpoint")?.into();
@@ -452,6 +468,10 @@ impl Record {
                         endpoints.push(EndpointTarget { endpoint, priority, expires_at_ms });
                     }
                 }
+                let publisher = match found {
+                    kind::PUBLISHED_ROUTED_FROM => Some(input.string("publisher")?.into()),
+                    _ => None,
+                };
                 let message = input.message()?;
                 Record::Published(Box::new(Published {
                     message,
@@ -459,6 +479,7 @@ impl Record {
                     moved_from,
                     targets,
                     endpoints,
+                    publisher,
                 }))
             }
             kind::DELIVERED => Record::Delivered {
@@ -768,6 +789,7 @@ mod tests {
                     },
                 ],
                 endpoints: Vec::new(),
+                publisher: None,
             })),
             Record::Published(Box::new(Published {
                 message: message("t", b"", QoS::AtMostOnce, true),
@@ -775,6 +797,7 @@ mod tests {
                 moved_from: None,
                 targets: SmallVec::new(),
                 endpoints: Vec::new(),
+                publisher: None,
             })),
             Record::Published(Box::new(Published {
                 message: message("routed", b"r", QoS::AtMostOnce, false),
@@ -789,6 +812,19 @@ mod tests {
                         expires_at_ms: 1_764_000_000_000,
                     },
                 ],
+                publisher: None,
+            })),
+            Record::Published(Box::new(Published {
+                message: message("telemetry/7", b"21.5", QoS::AtLeastOnce, false),
+                inbound: None,
+                moved_from: None,
+                targets: SmallVec::new(),
+                endpoints: vec![EndpointTarget {
+                    endpoint: "cloud".into(),
+                    priority: 3,
+                    expires_at_ms: 0,
+                }],
+                publisher: Some("device-7".into()),
             })),
             Record::Forwarded {
                 endpoint: "cloud".into(),

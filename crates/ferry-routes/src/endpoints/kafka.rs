@@ -108,11 +108,12 @@ impl KafkaSink {
         let (wall, monotonic) = (SystemTime::now(), Instant::now());
         for routed in batch {
             let message = &routed.message;
+            let publisher = routed.publisher.as_deref();
             let expanded;
             let topic = match &self.checked.fixed_topic {
                 Some(topic) => topic.as_str(),
                 None => {
-                    expanded = self.checked.topic.expand(&message.topic);
+                    expanded = self.checked.topic.expand(&message.topic, publisher);
                     if !is_valid_kafka_topic(&expanded) {
                         sent.rejected.push((routed.offset, INVALID_TOPIC));
                         continue;
@@ -120,7 +121,7 @@ impl KafkaSink {
                     expanded.as_str()
                 }
             };
-            let key = self.checked.key.as_ref().map(|key| key.expand(&message.topic));
+            let key = self.checked.key.as_ref().map(|key| key.expand(&message.topic, publisher));
             let mut record = FutureRecord::to(topic)
                 .payload(&message.payload[..])
                 .timestamp(record::received_at_ms(message, wall, monotonic))

@@ -16,8 +16,9 @@ use std::sync::Arc;
 #[serde(deny_unknown_fields)]
 pub struct TopicEndpointConfig {
     /// The topic to publish on. `{topic}` stands for the message's whole
-    /// topic and `{topic[N]}` for its level N, counted from 0 as in route
-    /// conditions (empty beyond the last level).
+    /// topic, `{topic[N]}` for its level N, counted from 0 as in route
+    /// conditions (empty beyond the last level), and `{clientid}` for its
+    /// publisher's client id (empty for a message the broker made).
     pub topic: String,
 }
 
@@ -32,6 +33,7 @@ enum Part {
     Text(String),
     Topic,
     Level(usize),
+    ClientId,
 }
 
 impl TopicTemplate {
@@ -40,8 +42,11 @@ impl TopicTemplate {
         let template = TopicTemplate::parse_any(template)?;
         // With placeholders standing for one level each, the result must be
         // a topic a client could publish on.
-        if !is_valid_topic_name(&template.expand("x")) {
-            return Err(format!("{:?} does not make a valid topic name", template.expand("{…}")));
+        if !is_valid_topic_name(&template.expand("x", Some("x"))) {
+            return Err(format!(
+                "{:?} does not make a valid topic name",
+                template.expand("{…}", Some("{…}"))
+            ));
         }
         Ok(template)
     }
@@ -61,13 +66,14 @@ impl TopicTemplate {
             let name = &rest[open + 1..open + close];
             parts.push(match name {
                 "topic" => Part::Topic,
+                "clientid" => Part::ClientId,
                 _ => match name.strip_prefix("topic[").and_then(|n| n.strip_suffix(']')) {
                     Some(index) => Part::Level(index.parse().map_err(|_| {
                         format!("{template:?}: {{{name}}} needs a level number, like {{topic[1]}}")
                     })?),
                     None => {
                         return Err(format!(
-                            "{template:?}: unknown placeholder {{{name}}} (known: {{topic}}, {{topic[N]}})"
+                            "{template:?}: unknown placeholder {{{name}}} (known: {{topic}}, {{topic[N]}}, {{clientid}})"
                         ))
                     }
                 },
@@ -85,13 +91,16 @@ impl TopicTemplate {
         self.parts.iter().any(|part| !matches!(part, Part::Text(_)))
     }
 
-    pub fn expand(&self, topic: &str) -> String {
+    /// The template filled in for a message on `topic` from the client
+    /// `client_id`.
+    pub fn expand(&self, topic: &str, client_id: Option<&str>) -> String {
         let mut out = String::with_capacity(topic.len() + 16);
         for part in &self.parts {
             match part {
                 Part::Text(text) => out.push_str(text),
                 Part::Topic => out.push_str(topic),
                 Part::Level(index) => out.push_str(topic.split('/').nth(*index).unwrap_or("")),
+                Part::ClientId => out.push_str(client_id.unwrap_or("")),
             }
         }
         out
@@ -118,7 +127,7 @@ impl Sink for TopicSink {
         let mut sent = Sent::default();
         for routed in batch {
             let original = &routed.message;
-            let topic = self.template.expand(&original.topic);
+            let topic = self.template.expand(&original.topic, routed.publisher.as_deref());
             if !is_valid_topic_name(&topic) {
                 // `{topic[N]}` of a message may hold nothing or make `//`
                 // legal, but an empty topic is not: drop it, counted.
@@ -146,9 +155,12 @@ mod tests {
     #[test]
     fn templates_expand_the_topic_and_its_levels() {
         let template = TopicTemplate::parse("plant/{topic[1]}/from/{topic}").unwrap();
-        assert_eq!(template.expand("sensors/s7/temp"), "plant/s7/from/sensors/s7/temp");
-        assert_eq!(TopicTemplate::parse("fixed").unwrap().expand("a/b"), "fixed");
-        assert_eq!(TopicTemplate::parse("{topic[5]}x").unwrap().expand("a/b"), "x");
+        assert_eq!(template.expand("sensors/s7/temp", None), "plant/s7/from/sensors/s7/temp");
+        assert_eq!(TopicTemplate::parse("fixed").unwrap().expand("a/b", None), "fixed");
+        assert_eq!(TopicTemplate::parse("{topic[5]}x").unwrap().expand("a/b", None), "x");
+        let by_client = TopicTemplate::parse("devices/{clientid}/{topic[1]}").unwrap();
+        assert_eq!(by_client.expand("t/x", Some("dev-1")), "devices/dev-1/x");
+        assert_eq!(by_client.expand("t/x", None), "devices//x");
         for bad in ["a/{topic", "a/{nope}", "a/{topic[x]}", "a/#", "a/+/b"] {
             assert!(TopicTemplate::parse(bad).is_err(), "{bad}");
         }

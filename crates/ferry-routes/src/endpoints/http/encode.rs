@@ -281,6 +281,7 @@ mod tests {
                 properties.into(),
                 1,
             ),
+            publisher: None,
         }
     }
 

@@ -224,21 +224,10 @@ fn check_brokers(brokers: &str) -> Result<(), KafkaConfigError> {
     Ok(())
 }
 
-/// A `topic` or `key` template. `{clientid}` is refused with why: a
-/// routed message is read back from the durable log, which keeps the
-/// publishing connection's session number (`Message::origin_session`,
-/// new at every connect) and not its client id.
+/// A `topic` or `key` template.
 fn template(key: &'static str, text: &str) -> Result<TopicTemplate, KafkaConfigError> {
     if text.is_empty() {
         return Err(wrong(key, "must not be empty"));
-    }
-    if text.to_ascii_lowercase().contains("{clientid}") {
-        return Err(wrong(
-            key,
-            "{clientid} is not available: the durable log keeps a routed message's topic, \
-             payload and properties, not its publisher's client id; use {topic[N]} for a \
-             device id in the topic, or {topic}",
-        ));
     }
     TopicTemplate::parse_any(text).map_err(|reason| wrong(key, reason))
 }
@@ -281,11 +270,13 @@ mod tests {
 
     #[test]
     fn templates_expand_for_key_and_topic() {
-        let config = config(&[("topic", "t-{topic[0]}"), ("key", "{topic[1]}/{topic}")]).unwrap();
+        let config =
+            config(&[("topic", "t-{topic[0]}"), ("key", "{clientid}:{topic[1]}/{topic}")]).unwrap();
         let checked = config.validate().unwrap();
         assert!(checked.fixed_topic.is_none());
-        assert_eq!(checked.topic.expand("plant/s7/temp"), "t-plant");
-        assert_eq!(checked.key.unwrap().expand("plant/s7/temp"), "s7/plant/s7/temp");
+        assert_eq!(checked.topic.expand("plant/s7/temp", Some("d")), "t-plant");
+        let key = checked.key.unwrap();
+        assert_eq!(key.expand("plant/s7/temp", Some("d")), "d:s7/plant/s7/temp");
     }
 
     #[test]
@@ -297,14 +288,13 @@ mod tests {
         assert_eq!(blamed(&[("topic", "a/b")]), "topic");
         assert_eq!(blamed(&[("topic", "..")]), "topic");
         assert_eq!(blamed(&[("topic", "{nope}")]), "topic");
-        assert_eq!(blamed(&[("key", "{clientid}")]), "key");
+        assert_eq!(blamed(&[("key", "{client}")]), "key");
         assert_eq!(blamed(&[("key", "")]), "key");
         assert_eq!(blamed(&[("client_id", "")]), "client_id");
         assert_eq!(blamed(&[("message_timeout", "\"0s\"")]), "message_timeout");
         assert_eq!(blamed(&[("message_timeout", "\"2h\"")]), "message_timeout");
         assert_eq!(blamed(&[("max_message_bytes", "\"32MiB\"")]), "max_message_bytes");
-        let error = config(&[("key", "{clientid}")]).unwrap().validate().unwrap_err();
-        assert!(error.to_string().contains("origin") || error.to_string().contains("client id"));
+        assert!(config(&[("key", "{clientid}")]).unwrap().validate().is_ok());
     }
 
     #[test]
