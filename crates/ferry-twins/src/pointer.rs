@@ -36,9 +36,7 @@ impl JsonPointer {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        JsonPointer {
-            levels: levels.into_iter().map(Into::into).collect(),
-        }
+        JsonPointer { levels: levels.into_iter().map(Into::into).collect() }
     }
 
     pub fn levels(&self) -> &[String] {
@@ -59,17 +57,13 @@ impl JsonPointer {
 
     /// The pointer without its first `n` levels.
     pub fn skip(&self, n: usize) -> JsonPointer {
-        JsonPointer {
-            levels: self.levels.iter().skip(n).cloned().collect(),
-        }
+        JsonPointer { levels: self.levels.iter().skip(n).cloned().collect() }
     }
 
     /// The pointer without its last level; the root's parent is the root.
     pub fn parent(&self) -> JsonPointer {
         let keep = self.levels.len().saturating_sub(1);
-        JsonPointer {
-            levels: self.levels[..keep].to_vec(),
-        }
+        JsonPointer { levels: self.levels[..keep].to_vec() }
     }
 
     pub fn join(&self, other: &JsonPointer) -> JsonPointer {
@@ -92,9 +86,7 @@ impl JsonPointer {
     /// The value at this pointer inside `value`, if every level exists.
     /// Levels index objects only, as in Ditto, where arrays are leaves.
     pub fn get<'a>(&self, value: &'a serde_json::Value) -> Option<&'a serde_json::Value> {
-        self.levels
-            .iter()
-            .try_fold(value, |inner, level| inner.as_object()?.get(level))
+        self.levels.iter().try_fold(value, |inner, level| inner.as_object()?.get(level))
     }
 }
 

@@ -1,0 +1,519 @@
+//! The embedded store: one SQLite file in the data directory, in WAL mode.
+//!
+//! **Writes** go to one thread that owns the only writing connection and
+//! commits whatever groups have queued up in one transaction (group
+//! commit): under load many callers share one `fsync`, which is what lets
+//! durable modifies outrun one-commit-per-request. Each group runs inside
+//! its own savepoint, so a group that fails its `Expect` is rolled back
+//! alone and the others still commit. A caller is answered only after the
+//! transaction that holds its group has committed.
+//!
+//! **Reads** use a small pool of read-only connections, which WAL lets run
+//! beside the writer without waiting for it; each read runs on tokio's
+//! blocking pool.
+//!
+//! **Durability:** `synchronous = FULL` makes every commit survive a power
+//! cut (one fsync of the WAL per commit); `NORMAL` survives a crash of the
+//! process (`kill -9`) but may lose the last commits in a power cut, in
+//! exchange for fewer fsyncs. The broker's `fsync` setting picks one.
+
+use super::index::{self, Entry};
+use super::{Expect, PolicyRecord, StoreError, ThingRecord, Write};
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// Groups committed in one transaction at most: enough to share an fsync
+/// among a burst of callers, few enough that one transaction stays short
+/// and a failed commit answers a bounded number of them with its error.
+const GROUPS_PER_COMMIT: usize = 256;
+
+/// Writes waiting for the writer thread at most; a caller beyond it waits
+/// for room rather than queueing without bound.
+const WRITE_QUEUE: usize = 4096;
+
+/// Read connections kept open; more readers than this open their own and
+/// close it after.
+const READERS: usize = 8;
+
+/// The schema, created on first open. `things.seq` is the key the index
+/// rows refer to: shorter than the id and stable while the thing lives.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS things (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    namespace TEXT NOT NULL,
+    policy_id TEXT,
+    revision INTEGER NOT NULL,
+    created TEXT NOT NULL,
+    modified TEXT NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS things_namespace ON things (namespace, id);
+CREATE TABLE IF NOT EXISTS thing_index (
+    thing INTEGER NOT NULL,
+    path TEXT NOT NULL,
+    wildcard_path TEXT,
+    kind INTEGER NOT NULL,
+    num REAL,
+    str TEXT
+);
+CREATE INDEX IF NOT EXISTS thing_index_thing ON thing_index (thing);
+CREATE INDEX IF NOT EXISTS thing_index_str ON thing_index (path, str) WHERE str IS NOT NULL;
+CREATE INDEX IF NOT EXISTS thing_index_num ON thing_index (path, num) WHERE num IS NOT NULL;
+CREATE INDEX IF NOT EXISTS thing_index_wild_str ON thing_index (wildcard_path, str)
+    WHERE wildcard_path IS NOT NULL AND str IS NOT NULL;
+CREATE INDEX IF NOT EXISTS thing_index_wild_num ON thing_index (wildcard_path, num)
+    WHERE wildcard_path IS NOT NULL AND num IS NOT NULL;
+CREATE TABLE IF NOT EXISTS policies (
+    id TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL,
+    created TEXT NOT NULL,
+    modified TEXT NOT NULL,
+    doc TEXT NOT NULL
+);
+";
+
+struct Job {
+    writes: Vec<Write>,
+    done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+pub struct SqliteStore {
+    path: PathBuf,
+    jobs: mpsc::SyncSender<Job>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if need be) the store at `path`; `power_safe`
+    /// chooses `synchronous = FULL` over `NORMAL`.
+    pub fn open(path: &Path, power_safe: bool) -> Result<SqliteStore, StoreError> {
+        let writer = Connection::open(path).map_err(backend)?;
+        writer
+            .execute_batch(&format!(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; {SCHEMA}",
+                if power_safe { "FULL" } else { "NORMAL" }
+            ))
+            .map_err(backend)?;
+        let (jobs, queue) = mpsc::sync_channel(WRITE_QUEUE);
+        std::thread::Builder::new()
+            .name("twins-writer".into())
+            .spawn(move || write_loop(writer, queue))
+            .map_err(|error| StoreError::Backend(format!("starting the writer: {error}")))?;
+        Ok(SqliteStore { path: path.to_owned(), jobs, readers: Arc::new(Mutex::new(Vec::new())) })
+    }
+
+    pub async fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        let (done, answer) = oneshot::channel();
+        let jobs = self.jobs.clone();
+        // `send` blocks while the queue is full: off the async threads.
+        tokio::task::spawn_blocking(move || jobs.send(Job { writes, done }))
+            .await
+            .map_err(|_| StoreError::Closed)?
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    pub async fn thing(&self, id: &str) -> Result<Option<ThingRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |connection| read_thing(connection, &id)).await
+    }
+
+    pub async fn policy(&self, id: &str) -> Result<Option<PolicyRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |connection| read_policy(connection, &id)).await
+    }
+
+    /// Runs `query` on a read connection from the pool, on the blocking
+    /// pool.
+    async fn read<R, F>(&self, query: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<R> + Send + 'static,
+    {
+        let readers = self.readers.clone();
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = readers.lock().pop();
+            let connection = match pooled {
+                Some(connection) => connection,
+                None => Connection::open_with_flags(
+                    &path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(backend)?,
+            };
+            let result = query(&connection).map_err(backend);
+            let mut pool = readers.lock();
+            if pool.len() < READERS {
+                pool.push(connection);
+            }
+            result
+        })
+        .await
+        .map_err(|_| StoreError::Closed)?
+    }
+}
+
+fn backend(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(error.to_string())
+}
+
+/// The writer thread: waits for a group, takes whatever else has queued
+/// meanwhile, and commits them together.
+fn write_loop(mut connection: Connection, queue: mpsc::Receiver<Job>) {
+    while let Ok(first) = queue.recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < GROUPS_PER_COMMIT {
+            match queue.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let results = commit_jobs(&mut connection, &jobs);
+        for (job, result) in jobs.into_iter().zip(results) {
+            let _ = job.done.send(result);
+        }
+    }
+}
+
+fn commit_jobs(connection: &mut Connection, jobs: &[Job]) -> Vec<Result<(), StoreError>> {
+    let transaction = match connection.transaction() {
+        Ok(transaction) => transaction,
+        Err(error) => return jobs.iter().map(|_| Err(backend(&error))).collect(),
+    };
+    let mut results = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        results.push(apply_group(&transaction, &job.writes));
+    }
+    if let Err(error) = transaction.commit() {
+        let error = backend(error);
+        return jobs.iter().map(|_| Err(error.clone())).collect();
+    }
+    results
+}
+
+/// One group in its own savepoint: rolled back alone if any write in it
+/// fails.
+fn apply_group(transaction: &Transaction<'_>, writes: &[Write]) -> Result<(), StoreError> {
+    transaction.execute_batch("SAVEPOINT grp").map_err(backend)?;
+    let applied = writes.iter().try_for_each(|write| apply(transaction, write));
+    let end = if applied.is_ok() { "RELEASE grp" } else { "ROLLBACK TO grp; RELEASE grp" };
+    transaction.execute_batch(end).map_err(backend)?;
+    applied
+}
+
+fn apply(transaction: &Transaction<'_>, write: &Write) -> Result<(), StoreError> {
+    match write {
+        Write::Thing { record, expect } => {
+            let found = thing_revision(transaction, &record.id)?;
+            check("thing", &record.id, *expect, found.map(|(_, revision)| revision))?;
+            let doc = serde_json::to_string(&*record.doc).map_err(backend)?;
+            let seq = match found {
+                Some((seq, _)) => {
+                    transaction
+                        .execute(
+                            "UPDATE things SET policy_id = ?2, revision = ?3, modified = ?4, doc = ?5 WHERE seq = ?1",
+                            params![seq, record.policy_id, record.revision, record.modified, doc],
+                        )
+                        .map_err(backend)?;
+                    transaction
+                        .execute("DELETE FROM thing_index WHERE thing = ?1", [seq])
+                        .map_err(backend)?;
+                    seq
+                }
+                None => {
+                    transaction
+                        .execute(
+                            "INSERT INTO things (id, namespace, policy_id, revision, created, modified, doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                            params![
+                                record.id,
+                                record.namespace(),
+                                record.policy_id,
+                                record.revision,
+                                record.created,
+                                record.modified,
+                                doc
+                            ],
+                        )
+                        .map_err(backend)?;
+                    transaction.last_insert_rowid()
+                }
+            };
+            insert_index(transaction, seq, &index::entries(&record.doc))
+        }
+        Write::DeleteThing { id, expect } => {
+            let found = thing_revision(transaction, id)?;
+            check("thing", id, *expect, found.map(|(_, revision)| revision))?;
+            if let Some((seq, _)) = found {
+                transaction
+                    .execute("DELETE FROM thing_index WHERE thing = ?1", [seq])
+                    .map_err(backend)?;
+                transaction.execute("DELETE FROM things WHERE seq = ?1", [seq]).map_err(backend)?;
+            }
+            Ok(())
+        }
+        Write::Policy { record, expect } => {
+            let found = policy_revision(transaction, &record.id)?;
+            check("policy", &record.id, *expect, found)?;
+            let doc = serde_json::to_string(&*record.doc).map_err(backend)?;
+            transaction
+                .execute(
+                    "INSERT INTO policies (id, revision, created, modified, doc) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (id) DO UPDATE SET revision = ?2, modified = ?4, doc = ?5",
+                    params![record.id, record.revision, record.created, record.modified, doc],
+                )
+                .map_err(backend)?;
+            Ok(())
+        }
+        Write::DeletePolicy { id, expect } => {
+            let found = policy_revision(transaction, id)?;
+            check("policy", id, *expect, found)?;
+            transaction.execute("DELETE FROM policies WHERE id = ?1", [id]).map_err(backend)?;
+            Ok(())
+        }
+    }
+}
+
+fn check(
+    entity: &'static str,
+    id: &str,
+    expect: Expect,
+    found: Option<u64>,
+) -> Result<(), StoreError> {
+    let matches = match expect {
+        Expect::Absent => found.is_none(),
+        Expect::Revision(revision) => found == Some(revision),
+    };
+    if matches {
+        return Ok(());
+    }
+    let describe = |revision: Option<u64>| match revision {
+        Some(revision) => format!("revision {revision}"),
+        None => "none".to_owned(),
+    };
+    Err(StoreError::Conflict {
+        entity,
+        id: id.to_owned(),
+        expected: match expect {
+            Expect::Absent => "none".to_owned(),
+            Expect::Revision(revision) => describe(Some(revision)),
+        },
+        found: describe(found),
+    })
+}
+
+fn insert_index(
+    transaction: &Transaction<'_>,
+    seq: i64,
+    entries: &[Entry],
+) -> Result<(), StoreError> {
+    let mut insert = transaction
+        .prepare_cached(
+            "INSERT INTO thing_index (thing, path, wildcard_path, kind, num, str) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .map_err(backend)?;
+    for entry in entries {
+        insert
+            .execute(params![
+                seq,
+                entry.path,
+                entry.wildcard_path,
+                entry.value.kind(),
+                entry.value.number(),
+                entry.value.string(),
+            ])
+            .map_err(backend)?;
+    }
+    Ok(())
+}
+
+fn thing_revision(connection: &Connection, id: &str) -> Result<Option<(i64, u64)>, StoreError> {
+    connection
+        .prepare_cached("SELECT seq, revision FROM things WHERE id = ?1")
+        .and_then(|mut statement| {
+            statement.query_row([id], |row| Ok((row.get(0)?, row.get(1)?))).optional()
+        })
+        .map_err(backend)
+}
+
+fn policy_revision(connection: &Connection, id: &str) -> Result<Option<u64>, StoreError> {
+    connection
+        .prepare_cached("SELECT revision FROM policies WHERE id = ?1")
+        .and_then(|mut statement| statement.query_row([id], |row| row.get(0)).optional())
+        .map_err(backend)
+}
+
+fn read_thing(connection: &Connection, id: &str) -> rusqlite::Result<Option<ThingRecord>> {
+    connection
+        .prepare_cached(
+            "SELECT id, policy_id, revision, created, modified, doc FROM things WHERE id = ?1",
+        )?
+        .query_row([id], thing_from_row)
+        .optional()
+}
+
+/// A thing from a row of `id, policy_id, revision, created, modified, doc`.
+pub(super) fn thing_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ThingRecord> {
+    Ok(ThingRecord {
+        id: row.get(0)?,
+        policy_id: row.get(1)?,
+        revision: row.get(2)?,
+        created: row.get(3)?,
+        modified: row.get(4)?,
+        doc: Arc::new(parse_doc(row, 5)?),
+    })
+}
+
+fn read_policy(connection: &Connection, id: &str) -> rusqlite::Result<Option<PolicyRecord>> {
+    connection
+        .prepare_cached("SELECT id, revision, created, modified, doc FROM policies WHERE id = ?1")?
+        .query_row([id], |row| {
+            Ok(PolicyRecord {
+                id: row.get(0)?,
+                revision: row.get(1)?,
+                created: row.get(2)?,
+                modified: row.get(3)?,
+                doc: Arc::new(parse_doc(row, 4)?),
+            })
+        })
+        .optional()
+}
+
+fn parse_doc(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Value> {
+    let text: String = row.get(column)?;
+    serde_json::from_str(&text).map_err(|error| {
+        rusqlite::Error::FromSqlConversionFailure(
+            column,
+            rusqlite::types::Type::Text,
+            Box::new(error),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn thing(id: &str, revision: u64, doc: Value) -> ThingRecord {
+        ThingRecord {
+            id: id.to_owned(),
+            policy_id: Some(id.to_owned()),
+            revision,
+            created: "2026-11-25T00:00:00Z".into(),
+            modified: format!("2026-11-25T00:00:0{revision}Z"),
+            doc: Arc::new(doc),
+        }
+    }
+
+    fn policy(id: &str, revision: u64) -> PolicyRecord {
+        PolicyRecord {
+            id: id.to_owned(),
+            revision,
+            created: "2026-11-25T00:00:00Z".into(),
+            modified: "2026-11-25T00:00:00Z".into(),
+            doc: Arc::new(json!({"policyId": id, "entries": {}})),
+        }
+    }
+
+    fn index_rows(path: &Path) -> Vec<(String, Option<f64>, Option<String>)> {
+        let connection = Connection::open(path).unwrap();
+        let mut statement =
+            connection.prepare("SELECT path, num, str FROM thing_index ORDER BY rowid").unwrap();
+        statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_thing_and_its_policy_are_created_together_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("twins.db");
+        let store = SqliteStore::open(&path, false).unwrap();
+        let created = thing("a:b", 1, json!({"thingId": "a:b", "attributes": {"x": 1}}));
+        store
+            .commit(vec![
+                Write::Policy { record: policy("a:b", 1), expect: Expect::Absent },
+                Write::Thing { record: created.clone(), expect: Expect::Absent },
+            ])
+            .await
+            .unwrap();
+        assert_eq!(store.thing("a:b").await.unwrap(), Some(created));
+        assert_eq!(store.policy("a:b").await.unwrap().unwrap().revision, 1);
+        assert_eq!(index_rows(&path), vec![("attributes/x".into(), Some(1.0), None)]);
+    }
+
+    #[tokio::test]
+    async fn a_group_that_finds_the_unexpected_writes_nothing_and_others_still_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("twins.db");
+        let store = Arc::new(SqliteStore::open(&path, true).unwrap());
+        let first = thing("a:b", 1, json!({"attributes": {"x": 1}}));
+        store.commit(vec![Write::Thing { record: first, expect: Expect::Absent }]).await.unwrap();
+
+        // Stale: expects revision 5. Its policy must not be written either.
+        let stale = store.commit(vec![
+            Write::Policy { record: policy("p:q", 1), expect: Expect::Absent },
+            Write::Thing {
+                record: thing("a:b", 6, json!({"attributes": {"x": 6}})),
+                expect: Expect::Revision(5),
+            },
+        ]);
+        let fresh = store.commit(vec![Write::Thing {
+            record: thing("a:b", 2, json!({"attributes": {"x": 2, "y": "s"}})),
+            expect: Expect::Revision(1),
+        }]);
+        let (stale, fresh) = tokio::join!(stale, fresh);
+        assert!(matches!(stale, Err(StoreError::Conflict { entity: "thing", .. })), "{stale:?}");
+        fresh.unwrap();
+        assert_eq!(store.policy("p:q").await.unwrap(), None);
+        assert_eq!(store.thing("a:b").await.unwrap().unwrap().revision, 2);
+        assert_eq!(
+            index_rows(&path),
+            vec![
+                ("attributes/x".into(), Some(2.0), None),
+                ("attributes/y".into(), None, Some("s".into()))
+            ]
+        );
+
+        store
+            .commit(vec![Write::DeleteThing { id: "a:b".into(), expect: Expect::Revision(2) }])
+            .await
+            .unwrap();
+        assert_eq!(store.thing("a:b").await.unwrap(), None);
+        assert!(index_rows(&path).is_empty(), "the index goes with the thing");
+    }
+
+    #[tokio::test]
+    async fn what_was_committed_is_there_after_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("twins.db");
+        {
+            let store = SqliteStore::open(&path, false).unwrap();
+            let writes = (0..100)
+                .map(|n| {
+                    let id = format!("ns:t{n}");
+                    store.commit(vec![Write::Thing {
+                        record: thing(&id, 1, json!({"attributes": {"n": n}})),
+                        expect: Expect::Absent,
+                    }])
+                })
+                .collect::<Vec<_>>();
+            for write in writes {
+                write.await.unwrap();
+            }
+        }
+        let store = SqliteStore::open(&path, false).unwrap();
+        let found = store.thing("ns:t99").await.unwrap().unwrap();
+        assert_eq!(found.doc["attributes"]["n"], 99);
+        assert_eq!(found.namespace(), "ns");
+    }
+}
