@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Ferry's whole test suite on a fresh Debian machine:
 #   1. installs what is missing (mosquitto-clients + mosquitto, Java and
-#      Maven for the Kafka tests via apt, a Python venv at .venv with
+#      Maven for the Kafka tests, PostgreSQL for the twin store's, via apt, a Python venv at .venv with
 #      tests/requirements.txt),
 #   2. cargo build --release -p ferry, cargo test --workspace --release,
 #   3. the Python integration tests in tests/ against target/release/ferry.
@@ -50,6 +50,9 @@ if ! command -v make >/dev/null 2>&1; then
 fi
 if ! command -v python3 >/dev/null 2>&1; then
     apt_pkgs+=(python3 python3-venv)
+fi
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && ! command -v initdb >/dev/null 2>&1; then
+    apt_pkgs+=(postgresql)   # the twin store's tests start a throwaway cluster (initdb + pg_ctl)
 fi
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
     apt_install "${apt_pkgs[@]}"

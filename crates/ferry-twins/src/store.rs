@@ -18,6 +18,7 @@
 //! object: there are two, both known here, and every call is async.
 
 pub mod index;
+pub mod postgres;
 pub mod sqlite;
 
 use serde_json::Value;
@@ -85,9 +86,41 @@ pub enum StoreError {
     Closed,
 }
 
+/// Whether what a write `found` (its revision, or nothing) is what it
+/// `expect`ed: the check every store makes inside the write's transaction.
+pub(crate) fn check_expectation(
+    entity: &'static str,
+    id: &str,
+    expect: Expect,
+    found: Option<u64>,
+) -> Result<(), StoreError> {
+    let matches = match expect {
+        Expect::Absent => found.is_none(),
+        Expect::Revision(revision) => found == Some(revision),
+    };
+    if matches {
+        return Ok(());
+    }
+    let describe = |revision: Option<u64>| match revision {
+        Some(revision) => format!("revision {revision}"),
+        None => "none".to_owned(),
+    };
+    let expected = match expect {
+        Expect::Absent => None,
+        Expect::Revision(revision) => Some(revision),
+    };
+    Err(StoreError::Conflict {
+        entity,
+        id: id.to_owned(),
+        expected: describe(expected),
+        found: describe(found),
+    })
+}
+
 /// The store in use.
 pub enum Store {
     Sqlite(sqlite::SqliteStore),
+    Postgres(postgres::PostgresStore),
 }
 
 impl Store {
@@ -95,18 +128,21 @@ impl Store {
     pub async fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         match self {
             Store::Sqlite(store) => store.commit(writes).await,
+            Store::Postgres(store) => store.commit(writes).await,
         }
     }
 
     pub async fn thing(&self, id: &str) -> Result<Option<ThingRecord>, StoreError> {
         match self {
             Store::Sqlite(store) => store.thing(id).await,
+            Store::Postgres(store) => store.thing(id).await,
         }
     }
 
     pub async fn policy(&self, id: &str) -> Result<Option<PolicyRecord>, StoreError> {
         match self {
             Store::Sqlite(store) => store.policy(id).await,
+            Store::Postgres(store) => store.policy(id).await,
         }
     }
 }

@@ -18,7 +18,7 @@
 //! exchange for fewer fsyncs. The broker's `fsync` setting picks one.
 
 use super::index::{self, Entry};
-use super::{Expect, PolicyRecord, StoreError, ThingRecord, Write};
+use super::{check_expectation, PolicyRecord, StoreError, ThingRecord, Write};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use serde_json::Value;
@@ -212,7 +212,7 @@ fn apply(transaction: &Transaction<'_>, write: &Write) -> Result<(), StoreError>
     match write {
         Write::Thing { record, expect } => {
             let found = thing_revision(transaction, &record.id)?;
-            check("thing", &record.id, *expect, found.map(|(_, revision)| revision))?;
+            check_expectation("thing", &record.id, *expect, found.map(|(_, revision)| revision))?;
             let doc = serde_json::to_string(&*record.doc).map_err(backend)?;
             let seq = match found {
                 Some((seq, _)) => {
@@ -249,7 +249,7 @@ fn apply(transaction: &Transaction<'_>, write: &Write) -> Result<(), StoreError>
         }
         Write::DeleteThing { id, expect } => {
             let found = thing_revision(transaction, id)?;
-            check("thing", id, *expect, found.map(|(_, revision)| revision))?;
+            check_expectation("thing", id, *expect, found.map(|(_, revision)| revision))?;
             if let Some((seq, _)) = found {
                 transaction
                     .execute("DELETE FROM thing_index WHERE thing = ?1", [seq])
@@ -260,7 +260,7 @@ fn apply(transaction: &Transaction<'_>, write: &Write) -> Result<(), StoreError>
         }
         Write::Policy { record, expect } => {
             let found = policy_revision(transaction, &record.id)?;
-            check("policy", &record.id, *expect, found)?;
+            check_expectation("policy", &record.id, *expect, found)?;
             let doc = serde_json::to_string(&*record.doc).map_err(backend)?;
             transaction
                 .execute(
@@ -273,39 +273,11 @@ fn apply(transaction: &Transaction<'_>, write: &Write) -> Result<(), StoreError>
         }
         Write::DeletePolicy { id, expect } => {
             let found = policy_revision(transaction, id)?;
-            check("policy", id, *expect, found)?;
+            check_expectation("policy", id, *expect, found)?;
             transaction.execute("DELETE FROM policies WHERE id = ?1", [id]).map_err(backend)?;
             Ok(())
         }
     }
-}
-
-fn check(
-    entity: &'static str,
-    id: &str,
-    expect: Expect,
-    found: Option<u64>,
-) -> Result<(), StoreError> {
-    let matches = match expect {
-        Expect::Absent => found.is_none(),
-        Expect::Revision(revision) => found == Some(revision),
-    };
-    if matches {
-        return Ok(());
-    }
-    let describe = |revision: Option<u64>| match revision {
-        Some(revision) => format!("revision {revision}"),
-        None => "none".to_owned(),
-    };
-    Err(StoreError::Conflict {
-        entity,
-        id: id.to_owned(),
-        expected: match expect {
-            Expect::Absent => "none".to_owned(),
-            Expect::Revision(revision) => describe(Some(revision)),
-        },
-        found: describe(found),
-    })
 }
 
 fn insert_index(
@@ -399,6 +371,7 @@ fn parse_doc(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Value> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Expect;
     use serde_json::json;
 
     fn thing(id: &str, revision: u64, doc: Value) -> ThingRecord {

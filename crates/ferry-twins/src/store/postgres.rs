@@ -1,0 +1,356 @@
+//! The shared store: PostgreSQL, for deployments where several Ferry nodes
+//! serve the same twins (`[twins] store = "postgres://…"`).
+//!
+//! The tables are SQLite's (`sqlite.rs`), with the documents as `TEXT`
+//! rather than `jsonb`: `jsonb` sorts an object's keys, and Ditto returns a
+//! thing's fields in the order they were written. Writes go through one
+//! connection and one task that commits queued groups together, each in a
+//! savepoint, as SQLite's writer does; reads spread over a few more
+//! connections, each of which pipelines the queries given to it.
+//! Durability is the server's (`synchronous_commit`, on by default).
+
+use super::index::{self, Entry};
+use super::{check_expectation, PolicyRecord, StoreError, ThingRecord, Write};
+use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::{Client, GenericClient, NoTls, Row};
+
+/// As in `sqlite.rs`: one transaction's groups at most, and the writes
+/// that may wait for the writer.
+const GROUPS_PER_COMMIT: usize = 256;
+const WRITE_QUEUE: usize = 4096;
+
+/// Read connections: each pipelines its queries, so a few carry many
+/// concurrent readers.
+const READERS: usize = 4;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS things (
+    seq BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    namespace TEXT NOT NULL,
+    policy_id TEXT,
+    revision BIGINT NOT NULL,
+    created TEXT NOT NULL,
+    modified TEXT NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS things_namespace ON things (namespace, id);
+CREATE TABLE IF NOT EXISTS thing_index (
+    thing BIGINT NOT NULL,
+    path TEXT NOT NULL,
+    wildcard_path TEXT,
+    kind BIGINT NOT NULL,
+    num DOUBLE PRECISION,
+    str TEXT
+);
+CREATE INDEX IF NOT EXISTS thing_index_thing ON thing_index (thing);
+CREATE INDEX IF NOT EXISTS thing_index_str ON thing_index (path, str) WHERE str IS NOT NULL;
+CREATE INDEX IF NOT EXISTS thing_index_num ON thing_index (path, num) WHERE num IS NOT NULL;
+CREATE INDEX IF NOT EXISTS thing_index_wild_str ON thing_index (wildcard_path, str)
+    WHERE wildcard_path IS NOT NULL AND str IS NOT NULL;
+CREATE INDEX IF NOT EXISTS thing_index_wild_num ON thing_index (wildcard_path, num)
+    WHERE wildcard_path IS NOT NULL AND num IS NOT NULL;
+CREATE TABLE IF NOT EXISTS policies (
+    id TEXT PRIMARY KEY,
+    revision BIGINT NOT NULL,
+    created TEXT NOT NULL,
+    modified TEXT NOT NULL,
+    doc TEXT NOT NULL
+);
+";
+
+struct Job {
+    writes: Vec<Write>,
+    done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+pub struct PostgresStore {
+    jobs: mpsc::Sender<Job>,
+    readers: Vec<Client>,
+    next_reader: AtomicUsize,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (a `postgres://` URL or a libpq key=value string)
+    /// and creates the tables if they are not there.
+    pub async fn open(url: &str) -> Result<PostgresStore, StoreError> {
+        let writer = connect(url).await?;
+        writer.batch_execute(SCHEMA).await.map_err(backend)?;
+        let mut readers = Vec::with_capacity(READERS);
+        for _ in 0..READERS {
+            readers.push(connect(url).await?);
+        }
+        let (jobs, queue) = mpsc::channel(WRITE_QUEUE);
+        tokio::spawn(write_loop(writer, queue));
+        Ok(PostgresStore { jobs, readers, next_reader: AtomicUsize::new(0) })
+    }
+
+    pub async fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        let (done, answer) = oneshot::channel();
+        self.jobs.send(Job { writes, done }).await.map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    pub async fn thing(&self, id: &str) -> Result<Option<ThingRecord>, StoreError> {
+        let row = self
+            .reader()
+            .query_opt(
+                "SELECT id, policy_id, revision, created, modified, doc FROM things WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(backend)?;
+        row.map(|row| thing_from_row(&row)).transpose()
+    }
+
+    pub async fn policy(&self, id: &str) -> Result<Option<PolicyRecord>, StoreError> {
+        let row = self
+            .reader()
+            .query_opt(
+                "SELECT id, revision, created, modified, doc FROM policies WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(backend)?;
+        row.map(|row| {
+            Ok(PolicyRecord {
+                id: row.get(0),
+                revision: revision_from(row.get(1)),
+                created: row.get(2),
+                modified: row.get(3),
+                doc: Arc::new(parse_doc(row.get(4))?),
+            })
+        })
+        .transpose()
+    }
+
+    fn reader(&self) -> &Client {
+        let next = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        &self.readers[next % self.readers.len()]
+    }
+}
+
+async fn connect(url: &str) -> Result<Client, StoreError> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(backend)?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::error!(%error, "twin store: PostgreSQL connection lost");
+        }
+    });
+    Ok(client)
+}
+
+fn backend(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(error.to_string())
+}
+
+/// PostgreSQL has no unsigned integers; revisions never reach 2^63.
+fn revision_to(revision: u64) -> i64 {
+    i64::try_from(revision).unwrap_or(i64::MAX)
+}
+
+fn revision_from(revision: i64) -> u64 {
+    u64::try_from(revision).unwrap_or(0)
+}
+
+/// A thing from a row of `id, policy_id, revision, created, modified, doc`.
+pub(super) fn thing_from_row(row: &Row) -> Result<ThingRecord, StoreError> {
+    Ok(ThingRecord {
+        id: row.get(0),
+        policy_id: row.get(1),
+        revision: revision_from(row.get(2)),
+        created: row.get(3),
+        modified: row.get(4),
+        doc: Arc::new(parse_doc(row.get(5))?),
+    })
+}
+
+fn parse_doc(text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|error| StoreError::Backend(format!("a stored document: {error}")))
+}
+
+async fn write_loop(mut client: Client, mut queue: mpsc::Receiver<Job>) {
+    while let Some(first) = queue.recv().await {
+        let mut jobs = vec![first];
+        while jobs.len() < GROUPS_PER_COMMIT {
+            match queue.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let results = commit_jobs(&mut client, &jobs).await;
+        for (job, result) in jobs.into_iter().zip(results) {
+            let _ = job.done.send(result);
+        }
+    }
+}
+
+async fn commit_jobs(client: &mut Client, jobs: &[Job]) -> Vec<Result<(), StoreError>> {
+    let mut transaction = match client.transaction().await {
+        Ok(transaction) => transaction,
+        Err(error) => return jobs.iter().map(|_| Err(backend(&error))).collect(),
+    };
+    let mut results = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let result = match transaction.savepoint("grp").await {
+            Ok(mut group) => {
+                let mut applied = Ok(());
+                for write in &job.writes {
+                    applied = apply(&mut group, write).await;
+                    if applied.is_err() {
+                        break;
+                    }
+                }
+                match applied {
+                    Ok(()) => group.commit().await.map_err(backend),
+                    Err(error) => group.rollback().await.map_err(backend).and(Err(error)),
+                }
+            }
+            Err(error) => Err(backend(error)),
+        };
+        results.push(result);
+    }
+    if let Err(error) = transaction.commit().await {
+        let error = backend(error);
+        return jobs.iter().map(|_| Err(error.clone())).collect();
+    }
+    results
+}
+
+async fn apply(client: &mut impl GenericClient, write: &Write) -> Result<(), StoreError> {
+    match write {
+        Write::Thing { record, expect } => {
+            let found = thing_revision(client, &record.id).await?;
+            check_expectation("thing", &record.id, *expect, found.map(|(_, revision)| revision))?;
+            let doc = serde_json::to_string(&*record.doc).map_err(backend)?;
+            let revision = revision_to(record.revision);
+            let seq: i64 = match found {
+                Some((seq, _)) => {
+                    client
+                        .execute(
+                            "UPDATE things SET policy_id = $2, revision = $3, modified = $4, doc = $5 WHERE seq = $1",
+                            &[&seq, &record.policy_id, &revision, &record.modified, &doc],
+                        )
+                        .await
+                        .map_err(backend)?;
+                    client
+                        .execute("DELETE FROM thing_index WHERE thing = $1", &[&seq])
+                        .await
+                        .map_err(backend)?;
+                    seq
+                }
+                None => client
+                    .query_one(
+                        "INSERT INTO things (id, namespace, policy_id, revision, created, modified, doc) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
+                        &[
+                            &record.id,
+                            &record.namespace(),
+                            &record.policy_id,
+                            &revision,
+                            &record.created,
+                            &record.modified,
+                            &doc,
+                        ],
+                    )
+                    .await
+                    .map_err(backend)?
+                    .get(0),
+            };
+            insert_index(client, seq, &index::entries(&record.doc)).await
+        }
+        Write::DeleteThing { id, expect } => {
+            let found = thing_revision(client, id).await?;
+            check_expectation("thing", id, *expect, found.map(|(_, revision)| revision))?;
+            if let Some((seq, _)) = found {
+                client
+                    .execute("DELETE FROM thing_index WHERE thing = $1", &[&seq])
+                    .await
+                    .map_err(backend)?;
+                client
+                    .execute("DELETE FROM things WHERE seq = $1", &[&seq])
+                    .await
+                    .map_err(backend)?;
+            }
+            Ok(())
+        }
+        Write::Policy { record, expect } => {
+            let found = policy_revision(client, &record.id).await?;
+            check_expectation("policy", &record.id, *expect, found)?;
+            let doc = serde_json::to_string(&*record.doc).map_err(backend)?;
+            client
+                .execute(
+                    "INSERT INTO policies (id, revision, created, modified, doc) VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (id) DO UPDATE SET revision = $2, modified = $4, doc = $5",
+                    &[&record.id, &revision_to(record.revision), &record.created, &record.modified, &doc],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        }
+        Write::DeletePolicy { id, expect } => {
+            let found = policy_revision(client, id).await?;
+            check_expectation("policy", id, *expect, found)?;
+            client.execute("DELETE FROM policies WHERE id = $1", &[&id]).await.map_err(backend)?;
+            Ok(())
+        }
+    }
+}
+
+async fn insert_index(
+    client: &mut impl GenericClient,
+    seq: i64,
+    entries: &[Entry],
+) -> Result<(), StoreError> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let insert = client
+        .prepare(
+            "INSERT INTO thing_index (thing, path, wildcard_path, kind, num, str) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .await
+        .map_err(backend)?;
+    for entry in entries {
+        client
+            .execute(
+                &insert,
+                &[
+                    &seq,
+                    &entry.path,
+                    &entry.wildcard_path,
+                    &entry.value.kind(),
+                    &entry.value.number(),
+                    &entry.value.string(),
+                ],
+            )
+            .await
+            .map_err(backend)?;
+    }
+    Ok(())
+}
+
+async fn thing_revision(
+    client: &mut impl GenericClient,
+    id: &str,
+) -> Result<Option<(i64, u64)>, StoreError> {
+    let row = client
+        .query_opt("SELECT seq, revision FROM things WHERE id = $1 FOR UPDATE", &[&id])
+        .await
+        .map_err(backend)?;
+    Ok(row.map(|row| (row.get(0), revision_from(row.get(1)))))
+}
+
+async fn policy_revision(
+    client: &mut impl GenericClient,
+    id: &str,
+) -> Result<Option<u64>, StoreError> {
+    let row = client
+        .query_opt("SELECT revision FROM policies WHERE id = $1 FOR UPDATE", &[&id])
+        .await
+        .map_err(backend)?;
+    Ok(row.map(|row| revision_from(row.get(0))))
+}
