@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs Ferry's whole test suite on a fresh Debian machine:
 #   1. installs what is missing (mosquitto-clients + mosquitto, Java and
-#      Maven for the Kafka tests, PostgreSQL for the twin store's, via apt, a Python venv at .venv with
-#      tests/requirements.txt),
+#      Maven for the Kafka tests and PostgreSQL for the twin store's via
+#      apt, a Python venv at .venv with tests/requirements.txt),
 #   2. cargo build --release -p ferry, cargo test --workspace --release,
 #   3. the Python integration tests in tests/ against target/release/ferry.
 # Usage: bash scripts/test.sh [extra pytest arguments]
