@@ -65,6 +65,29 @@ impl DittoError {
         )
     }
 
+    /// Ditto's `json.invalid` (`JsonParseException` wrapped in
+    /// `DittoJsonException`) with the message the parser wrote, for a value
+    /// of the wrong JSON type or shape.
+    pub fn json_parse(message: impl Into<String>) -> Self {
+        DittoError::new(
+            400,
+            "json.invalid",
+            message,
+            "Check if the JSON was valid (e.g. on https://jsonlint.com) and if it was in required format.".to_string(),
+        )
+    }
+
+    /// Ditto's `json.field.missing` (`JsonMissingFieldException`), for a
+    /// required field left out.
+    pub fn json_field_missing(message: impl Into<String>) -> Self {
+        DittoError::new(
+            400,
+            "json.field.missing",
+            message,
+            "Check if all required JSON fields were set.".to_string(),
+        )
+    }
+
     /// Ditto's `json.pointer.invalid`, for a pointer with two slashes in a
     /// row.
     pub fn json_pointer_invalid(pointer: &str) -> Self {

@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod pointer;
+pub mod policy;
 pub mod store;
 
 pub use error::DittoError;

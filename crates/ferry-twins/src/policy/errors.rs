@@ -1,0 +1,260 @@
+//! The errors of policies, one constructor per Ditto exception: code,
+//! status, message template and default description copied from the
+//! class named in each doc comment (all under
+//! `org.eclipse.ditto.policies.model`).
+
+use crate::error::DittoError;
+
+/// The wrong-type message of Ditto's JSON field definitions, for a field
+/// whose value is not of the type the model reads.
+pub(crate) fn wrong_type(value: &serde_json::Value, pointer: &str, type_name: &str) -> DittoError {
+    DittoError::json_parse(format!("Value <{value}> for <{pointer}> is not of type <{type_name}>!"))
+}
+
+const ENTRY_NOT_FOUND_DESCRIPTION: &str =
+    "Check if the ID of the Policy and the Label of your requested \
+     PolicyEntry was correct and you have sufficient permissions.";
+const MODIFICATION_INVALID_DESCRIPTION: &str = "There must always be at least one PolicyEntry with 'WRITE' permissions on resource 'policy:/'.";
+
+impl DittoError {
+    /// `LabelInvalidException`: a label with a prefix reserved for imported
+    /// entries.
+    pub fn label_invalid(label: &str) -> Self {
+        DittoError::new(
+            400,
+            "policies:label.invalid",
+            format!("Label '{label}' is not valid!"),
+            "It must not start with the blocklisted 'imported' or 'nsimported' prefix.".to_string(),
+        )
+    }
+
+    /// `PolicyEntryInvalidException`, with the message and description the
+    /// failing rule sets (a label or resource key with forbidden
+    /// characters, an unknown `importable`).
+    pub fn policy_entry_invalid(
+        message: impl Into<String>,
+        description: impl Into<String>,
+    ) -> Self {
+        DittoError::new(400, "policies:entry.invalid", message, description.into())
+    }
+
+    /// `PolicyIdInvalidException`.
+    pub fn policy_id_invalid(policy_id: &str) -> Self {
+        DittoError::new(
+            400,
+            "policies:id.invalid",
+            format!("Policy ID '{policy_id}' is not valid!"),
+            "It must conform to the namespaced entity ID notation (see Ditto documentation)"
+                .to_string(),
+        )
+        .with_href("https://www.eclipse.dev/ditto/basic-namespaces-and-names.html#namespaced-id")
+    }
+
+    /// `PolicyIdNotExplicitlySettableException`: a body whose `policyId`
+    /// differs from the one in the URL.
+    pub fn policy_id_not_settable() -> Self {
+        DittoError::new(
+            400,
+            "policies:id.notsettable",
+            "The Policy ID in the request body is not equal to the Policy ID in the request URL.",
+            "Either delete the Policy ID from the request body or use the same Policy ID as in the request URL."
+                .to_string(),
+        )
+    }
+
+    /// `SubjectIdInvalidException`: no `issuer:` prefix, or a control
+    /// character.
+    pub fn subject_id_invalid(subject_id: &str) -> Self {
+        DittoError::new(
+            400,
+            "policies:subjectid.invalid",
+            format!("Subject ID '{subject_id}' is not valid!"),
+            "It must contain an issuer as prefix separated by a colon ':' from the actual subject"
+                .to_string(),
+        )
+    }
+
+    /// `SubjectExpiryInvalidException` as `newBuilder`: not an ISO-8601
+    /// instant.
+    pub fn subject_expiry_invalid(expiry: &str) -> Self {
+        DittoError::new(
+            400,
+            "policies:subjectexpiry.invalid",
+            format!("Subject expiry timestamp '{expiry}' is not valid."),
+            "It must be provided as ISO-8601 formatted char sequence.".to_string(),
+        )
+    }
+
+    /// `SubjectExpiryInvalidException` as `newBuilderTimestampInThePast`: a
+    /// subject written with an expiry already passed.
+    pub fn subject_expiry_in_the_past(expiry: &str) -> Self {
+        DittoError::new(
+            400,
+            "policies:subjectexpiry.invalid",
+            format!("Subject expiry timestamp '{expiry}' is not valid."),
+            "It must not be in the past, please adjust to a timestamp in the future.".to_string(),
+        )
+    }
+
+    /// `PolicyTooLargeException` (413). Ditto formats the sizes as kB with
+    /// `MessageFormat`, which prints a double as `#,##0.###`.
+    pub fn policy_too_large(actual_bytes: u64, max_bytes: u64) -> Self {
+        DittoError::new(
+            413,
+            "policies:policy.toolarge",
+            format!(
+                "The size of '{}' kB exceeds the maximal allowed Policy size of '{}' kB.",
+                kilobytes(actual_bytes),
+                kilobytes(max_bytes)
+            ),
+            "Reduce the Policy size in the bounds of the specified limit".to_string(),
+        )
+    }
+
+    /// `PolicyNotAccessibleException`.
+    pub fn policy_not_found(policy_id: &str) -> Self {
+        DittoError::new(
+            404,
+            "policies:policy.notfound",
+            format!(
+                "The Policy with ID '{policy_id}' could not be found or requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of your requested Policy was correct and you have sufficient permissions.".to_string(),
+        )
+    }
+
+    /// `PolicyConflictException`: creating a policy that exists.
+    pub fn policy_conflict(policy_id: &str) -> Self {
+        DittoError::new(
+            409,
+            "policies:policy.conflict",
+            format!("The Policy with ID '{policy_id}' already exists"),
+            "Choose another Policy ID".to_string(),
+        )
+    }
+
+    /// `PolicyEntryNotAccessibleException`.
+    pub fn policy_entry_not_found(policy_id: &str, label: &str) -> Self {
+        DittoError::new(
+            404,
+            "policies:entry.notfound",
+            format!(
+                "The PolicyEntry with Label '{label}' on the Policy with ID '{policy_id}' could not be found or \
+                 requester had insufficient permissions to access it."
+            ),
+            ENTRY_NOT_FOUND_DESCRIPTION.to_string(),
+        )
+    }
+
+    /// `SubjectNotAccessibleException`.
+    pub fn subject_not_found(policy_id: &str, label: &str, subject_id: &str) -> Self {
+        DittoError::new(
+            404,
+            "policies:subject.notfound",
+            format!(
+                "The Subject with ID '{subject_id}' of the PolicyEntry with Label '{label}' on the Policy with ID \
+                 '{policy_id}' could not be found or requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the Policy, the Label of the PolicyEntry and ID of your requested Subject was \
+             correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// `ResourceNotAccessibleException`.
+    pub fn resource_not_found(policy_id: &str, label: &str, resource_key: &str) -> Self {
+        DittoError::new(
+            404,
+            "policies:resource.notfound",
+            format!(
+                "The Resource '{resource_key}' of the PolicyEntry with Label '{label}' on the Policy with ID \
+                 '{policy_id}' could not be found or requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the Policy, the Label of the PolicyEntry and the path of your requested Resource \
+             was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// `PolicyModificationInvalidException` (403): a write of the whole
+    /// policy or all its entries that would lock every writer out.
+    pub fn policy_modification_invalid(policy_id: &str, description: Option<String>) -> Self {
+        DittoError::new(
+            403,
+            "policies:policy.modificationinvalid",
+            format!(
+                "The Policy with ID '{policy_id}' could not be modified as the resulting Policy would be invalid."
+            ),
+            description.unwrap_or_else(|| MODIFICATION_INVALID_DESCRIPTION.to_string()),
+        )
+    }
+
+    /// `PolicyEntryModificationInvalidException` (403): the same for a
+    /// write below one entry.
+    pub fn policy_entry_modification_invalid(
+        policy_id: &str,
+        label: &str,
+        description: Option<String>,
+    ) -> Self {
+        DittoError::new(
+            403,
+            "policies:entry.modificationinvalid",
+            format!(
+                "The PolicyEntry with Label '{label}' on the Policy with ID '{policy_id}' could not be modified as \
+                 the resulting Policy would be invalid."
+            ),
+            description.unwrap_or_else(|| MODIFICATION_INVALID_DESCRIPTION.to_string()),
+        )
+    }
+}
+
+/// `bytes / 1024.0` as Java's default `NumberFormat` prints it: grouping
+/// commas, at most three decimals rounded half-even, no trailing zeros.
+/// Integer arithmetic, so no float rounding decides a digit.
+fn kilobytes(bytes: u64) -> String {
+    let scaled = u128::from(bytes) * 1000;
+    let (mut thousandths, remainder) = (scaled / 1024, scaled % 1024);
+    if remainder * 2 > 1024 || (remainder * 2 == 1024 && thousandths % 2 == 1) {
+        thousandths += 1;
+    }
+    let (whole, fraction) = (thousandths / 1000, thousandths % 1000);
+    let digits = whole.to_string();
+    let mut grouped = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    if fraction > 0 {
+        let decimals = format!("{fraction:03}");
+        grouped.push('.');
+        grouped.push_str(decimals.trim_end_matches('0'));
+    }
+    grouped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kilobytes_print_as_java_message_format_does() {
+        assert_eq!(kilobytes(102_400), "100");
+        assert_eq!(kilobytes(102_401), "100.001");
+        assert_eq!(kilobytes(150_000), "146.484");
+        assert_eq!(kilobytes(512), "0.5");
+        assert_eq!(kilobytes(2_000_000), "1,953.125");
+    }
+
+    #[test]
+    fn too_large_is_413_with_both_sizes() {
+        let error = DittoError::policy_too_large(150_000, 102_400);
+        assert_eq!(error.status, 413);
+        assert_eq!(error.error, "policies:policy.toolarge");
+        assert_eq!(
+            error.message,
+            "The size of '146.484' kB exceeds the maximal allowed Policy size of '100' kB."
+        );
+    }
+}
