@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod pointer;
+pub mod rql;
 
 pub use error::DittoError;
 pub use pointer::JsonPointer;

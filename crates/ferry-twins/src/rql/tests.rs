@@ -1,0 +1,1 @@
+//! Parser and evaluator tests.
