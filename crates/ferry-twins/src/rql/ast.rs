@@ -74,19 +74,6 @@ pub struct Placeholder {
     pub name: String,
 }
 
-impl Filter {
-    /// How many operators the filter holds, counting itself.
-    pub fn node_count(&self) -> usize {
-        match self {
-            Filter::And(children) | Filter::Or(children) => {
-                1 + children.iter().map(Filter::node_count).sum::<usize>()
-            }
-            Filter::Not(child) => 1 + child.node_count(),
-            _ => 1,
-        }
-    }
-}
-
 impl fmt::Display for Filter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
