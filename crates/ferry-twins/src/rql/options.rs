@@ -287,6 +287,39 @@ mod tests {
         assert_eq!(parse("size(200)").unwrap().page_size(), 200);
     }
 
+    /// Ditto's `RqlOptionsParserTest`, at the syntax level.
+    #[test]
+    fn parses_the_syntax_of_dittos_option_cases() {
+        let options =
+            Parser::options("limit(0,1),sort(-attributes/username),cursor(ABC),size(463)").unwrap();
+        assert_eq!(
+            options,
+            [
+                RawOption::Limit(0, 1),
+                RawOption::Sort(vec![("attributes/username".into(), 17, true)]),
+                RawOption::Cursor("ABC".into()),
+                RawOption::Size(463),
+            ]
+        );
+        let twenty: Vec<String> = (0..20).map(|i| format!("+attributes/a{i}")).collect();
+        match Parser::options(&format!("sort({})", twenty.join(","))).unwrap().as_slice() {
+            [RawOption::Sort(entries)] => assert_eq!(entries.len(), 20),
+            other => panic!("{other:?}"),
+        }
+        for text in [
+            "sort(username)",
+            "sort(-username,owner)",
+            "limit(0)",
+            "limit(0,1,2)",
+            "limit(100000000000000000000,10)",
+            "cursor(",
+            "cursor(0123456789-ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz",
+        ] {
+            let error = Parser::options(text).expect_err(text);
+            assert_eq!(error.kind, ErrorKind::Syntax, "{text}");
+        }
+    }
+
     #[test]
     fn refuses_what_ditto_refuses_with_its_codes() {
         let cases = [
