@@ -11,6 +11,7 @@
 pub mod error;
 pub mod pointer;
 pub mod policy;
+pub mod rql;
 pub mod store;
 
 pub use error::DittoError;
