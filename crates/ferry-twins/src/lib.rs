@@ -9,9 +9,11 @@
 //! what Ditto's users wrote their clients against.
 
 pub mod error;
+pub mod http;
 pub mod pointer;
 pub mod policy;
 pub mod rql;
+pub mod service;
 pub mod store;
 
 pub use error::DittoError;

@@ -206,6 +206,117 @@ impl DittoError {
             description.unwrap_or_else(|| MODIFICATION_INVALID_DESCRIPTION.to_string()),
         )
     }
+
+    /// `PolicyNotModifiableException`: a write to the policy or all its
+    /// entries without WRITE there.
+    pub fn policy_not_modifiable(policy_id: &str) -> Self {
+        DittoError::new(
+            403,
+            "policies:policy.notmodifiable",
+            format!(
+                "The Policy with ID '{policy_id}' could not be modified as the requester had insufficient permissions."
+            ),
+            "Check if the ID of your requested Policy was correct and you have sufficient permissions.".to_string(),
+        )
+    }
+
+    /// `PolicyNotCreatableException`: a new policy that would not give its
+    /// creator WRITE on `policy:/`.
+    pub fn policy_not_creatable(policy_id: &str) -> Self {
+        DittoError::new(
+            403,
+            "policies:policy.notcreatable",
+            format!(
+                "The Policy with ID '{policy_id}' could not be created as the requester had insufficient permissions."
+            ),
+            "Check if you have sufficient permissions in the new policy to create.".to_string(),
+        )
+    }
+
+    /// `PolicyEntryNotModifiableException`.
+    pub fn policy_entry_not_modifiable(policy_id: &str, label: &str) -> Self {
+        DittoError::new(
+            403,
+            "policies:entry.notmodifiable",
+            format!(
+                "The PolicyEntry with Label '{label}' on the Policy with ID '{policy_id}' could not be modified as \
+                 the requester had insufficient permissions."
+            ),
+            ENTRY_NOT_FOUND_DESCRIPTION.to_string(),
+        )
+    }
+
+    /// `SubjectsNotModifiableException`.
+    pub fn subjects_not_modifiable(policy_id: &str, label: &str) -> Self {
+        DittoError::new(
+            403,
+            "policies:subjects.notmodifiable",
+            format!(
+                "The Subjects of the PolicyEntry with Label '{label}' on the Policy with ID '{policy_id}' could not \
+                 be modified as the requester had insufficient permissions."
+            ),
+            "Check if the ID of the Policy and the PolicyEntry's Label of your requested Subjects was correct and \
+             you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// `SubjectNotModifiableException`.
+    pub fn subject_not_modifiable(policy_id: &str, label: &str, subject_id: &str) -> Self {
+        DittoError::new(
+            403,
+            "policies:subject.notmodifiable",
+            format!(
+                "The Subject with ID '{subject_id}' of the PolicyEntry with Label '{label}' on the Policy with ID \
+                 '{policy_id}' could not be modified as the requester had insufficient permissions."
+            ),
+            "Check if the ID of the Policy, the Label of the PolicyEntry and ID of your requested Subject was \
+             correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// `ResourcesNotModifiableException`.
+    pub fn resources_not_modifiable(policy_id: &str, label: &str) -> Self {
+        DittoError::new(
+            403,
+            "policies:resources.notmodifiable",
+            format!(
+                "The Resources of the PolicyEntry with Label '{label}' on the Policy with ID '{policy_id}' could not \
+                 be modified as the requester had insufficient permissions."
+            ),
+            "Check if the ID of the Policy and the PolicyEntry's Label of your requested Resources was correct and \
+             you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// `ResourceNotModifiableException`.
+    pub fn resource_not_modifiable(policy_id: &str, label: &str, resource_key: &str) -> Self {
+        DittoError::new(
+            403,
+            "policies:resource.notmodifiable",
+            format!(
+                "The Resource '{resource_key}' of the PolicyEntry with Label '{label}' on the Policy with ID \
+                 '{policy_id}' could not be modified as the requester had insufficient permissions."
+            ),
+            "Check if the ID of the Policy, the Label of the PolicyEntry and the path of your requested Resource \
+             was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// `PolicyUnavailableException`: the store failed.
+    pub fn policy_unavailable(policy_id: &str) -> Self {
+        DittoError::new(
+            503,
+            "policies:policy.unavailable",
+            format!("The Policy with ID '{policy_id}' is not available, please try again later."),
+            "The requested Policy is temporarily not available, please retry the performed action in order to \
+             improve resiliency."
+                .to_string(),
+        )
+    }
 }
 
 /// `bytes / 1024.0` as Java's default `NumberFormat` prints it: grouping

@@ -1,0 +1,71 @@
+//! Answers as Ditto's gateway gives them: JSON bodies, errors as Ditto's
+//! error objects with their status, `Location` on a creation.
+
+use crate::error::DittoError;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+pub fn error_response(error: DittoError) -> Response {
+    let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json(status, &error.to_json())
+}
+
+/// A JSON body with `status`.
+pub fn json(status: StatusCode, value: &Value) -> Response {
+    let body = serde_json::to_vec(value).expect("a JSON value serialises");
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body)
+        .into_response()
+}
+
+/// 201 with what was created and where: for a PUT, the request's own URL
+/// without its query, as Ditto's gateway makes it (`UriForLocationHeaderSupplier`).
+pub fn created(headers: &HeaderMap, uri: &Uri, value: &Value) -> Response {
+    let mut response = json(StatusCode::CREATED, value);
+    let host = headers.get(header::HOST).and_then(|host| host.to_str().ok()).unwrap_or("localhost");
+    if let Ok(location) = HeaderValue::from_str(&format!("http://{host}{}", uri.path())) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
+}
+
+pub fn no_content() -> Response {
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// Ditto's 401 for a request no authentication vouched for.
+pub fn unauthorized() -> Response {
+    error_response(DittoError::new(
+        401,
+        "gateway:authentication.failed",
+        "No applicable authentication provider was found!",
+        "Check if your credentials were correct.".to_string(),
+    ))
+}
+
+/// A request body as JSON, or Ditto's `json.invalid`.
+pub fn parse_body(body: &[u8]) -> Result<Value, Response> {
+    serde_json::from_slice(body).map_err(|error| {
+        error_response(DittoError::json_invalid(error))
+    })
+}
+
+/// Ditto's 405 (`GatewayMethodNotAllowedException`).
+pub fn method_not_allowed(method: &axum::http::Method) -> Response {
+    error_response(DittoError::new(
+        405,
+        "gateway:method.notallowed",
+        format!("The provided HTTP method '{method}' is not allowed on this resource."),
+        "Check if you used the correct resource and method combination.".to_string(),
+    ))
+}
+
+/// A path under an entity that names no part of it.
+pub fn not_found(method: &axum::http::Method, rest: &str) -> Response {
+    error_response(DittoError::new(
+        404,
+        "gateway:resource.notfound",
+        format!("The requested resource '{rest}' could not be found ({method})."),
+        "Check the path of the requested resource.".to_string(),
+    ))
+}

@@ -1,0 +1,132 @@
+//! The twin service: what the HTTP API (and, next, the Ditto protocol over
+//! MQTT and WebSocket) calls. It reads through bounded caches, checks every
+//! read and write against the policy in force, and writes through the
+//! store.
+//!
+//! **Concurrency.** Reads take no lock: a cached entity is an immutable
+//! `Arc` replaced whole on change. A write to one entity is a
+//! read-modify-write (apply the command to the current revision, store it
+//! expecting that revision), and writes to the same entity are serialised
+//! by a striped lock, so they do not race each other into conflicts; the
+//! store's revision check still guards against another node writing the
+//! same PostgreSQL database.
+//!
+//! **Caches.** Policies are cached with their compiled enforcer
+//! (`Enforcer::compile` once per policy revision, shared by every thing
+//! that uses the policy and every request that reads it).
+
+mod policies;
+
+pub use policies::PolicyResource;
+
+use crate::error::DittoError;
+use crate::policy::{Enforcer, Policy, PolicyLimits, Timestamp};
+use crate::store::{PolicyRecord, Store, StoreError};
+use quick_cache::sync::Cache;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+use tokio::sync::{Mutex, MutexGuard};
+
+/// Settings of the twin service (`[twins]` in the configuration).
+#[derive(Debug, Clone)]
+pub struct TwinsConfig {
+    pub policy_limits: PolicyLimits,
+    /// Policies kept in memory, compiled, at most.
+    pub cached_policies: usize,
+}
+
+impl Default for TwinsConfig {
+    fn default() -> Self {
+        TwinsConfig { policy_limits: PolicyLimits::default(), cached_policies: 100_000 }
+    }
+}
+
+/// Who is asking: the subjects authentication proved (`nginx:alice`,
+/// `jwt:…`), as policies name them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub subjects: Vec<String>,
+}
+
+impl Caller {
+    pub fn new(subjects: Vec<String>) -> Caller {
+        Caller { subjects }
+    }
+}
+
+/// A policy as the service holds it: the model, its compiled enforcer,
+/// and the store's housekeeping.
+pub struct CachedPolicy {
+    pub policy: Policy,
+    pub enforcer: Arc<Enforcer>,
+}
+
+impl CachedPolicy {
+    fn from_record(record: &PolicyRecord) -> Result<CachedPolicy, DittoError> {
+        let mut policy = Policy::from_json(&record.id, &record.doc)?;
+        policy.housekeeping.revision = record.revision;
+        policy.housekeeping.created = Timestamp::parse(&record.created);
+        policy.housekeeping.modified = Timestamp::parse(&record.modified);
+        let enforcer = Enforcer::compile(&policy);
+        Ok(CachedPolicy { policy, enforcer })
+    }
+}
+
+/// Write locks: one of `STRIPES` mutexes per entity id, by hash. Two ids
+/// sharing a stripe only wait for each other's writes, which are short.
+const STRIPES: usize = 1024;
+
+pub struct Twins {
+    store: Store,
+    config: TwinsConfig,
+    policies: Cache<String, Arc<CachedPolicy>>,
+    stripes: Vec<Mutex<()>>,
+    hasher: RandomState,
+}
+
+impl Twins {
+    pub fn new(store: Store, config: TwinsConfig) -> Twins {
+        Twins {
+            store,
+            policies: Cache::new(config.cached_policies.max(1)),
+            config,
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            hasher: RandomState::new(),
+        }
+    }
+
+    pub fn config(&self) -> &TwinsConfig {
+        &self.config
+    }
+
+    /// The lock every write to the entity `kind:id` holds from reading the
+    /// current revision to storing the next.
+    async fn write_lock(&self, kind: &str, id: &str) -> MutexGuard<'_, ()> {
+        let stripe = self.hasher.hash_one((kind, id)) as usize % STRIPES;
+        self.stripes[stripe].lock().await
+    }
+
+    /// The policy `id`, from the cache or the store.
+    pub async fn policy(&self, id: &str) -> Result<Option<Arc<CachedPolicy>>, DittoError> {
+        if let Some(cached) = self.policies.get(id) {
+            return Ok(Some(cached));
+        }
+        let read = self.store.policy(id).await;
+        let Some(record) =
+            read.map_err(|error| store_failure(error, DittoError::policy_unavailable(id)))?
+        else {
+            return Ok(None);
+        };
+        let cached = Arc::new(CachedPolicy::from_record(&record)?);
+        self.policies.insert(id.to_owned(), cached.clone());
+        Ok(Some(cached))
+    }
+}
+
+/// A store failure as the API answers it: Ditto's "unavailable" error of
+/// the entity, made by `unavailable`, with the cause in the log (it may
+/// name the database, which the caller has no business seeing).
+pub(crate) fn store_failure(error: StoreError, unavailable: DittoError) -> DittoError {
+    tracing::error!(%error, "twin store failure");
+    unavailable
+}

@@ -1,0 +1,347 @@
+//! `/api/2/policies/{policyId}` and its sub-resources, as Ditto's policies
+//! service enforces them (`PolicyCommandEnforcement`): a read needs READ
+//! somewhere at or below the resource and returns what the caller may
+//! read; a write needs WRITE on the resource with nothing below it
+//! revoked; a new policy must give its creator WRITE on `policy:/`.
+
+use super::{store_failure, CachedPolicy, Caller, Twins};
+use crate::error::DittoError;
+use crate::pointer::JsonPointer;
+use crate::policy::{
+    Enforcer, Label, Permission, Policy, ResourceKey, SubjectId, Timestamp, Written,
+};
+use crate::store::{Expect, PolicyRecord, StoreError, Write};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A policy's addressable parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyResource {
+    Policy,
+    Entries,
+    Entry(Label),
+    Subjects(Label),
+    Subject(Label, SubjectId),
+    Resources(Label),
+    Resource(Label, ResourceKey),
+}
+
+impl PolicyResource {
+    /// The resource at `rest`, the URL path after `/policies/{policyId}`
+    /// (empty for the policy itself). A subject id and a resource key take
+    /// the rest of the path, slashes and all, as Ditto's routes do.
+    pub fn parse(rest: &str) -> Option<Result<PolicyResource, DittoError>> {
+        let rest = rest.trim_start_matches('/');
+        if rest.is_empty() {
+            return Some(Ok(PolicyResource::Policy));
+        }
+        let rest = rest.strip_prefix("entries")?;
+        let rest = match rest {
+            "" | "/" => return Some(Ok(PolicyResource::Entries)),
+            _ => rest.strip_prefix('/')?,
+        };
+        let (label, rest) = rest.split_once('/').unwrap_or((rest, ""));
+        let label = match Label::parse(label) {
+            Ok(label) => label,
+            Err(error) => return Some(Err(error)),
+        };
+        Some(match rest {
+            "" => Ok(PolicyResource::Entry(label)),
+            "subjects" | "subjects/" => Ok(PolicyResource::Subjects(label)),
+            "resources" | "resources/" => Ok(PolicyResource::Resources(label)),
+            _ => {
+                if let Some(subject) = rest.strip_prefix("subjects/") {
+                    SubjectId::parse(subject).map(|id| PolicyResource::Subject(label, id))
+                } else if let Some(resource) = rest.strip_prefix("resources/") {
+                    ResourceKey::from_url_path(resource)
+                        .map(|key| PolicyResource::Resource(label, key))
+                } else {
+                    return None;
+                }
+            }
+        })
+    }
+
+    /// Where the resource lies in the policy's JSON: what `policy:/…`
+    /// permissions are checked on.
+    fn pointer(&self) -> JsonPointer {
+        let entry = |label: &Label| JsonPointer::from_levels(["entries", label.as_str()]);
+        match self {
+            PolicyResource::Policy => JsonPointer::root(),
+            PolicyResource::Entries => JsonPointer::from_levels(["entries"]),
+            PolicyResource::Entry(label) => entry(label),
+            PolicyResource::Subjects(label) => entry(label).child("subjects"),
+            PolicyResource::Subject(label, id) => {
+                entry(label).child("subjects").child(id.as_str())
+            }
+            PolicyResource::Resources(label) => entry(label).child("resources"),
+            PolicyResource::Resource(label, key) => {
+                entry(label).child("resources").child(key.to_string())
+            }
+        }
+    }
+
+    /// The resource's JSON in `policy`, or Ditto's not-found error.
+    fn read(&self, policy: &Policy) -> Result<Value, DittoError> {
+        Ok(match self {
+            PolicyResource::Policy => policy.to_json(),
+            PolicyResource::Entries => policy.entries_json(),
+            PolicyResource::Entry(label) => policy.entry(label)?.to_json(),
+            PolicyResource::Subjects(label) => policy.entry(label)?.subjects.to_json(),
+            PolicyResource::Subject(label, id) => policy.subject(label, id)?.to_json(),
+            PolicyResource::Resources(label) => policy.entry(label)?.resources.to_json(),
+            PolicyResource::Resource(label, key) => policy.resource(label, key)?.to_json(),
+        })
+    }
+
+    /// The 404 for a caller who may read nothing here.
+    fn not_accessible(&self, policy_id: &str) -> DittoError {
+        match self {
+            PolicyResource::Policy | PolicyResource::Entries => {
+                DittoError::policy_not_found(policy_id)
+            }
+            PolicyResource::Entry(label)
+            | PolicyResource::Subjects(label)
+            | PolicyResource::Resources(label) => {
+                DittoError::policy_entry_not_found(policy_id, label.as_str())
+            }
+            PolicyResource::Subject(label, id) => {
+                DittoError::subject_not_found(policy_id, label.as_str(), id.as_str())
+            }
+            PolicyResource::Resource(label, key) => {
+                DittoError::resource_not_found(policy_id, label.as_str(), &key.to_string())
+            }
+        }
+    }
+
+    /// The 403 for a caller who may not write here.
+    fn not_modifiable(&self, policy_id: &str) -> DittoError {
+        match self {
+            PolicyResource::Policy | PolicyResource::Entries => {
+                DittoError::policy_not_modifiable(policy_id)
+            }
+            PolicyResource::Entry(label) => {
+                DittoError::policy_entry_not_modifiable(policy_id, label.as_str())
+            }
+            PolicyResource::Subjects(label) => {
+                DittoError::subjects_not_modifiable(policy_id, label.as_str())
+            }
+            PolicyResource::Subject(label, id) => {
+                DittoError::subject_not_modifiable(policy_id, label.as_str(), id.as_str())
+            }
+            PolicyResource::Resources(label) => {
+                DittoError::resources_not_modifiable(policy_id, label.as_str())
+            }
+            PolicyResource::Resource(label, key) => {
+                DittoError::resource_not_modifiable(policy_id, label.as_str(), &key.to_string())
+            }
+        }
+    }
+}
+
+/// What a read returns: the caller's view and the revision it is of.
+pub struct Retrieved {
+    pub value: Value,
+    pub revision: u64,
+}
+
+/// How many times a write is tried again when another node changed the
+/// same policy between its read and its write.
+const CONFLICT_RETRIES: usize = 3;
+
+impl Twins {
+    pub async fn retrieve_policy(
+        &self,
+        caller: &Caller,
+        policy_id: &str,
+        resource: &PolicyResource,
+    ) -> Result<Retrieved, DittoError> {
+        let cached = self
+            .policy(policy_id)
+            .await?
+            .ok_or_else(|| DittoError::policy_not_found(policy_id))?;
+        let who = cached.enforcer.caller(&caller.subjects, Timestamp::now());
+        let pointer = resource.pointer();
+        if !who.has_permission_on_any_level_below("policy", &pointer, Permission::Read) {
+            return Err(resource.not_accessible(policy_id));
+        }
+        let value = resource.read(&cached.policy)?;
+        let value = who
+            .view("policy", &pointer, &value)
+            .ok_or_else(|| resource.not_accessible(policy_id))?;
+        Ok(Retrieved { value, revision: cached.policy.housekeeping.revision })
+    }
+
+    /// PUT on a policy resource: 201 with what was created, or 204.
+    pub async fn modify_policy(
+        &self,
+        caller: &Caller,
+        policy_id: &str,
+        resource: &PolicyResource,
+        body: &Value,
+    ) -> Result<(Written, Value), DittoError> {
+        self.write_policy(caller, policy_id, resource, |current, now, limits| match current {
+            None => match resource {
+                PolicyResource::Policy => {
+                    let created = Policy::create(policy_id, body, limits, now)?;
+                    Ok((Written::Created, created))
+                }
+                _ => Err(DittoError::policy_not_found(policy_id)),
+            },
+            Some(current) => {
+                let mut policy = current.clone();
+                let written = match resource {
+                    PolicyResource::Policy => policy.modify(body, limits, now)?,
+                    PolicyResource::Entries => policy.modify_entries(body, limits, now)?,
+                    PolicyResource::Entry(label) => {
+                        policy.modify_entry(label, body, limits, now)?
+                    }
+                    PolicyResource::Subjects(label) => {
+                        policy.modify_subjects(label, body, limits, now)?
+                    }
+                    PolicyResource::Subject(label, id) => {
+                        policy.modify_subject(label, id, body, limits, now)?
+                    }
+                    PolicyResource::Resources(label) => {
+                        policy.modify_resources(label, body, limits, now)?
+                    }
+                    PolicyResource::Resource(label, key) => {
+                        policy.modify_resource(label, key, body, limits, now)?
+                    }
+                };
+                Ok((written, policy))
+            }
+        })
+        .await
+    }
+
+    /// DELETE on a policy resource (204).
+    pub async fn delete_policy(
+        &self,
+        caller: &Caller,
+        policy_id: &str,
+        resource: &PolicyResource,
+    ) -> Result<(), DittoError> {
+        if *resource == PolicyResource::Policy {
+            return self.delete_whole_policy(caller, policy_id).await;
+        }
+        self.write_policy(caller, policy_id, resource, |current, now, limits| {
+            let Some(current) = current else {
+                return Err(DittoError::policy_not_found(policy_id));
+            };
+            let mut policy = current.clone();
+            match resource {
+                PolicyResource::Entry(label) => policy.delete_entry(label, limits, now)?,
+                PolicyResource::Subject(label, id) => policy.delete_subject(label, id, limits, now)?,
+                PolicyResource::Resource(label, key) => {
+                    policy.delete_resource(label, key, limits, now)?
+                }
+                // The collections and the policy itself are not deleted
+                // here; the HTTP layer routes no such DELETE.
+                _ => return Err(resource.not_modifiable(policy_id)),
+            }
+            Ok((Written::Modified, policy))
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn delete_whole_policy(&self, caller: &Caller, policy_id: &str) -> Result<(), DittoError> {
+        let _lock = self.write_lock("policy", policy_id).await;
+        for _ in 0..CONFLICT_RETRIES {
+            let cached = self
+                .policy(policy_id)
+                .await?
+                .ok_or_else(|| DittoError::policy_not_found(policy_id))?;
+            let who = cached.enforcer.caller(&caller.subjects, Timestamp::now());
+            if !who.has_permission("policy", &JsonPointer::root(), Permission::Write) {
+                return Err(DittoError::policy_not_modifiable(policy_id));
+            }
+            let expect = Expect::Revision(cached.policy.housekeeping.revision);
+            let write = Write::DeletePolicy { id: policy_id.to_owned(), expect };
+            match self.store.commit(vec![write]).await {
+                Ok(()) => {
+                    self.policies.remove(policy_id);
+                    return Ok(());
+                }
+                Err(StoreError::Conflict { .. }) => {
+                    self.policies.remove(policy_id);
+                }
+                Err(error) => {
+                    return Err(store_failure(error, DittoError::policy_unavailable(policy_id)))
+                }
+            }
+        }
+        Err(DittoError::policy_unavailable(policy_id))
+    }
+
+    /// The read-modify-write of every policy change: `change` makes the
+    /// new policy from the current one (`None` if there is none), the
+    /// caller's permission is checked on the current one (or, for a
+    /// creation, on the new one), and the result is stored expecting the
+    /// revision it was made from.
+    async fn write_policy(
+        &self,
+        caller: &Caller,
+        policy_id: &str,
+        resource: &PolicyResource,
+        change: impl Fn(
+            Option<&Policy>,
+            Timestamp,
+            &crate::policy::PolicyLimits,
+        ) -> Result<(Written, Policy), DittoError>,
+    ) -> Result<(Written, Value), DittoError> {
+        let _lock = self.write_lock("policy", policy_id).await;
+        let limits = self.config.policy_limits;
+        for _ in 0..CONFLICT_RETRIES {
+            let now = Timestamp::now();
+            let current = self.policy(policy_id).await?;
+            let pointer = resource.pointer();
+            if let Some(current) = &current {
+                let who = current.enforcer.caller(&caller.subjects, now);
+                if !who.has_permission("policy", &pointer, Permission::Write) {
+                    return Err(resource.not_modifiable(policy_id));
+                }
+            }
+            let (written, mut policy) = change(current.as_ref().map(|c| &c.policy), now, &limits)?;
+            let expect = match &current {
+                None => {
+                    let enforcer = Enforcer::compile(&policy);
+                    let who = enforcer.caller(&caller.subjects, now);
+                    if !who.has_permission("policy", &JsonPointer::root(), Permission::Write) {
+                        return Err(DittoError::policy_not_creatable(policy_id));
+                    }
+                    Expect::Absent
+                }
+                Some(current) => Expect::Revision(current.policy.housekeeping.revision),
+            };
+            let previous = current.as_ref().map(|c| c.policy.housekeeping);
+            policy.housekeeping.revision = previous.map_or(1, |p| p.revision + 1);
+            policy.housekeeping.created = previous.and_then(|p| p.created).or(Some(now));
+            policy.housekeeping.modified = Some(now);
+            let record = PolicyRecord {
+                id: policy_id.to_owned(),
+                revision: policy.housekeeping.revision,
+                created: policy.housekeeping.created.unwrap_or(now).to_string(),
+                modified: now.to_string(),
+                doc: Arc::new(policy.to_json()),
+            };
+            match self.store.commit(vec![Write::Policy { record, expect }]).await {
+                Ok(()) => {
+                    let value = resource.read(&policy).unwrap_or(Value::Null);
+                    let enforcer = Enforcer::compile(&policy);
+                    self.policies.insert(policy_id.to_owned(), Arc::new(CachedPolicy { policy, enforcer }));
+                    return Ok((written, value));
+                }
+                Err(StoreError::Conflict { .. }) => {
+                    // Another node wrote it: read it again and redo.
+                    self.policies.remove(policy_id);
+                }
+                Err(error) => {
+                    return Err(store_failure(error, DittoError::policy_unavailable(policy_id)))
+                }
+            }
+        }
+        Err(DittoError::policy_unavailable(policy_id))
+    }
+}
