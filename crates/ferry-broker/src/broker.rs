@@ -21,7 +21,7 @@ use crate::stats::Stats;
 use crate::token_bucket::TokenBucket;
 use crate::topic_tree::{Match, TopicTree};
 use crate::will::PendingWill;
-use ferry_auth::{Acl, Authenticator, Principal, SubscribeVerdict};
+use ferry_auth::{Acl, Authenticator, Credentials, ListenerAuth, Principal, SubscribeVerdict, Verdict};
 use ferry_mqtt::{ByteStr, Packet, PubAck, QoS, ReasonCode, RetainHandling, SubscriptionOptions};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -245,6 +245,17 @@ impl Broker {
     /// re-examined.
     pub fn set_authenticator(&self, authenticator: Authenticator) {
         self.authentication.set(authenticator);
+    }
+
+    /// The verdict of the authenticator in force on `credentials`, for
+    /// other protocols than MQTT (the HTTP API): the same files, the same
+    /// failure counting, and password hashing kept off the async threads.
+    pub async fn authenticate(
+        &self,
+        policy: ListenerAuth,
+        credentials: Credentials<'_>,
+    ) -> Verdict {
+        self.authentication.verdict(policy, credentials).await
     }
 
     /// The ACL from now on (`None`: everything allowed); see

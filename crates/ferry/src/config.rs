@@ -29,6 +29,8 @@ pub struct Config {
     pub routes: RoutesConfig,
     /// `[endpoints.NAME]` tables: where routes send messages.
     pub endpoints: BTreeMap<String, EndpointConfig>,
+    /// `[twins]`: the digital twins and their HTTP API (docs/twins.md).
+    pub twins: TwinsSettings,
 }
 
 impl Default for Config {
@@ -44,6 +46,77 @@ impl Default for Config {
             auth: AuthConfig::default(),
             routes: RoutesConfig::default(),
             endpoints: BTreeMap::new(),
+            twins: TwinsSettings::default(),
+        }
+    }
+}
+
+/// `[twins]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TwinsSettings {
+    pub enabled: bool,
+    /// `"sqlite"` (a file in the data directory) or a PostgreSQL URL.
+    pub store: TwinsStore,
+    /// The subject of a request without credentials on a loopback listener
+    /// when no password file or JWT keys are set up; `""` for none.
+    pub anonymous_subject: String,
+    /// `<prefix>:<user>` for HTTP Basic users.
+    pub basic_subject_prefix: String,
+    /// `<prefix>:<user>` for the user a bearer JWT names.
+    pub jwt_subject_prefix: String,
+    /// Whether to take a proxy's `x-ditto-pre-authenticated` header.
+    pub pre_authenticated: bool,
+    /// Policies kept in memory, compiled.
+    pub cached_policies: usize,
+}
+
+impl Default for TwinsSettings {
+    fn default() -> Self {
+        TwinsSettings {
+            enabled: true,
+            store: TwinsStore::Sqlite,
+            anonymous_subject: "nginx:ditto".into(),
+            basic_subject_prefix: "nginx".into(),
+            jwt_subject_prefix: "jwt".into(),
+            pre_authenticated: false,
+            cached_policies: 100_000,
+        }
+    }
+}
+
+/// Where the twins are kept.
+#[derive(Clone, PartialEq, Eq)]
+pub enum TwinsStore {
+    Sqlite,
+    /// A `postgres://` URL or a libpq `key=value` string.
+    Postgres(String),
+}
+
+/// Without the URL, which may hold a password.
+impl std::fmt::Debug for TwinsStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TwinsStore::Sqlite => f.write_str("Sqlite"),
+            TwinsStore::Postgres(_) => f.write_str("Postgres(…)"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TwinsStore {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text == "sqlite" {
+            Ok(TwinsStore::Sqlite)
+        } else if text.starts_with("postgres://")
+            || text.starts_with("postgresql://")
+            || text.contains("host=")
+        {
+            Ok(TwinsStore::Postgres(text))
+        } else {
+            Err(serde::de::Error::custom(
+                "expected \"sqlite\" or a PostgreSQL URL (postgres://user@host/db, or host=… dbname=…)",
+            ))
         }
     }
 }

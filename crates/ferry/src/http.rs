@@ -1,14 +1,17 @@
-//! The HTTP listener: health checks and the admin API's reload. Prometheus
-//! metrics, the rest of the admin API, the twin API and the console will
-//! be served here.
+//! The HTTP listener: health checks, Prometheus metrics, the admin API's
+//! reload, and Ditto's twin API under `/api/2` (`ferry_twins::http`)
+//! behind its authentication (`twins.rs`). The rest of the admin API and
+//! the console will be served here.
 
 use crate::reload::Reloader;
+use crate::twins::TwinAuth;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use ferry_broker::Broker;
+use ferry_twins::service::Twins;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -18,14 +21,25 @@ pub struct AppState {
     broker: Arc<Broker>,
 }
 
-pub fn router(reloader: Arc<Reloader>, broker: Arc<Broker>) -> Router {
-    Router::new()
+pub fn router(
+    reloader: Arc<Reloader>,
+    broker: Arc<Broker>,
+    twins: Option<(Arc<Twins>, Arc<TwinAuth>)>,
+) -> Router {
+    let router = Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/api/v1/reload", post(reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(AppState { reloader, broker })
+        .with_state(AppState { reloader, broker });
+    match twins {
+        Some((twins, auth)) => router.merge(
+            ferry_twins::http::router(twins)
+                .layer(axum::middleware::from_fn_with_state(auth, crate::twins::authenticate)),
+        ),
+        None => router,
+    }
 }
 
 /// Reloads users, JWT keys, the ACL, certificates, routes and endpoints,

@@ -12,6 +12,7 @@ mod routes_cli;
 mod security;
 mod serve;
 mod tls_listener;
+mod twins;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};

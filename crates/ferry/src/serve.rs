@@ -3,6 +3,7 @@
 
 use crate::config::{Config, ListenerProtocol};
 use crate::reload::Reloader;
+use crate::twins::TwinAuth;
 use crate::security::Security;
 use crate::tls_listener::TlsListener;
 use anyhow::Context;
@@ -70,12 +71,14 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         .await
         .context("cannot start the routes")?;
     let reloader = Arc::new(Reloader::new(security, routes, config_file));
+    let twins = crate::twins::start(&config).await?;
     let mut http = Vec::new();
     for (settings, name, tcp, tls) in bound {
         let address = tcp.local_addr()?;
         let protocol = match settings.protocol {
             ListenerProtocol::Http => {
-                http.push((tcp, tls));
+                let auth = settings.auth(&config.auth);
+                http.push((tcp, tls, auth));
                 continue;
             }
             ListenerProtocol::Mqtt => Protocol::Mqtt,
@@ -93,9 +96,14 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         let listener = Arc::new(Listener::new(name, protocol, tls, auth, settings.max_connections));
         tasks.push(tokio::spawn(accept::serve(tcp, listener, broker.clone(), cores.clone())));
     }
-    for (tcp, tls) in http {
+    for (tcp, tls, auth) in http {
         let address = tcp.local_addr()?;
-        let app = crate::http::router(reloader.clone(), broker.clone());
+        let twins = twins.clone().map(|twins| {
+            let auth = TwinAuth::new(&config, auth, address, broker.clone());
+            (twins, Arc::new(auth))
+        });
+        let app = crate::http::router(reloader.clone(), broker.clone(), twins)
+            .into_make_service_with_connect_info::<crate::twins::Peer>();
         let mut shutdown = broker.shutdown_signal();
         let stopped = async move {
             let _ = shutdown.wait_for(|&stopping| stopping).await;

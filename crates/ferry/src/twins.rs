@@ -1,0 +1,253 @@
+//! The digital twins in the binary: the store `[twins]` names, and who
+//! each HTTP request to `/api/2` comes from.
+//!
+//! A request's subjects, as Ditto's policies name them:
+//! - `Authorization: Basic` checked against Ferry's password file gives
+//!   `<basic_subject_prefix>:<user>` (`nginx:` by default, because Ditto's
+//!   reference deployment authenticates through nginx and the policies its
+//!   users have name `nginx:` subjects);
+//! - `Authorization: Bearer <JWT>` verified with `[auth.jwt]` gives
+//!   `<jwt_subject_prefix>:<user>`, the user the token names;
+//! - with `pre_authenticated = true`, the `x-ditto-pre-authenticated`
+//!   header a proxy in front sets (`nginx:alice,google:bob`) is taken as
+//!   given; off by default, since anyone who can reach the listener can
+//!   set it;
+//! - no credentials, on a loopback listener with no password file and no
+//!   JWT keys (Ferry with no configuration): `anonymous_subject`
+//!   (`nginx:ditto`), so that Ditto's documentation examples run against
+//!   a fresh `ferry serve`. Never beyond loopback.
+
+use crate::config::{Config, TwinsStore};
+use anyhow::Context;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::http::HeaderMap;
+use axum::middleware::Next;
+use axum::response::Response;
+use base64::Engine;
+use ferry_auth::{Credentials, ListenerAuth, Verdict};
+use ferry_broker::{Broker, Fsync};
+use ferry_twins::service::{Caller, Twins, TwinsConfig};
+use ferry_twins::store::postgres::PostgresStore;
+use ferry_twins::store::sqlite::SqliteStore;
+use ferry_twins::store::Store;
+use std::hash::{BuildHasher, RandomState};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Opens the store and starts the service, or `None` with `[twins]
+/// enabled = false`.
+pub async fn start(config: &Config) -> anyhow::Result<Option<Arc<Twins>>> {
+    let settings = &config.twins;
+    if !settings.enabled {
+        return Ok(None);
+    }
+    let store = match &settings.store {
+        TwinsStore::Sqlite => {
+            std::fs::create_dir_all(&config.data_dir).with_context(|| {
+                format!("cannot create the data directory {}", config.data_dir.display())
+            })?;
+            let path = config.data_dir.join("twins.db");
+            let power_safe = config.durability.fsync == Fsync::Always;
+            let store = SqliteStore::open(&path, power_safe)
+                .with_context(|| format!("cannot open the twin store {}", path.display()))?;
+            tracing::info!(path = %path.display(), "twins stored in SQLite");
+            Store::Sqlite(store)
+        }
+        TwinsStore::Postgres(url) => {
+            let store = PostgresStore::open(url)
+                .await
+                .context("cannot open the twin store in PostgreSQL")?;
+            tracing::info!("twins stored in PostgreSQL");
+            Store::Postgres(store)
+        }
+    };
+    let service = TwinsConfig { cached_policies: settings.cached_policies, ..TwinsConfig::default() };
+    Ok(Some(Arc::new(Twins::new(store, service))))
+}
+
+/// How one HTTP listener tells who a request to the twin API is from.
+pub struct TwinAuth {
+    broker: Arc<Broker>,
+    listener: ListenerAuth,
+    anonymous: Option<String>,
+    basic_prefix: String,
+    jwt_prefix: String,
+    pre_authenticated: bool,
+    /// Passwords verified lately, by a keyed hash of user and password:
+    /// hashing one takes ~20 ms of a core, and an HTTP client sends the
+    /// same credentials with every request.
+    verified: quick_cache::sync::Cache<u128, (String, Instant)>,
+    keys: (RandomState, RandomState),
+}
+
+/// How long a verified password is trusted without hashing it again: a
+/// password changed by a reload is refused at most this long after.
+const VERIFIED_FOR: Duration = Duration::from_secs(60);
+
+/// Credentials remembered at most: one per client, in practice.
+const VERIFIED_ENTRIES: usize = 10_000;
+
+impl TwinAuth {
+    pub fn new(
+        config: &Config,
+        listener: ListenerAuth,
+        bind: SocketAddr,
+        broker: Arc<Broker>,
+    ) -> TwinAuth {
+        let settings = &config.twins;
+        let no_credentials_configured =
+            config.auth.password_file.is_none() && config.auth.jwt.is_none();
+        let anonymous = (bind.ip().is_loopback()
+            && listener.allow_anonymous
+            && no_credentials_configured
+            && !settings.anonymous_subject.is_empty())
+        .then(|| settings.anonymous_subject.clone());
+        TwinAuth {
+            broker,
+            listener,
+            anonymous,
+            basic_prefix: settings.basic_subject_prefix.clone(),
+            jwt_prefix: settings.jwt_subject_prefix.clone(),
+            pre_authenticated: settings.pre_authenticated,
+            verified: quick_cache::sync::Cache::new(VERIFIED_ENTRIES),
+            keys: (RandomState::new(), RandomState::new()),
+        }
+    }
+
+    /// The caller's subjects, or why there are none.
+    async fn caller(&self, headers: &HeaderMap, peer: SocketAddr) -> Result<Caller, &'static str> {
+        if self.pre_authenticated {
+            if let Some(value) = headers.get("x-ditto-pre-authenticated") {
+                let subjects: Vec<String> = value
+                    .to_str()
+                    .map_err(|_| "x-ditto-pre-authenticated is not text")?
+                    .split(',')
+                    .map(|subject| subject.trim().to_owned())
+                    .filter(|subject| !subject.is_empty())
+                    .collect();
+                if subjects.is_empty() {
+                    return Err("x-ditto-pre-authenticated names no subject");
+                }
+                return Ok(Caller::new(subjects));
+            }
+        }
+        let Some(authorization) = headers.get(AUTHORIZATION) else {
+            return self
+                .anonymous
+                .clone()
+                .map(|subject| Caller::new(vec![subject]))
+                .ok_or("no credentials");
+        };
+        let authorization = authorization.to_str().map_err(|_| "unreadable Authorization")?;
+        let (scheme, value) = authorization.split_once(' ').ok_or("unreadable Authorization")?;
+        if scheme.eq_ignore_ascii_case("basic") {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(value.trim())
+                .map_err(|_| "Basic credentials are not base64")?;
+            let decoded = String::from_utf8(decoded).map_err(|_| "Basic credentials are not UTF-8")?;
+            let (user, password) = decoded.split_once(':').ok_or("Basic credentials without ':'")?;
+            self.basic(user, password, peer).await.map(|subject| Caller::new(vec![subject]))
+        } else if scheme.eq_ignore_ascii_case("bearer") {
+            let policy = ListenerAuth { allow_anonymous: false, password: false, ..self.listener };
+            let credentials = Credentials {
+                peer: peer.ip(),
+                username: None,
+                password: Some(value.trim().as_bytes()),
+                certificate: None,
+            };
+            match self.broker.authenticate(policy, credentials).await {
+                Verdict::Accepted(identity) => match identity.username {
+                    Some(user) => Ok(Caller::new(vec![format!("{}:{user}", self.jwt_prefix)])),
+                    None => Err("the token names no user"),
+                },
+                _ => Err("the token does not verify"),
+            }
+        } else {
+            Err("an Authorization scheme other than Basic or Bearer")
+        }
+    }
+
+    async fn basic(&self, user: &str, password: &str, peer: SocketAddr) -> Result<String, &'static str> {
+        let key = {
+            let text = (user, password);
+            u128::from(self.keys.0.hash_one(text)) << 64 | u128::from(self.keys.1.hash_one(text))
+        };
+        if let Some((subject, at)) = self.verified.get(&key) {
+            if at.elapsed() < VERIFIED_FOR {
+                return Ok(subject);
+            }
+        }
+        let policy =
+            ListenerAuth { allow_anonymous: false, jwt: false, certificate: false, ..self.listener };
+        let credentials = Credentials {
+            peer: peer.ip(),
+            username: Some(user),
+            password: Some(password.as_bytes()),
+            certificate: None,
+        };
+        match self.broker.authenticate(policy, credentials).await {
+            Verdict::Accepted(_) => {
+                let subject = format!("{}:{user}", self.basic_prefix);
+                self.verified.insert(key, (subject.clone(), Instant::now()));
+                Ok(subject)
+            }
+            Verdict::TooManyFailures => Err("too many failed attempts from this address"),
+            _ => Err("wrong user name or password"),
+        }
+    }
+}
+
+/// The address a request came from, on plain and TLS listeners alike:
+/// what `into_make_service_with_connect_info::<Peer>` gives each request.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
+    for Peer
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Peer {
+        Peer(*stream.remote_addr())
+    }
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, crate::tls_listener::TlsListener>>
+    for Peer
+{
+    fn connect_info(
+        stream: axum::serve::IncomingStream<'_, crate::tls_listener::TlsListener>,
+    ) -> Peer {
+        Peer(*stream.remote_addr())
+    }
+}
+
+/// The layer in front of `/api/2`: puts the caller into the request, or
+/// answers Ditto's 401.
+pub async fn authenticate(
+    State(auth): State<Arc<TwinAuth>>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match auth.caller(request.headers(), peer).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(reason) => {
+            tracing::debug!(%peer, reason, "twin API request not authenticated");
+            let mut response = ferry_twins::http::error_response(ferry_twins::DittoError::new(
+                401,
+                "gateway:authentication.failed",
+                format!("The request could not be authenticated: {reason}."),
+                "Check if your credentials were correct.".to_string(),
+            ));
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Basic realm=\"ferry\""),
+            );
+            response
+        }
+    }
+}
