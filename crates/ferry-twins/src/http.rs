@@ -31,6 +31,6 @@ pub fn router(twins: Arc<Twins>) -> Router {
 
 /// The caller of a request, or Ditto's 401 if the listener's
 /// authentication put none in (a route reached without it).
-fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, axum::response::Response> {
+fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, crate::DittoError> {
     caller.map(|axum::Extension(caller)| caller).ok_or_else(reply::unauthorized)
 }

@@ -1,150 +1,96 @@
 //! `/api/2/policies/{policyId}[/…]`: GET, PUT and DELETE on the policy and
 //! each of its parts (`PolicyResource`).
 
-use super::reply::{self, error_response};
+use super::reply::{self, Reply};
+use crate::error::DittoError;
+use crate::policy::Written;
 use crate::service::{Caller, PolicyResource, Twins};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, Uri};
-use axum::response::Response;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::Extension;
 use std::sync::Arc;
 
 type Twin = State<Arc<Twins>>;
+type Who = Option<Extension<Caller>>;
 
-pub async fn retrieve(
-    twins: Twin,
-    caller: Option<Extension<Caller>>,
-    Path(policy_id): Path<String>,
-) -> Response {
-    read(twins, caller, &policy_id, "").await
+pub async fn retrieve(twins: Twin, caller: Who, Path(id): Path<String>) -> Reply {
+    read(twins, caller, &id, "").await
 }
 
-pub async fn retrieve_part(
-    twins: Twin,
-    caller: Option<Extension<Caller>>,
-    Path((policy_id, rest)): Path<(String, String)>,
-) -> Response {
-    read(twins, caller, &policy_id, &rest).await
+pub async fn retrieve_part(twins: Twin, caller: Who, Path((id, rest)): Path<(String, String)>) -> Reply {
+    read(twins, caller, &id, &rest).await
 }
 
 pub async fn modify(
     twins: Twin,
-    caller: Option<Extension<Caller>>,
-    Path(policy_id): Path<String>,
+    caller: Who,
+    Path(id): Path<String>,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
-) -> Response {
-    write(twins, caller, &policy_id, "", &headers, &uri, &body).await
+) -> Reply {
+    write(twins, caller, &id, "", &headers, &uri, &body).await
 }
 
 pub async fn modify_part(
     twins: Twin,
-    caller: Option<Extension<Caller>>,
-    Path((policy_id, rest)): Path<(String, String)>,
+    caller: Who,
+    Path((id, rest)): Path<(String, String)>,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
-) -> Response {
-    write(twins, caller, &policy_id, &rest, &headers, &uri, &body).await
+) -> Reply {
+    write(twins, caller, &id, &rest, &headers, &uri, &body).await
 }
 
-pub async fn delete(
-    twins: Twin,
-    caller: Option<Extension<Caller>>,
-    Path(policy_id): Path<String>,
-) -> Response {
-    remove(twins, caller, &policy_id, "").await
+pub async fn delete(twins: Twin, caller: Who, Path(id): Path<String>) -> Reply {
+    remove(twins, caller, &id, "").await
 }
 
-pub async fn delete_part(
-    twins: Twin,
-    caller: Option<Extension<Caller>>,
-    Path((policy_id, rest)): Path<(String, String)>,
-) -> Response {
-    remove(twins, caller, &policy_id, &rest).await
+pub async fn delete_part(twins: Twin, caller: Who, Path((id, rest)): Path<(String, String)>) -> Reply {
+    remove(twins, caller, &id, &rest).await
 }
 
-/// The resource at `rest`, or the answer for a path that names none.
-fn resource(rest: &str, method: &Method) -> Result<PolicyResource, Response> {
-    match PolicyResource::parse(rest) {
-        Some(Ok(resource)) => Ok(resource),
-        Some(Err(error)) => Err(error_response(error)),
-        None => Err(reply::not_found(method, rest)),
-    }
+/// The resource at `rest`, or the error for a path that names none.
+fn resource(rest: &str, method: &Method) -> Result<PolicyResource, DittoError> {
+    PolicyResource::parse(rest).unwrap_or_else(|| Err(reply::not_found(method, rest)))
 }
 
-async fn read(
-    State(twins): Twin,
-    caller: Option<Extension<Caller>>,
-    policy_id: &str,
-    rest: &str,
-) -> Response {
-    let caller = match super::caller(caller) {
-        Ok(caller) => caller,
-        Err(response) => return response,
-    };
-    let resource = match resource(rest, &Method::GET) {
-        Ok(resource) => resource,
-        Err(response) => return response,
-    };
-    match twins.retrieve_policy(&caller, policy_id, &resource).await {
-        Ok(retrieved) => reply::json(axum::http::StatusCode::OK, &retrieved.value),
-        Err(error) => error_response(error),
-    }
+async fn read(State(twins): Twin, caller: Who, policy_id: &str, rest: &str) -> Reply {
+    let caller = super::caller(caller)?;
+    let resource = resource(rest, &Method::GET)?;
+    let retrieved = twins.retrieve_policy(&caller, policy_id, &resource).await?;
+    Ok(reply::json(StatusCode::OK, &retrieved.value))
 }
 
 async fn write(
     State(twins): Twin,
-    caller: Option<Extension<Caller>>,
+    caller: Who,
     policy_id: &str,
     rest: &str,
     headers: &HeaderMap,
     uri: &Uri,
     body: &[u8],
-) -> Response {
-    let caller = match super::caller(caller) {
-        Ok(caller) => caller,
-        Err(response) => return response,
-    };
-    let resource = match resource(rest, &Method::PUT) {
-        Ok(resource) => resource,
-        Err(response) => return response,
-    };
-    let body = match reply::parse_body(body) {
-        Ok(body) => body,
-        Err(response) => return response,
-    };
-    match twins.modify_policy(&caller, policy_id, &resource, &body).await {
-        Ok((crate::policy::Written::Created, value)) => reply::created(headers, uri, &value),
-        Ok((crate::policy::Written::Modified, _)) => reply::no_content(),
-        Err(error) => error_response(error),
-    }
+) -> Reply {
+    let caller = super::caller(caller)?;
+    let resource = resource(rest, &Method::PUT)?;
+    let body = reply::parse_body(body)?;
+    Ok(match twins.modify_policy(&caller, policy_id, &resource, &body).await? {
+        (Written::Created, value) => reply::created(headers, uri, &value),
+        (Written::Modified, _) => reply::no_content(),
+    })
 }
 
-async fn remove(
-    State(twins): Twin,
-    caller: Option<Extension<Caller>>,
-    policy_id: &str,
-    rest: &str,
-) -> Response {
-    let caller = match super::caller(caller) {
-        Ok(caller) => caller,
-        Err(response) => return response,
-    };
-    let resource = match resource(rest, &Method::DELETE) {
-        Ok(resource) => resource,
-        Err(response) => return response,
-    };
+async fn remove(State(twins): Twin, caller: Who, policy_id: &str, rest: &str) -> Reply {
+    let caller = super::caller(caller)?;
+    let resource = resource(rest, &Method::DELETE)?;
     if matches!(
         resource,
         PolicyResource::Entries | PolicyResource::Subjects(_) | PolicyResource::Resources(_)
     ) {
-        return reply::method_not_allowed(&Method::DELETE);
+        return Err(reply::method_not_allowed(&Method::DELETE));
     }
-    match twins.delete_policy(&caller, policy_id, &resource).await {
-        Ok(()) => reply::no_content(),
-        Err(error) => error_response(error),
-    }
+    twins.delete_policy(&caller, policy_id, &resource).await?;
+    Ok(reply::no_content())
 }

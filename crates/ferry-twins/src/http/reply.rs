@@ -2,13 +2,22 @@
 //! error objects with their status, `Location` on a creation.
 
 use crate::error::DittoError;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+/// What every handler returns: an answer, or Ditto's error as its answer.
+pub type Reply = Result<Response, DittoError>;
+
+impl IntoResponse for DittoError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        json(status, &self.to_json())
+    }
+}
+
 pub fn error_response(error: DittoError) -> Response {
-    let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json(status, &error.to_json())
+    error.into_response()
 }
 
 /// A JSON body with `status`.
@@ -34,38 +43,36 @@ pub fn no_content() -> Response {
 }
 
 /// Ditto's 401 for a request no authentication vouched for.
-pub fn unauthorized() -> Response {
-    error_response(DittoError::new(
+pub fn unauthorized() -> DittoError {
+    DittoError::new(
         401,
         "gateway:authentication.failed",
         "No applicable authentication provider was found!",
         "Check if your credentials were correct.".to_string(),
-    ))
+    )
 }
 
 /// A request body as JSON, or Ditto's `json.invalid`.
-pub fn parse_body(body: &[u8]) -> Result<Value, Response> {
-    serde_json::from_slice(body).map_err(|error| {
-        error_response(DittoError::json_invalid(error))
-    })
+pub fn parse_body(body: &[u8]) -> Result<Value, DittoError> {
+    serde_json::from_slice(body).map_err(DittoError::json_invalid)
 }
 
 /// Ditto's 405 (`GatewayMethodNotAllowedException`).
-pub fn method_not_allowed(method: &axum::http::Method) -> Response {
-    error_response(DittoError::new(
+pub fn method_not_allowed(method: &Method) -> DittoError {
+    DittoError::new(
         405,
         "gateway:method.notallowed",
         format!("The provided HTTP method '{method}' is not allowed on this resource."),
         "Check if you used the correct resource and method combination.".to_string(),
-    ))
+    )
 }
 
 /// A path under an entity that names no part of it.
-pub fn not_found(method: &axum::http::Method, rest: &str) -> Response {
-    error_response(DittoError::new(
+pub fn not_found(method: &Method, rest: &str) -> DittoError {
+    DittoError::new(
         404,
         "gateway:resource.notfound",
         format!("The requested resource '{rest}' could not be found ({method})."),
         "Check the path of the requested resource.".to_string(),
-    ))
+    )
 }
