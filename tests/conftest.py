@@ -519,3 +519,23 @@ def reference(broker_factory) -> Broker:
     """Mosquitto with the default configuration, for differential tests."""
     return broker_factory(kind="mosquitto")
 
+
+
+# ------------------------------------------------------------------ twins
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """One throwaway PostgreSQL cluster for the whole run; each twin test
+    on PostgreSQL gets a database of its own in it."""
+    from twins import PostgresCluster
+
+    cluster = PostgresCluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def twin_store(request) -> dict:
+    """The `[twins]` table for each store: every twin test runs on both."""
+    if request.param == "sqlite":
+        return {"store": "sqlite"}
+    return {"store": request.getfixturevalue("postgres_cluster").new_database()}
