@@ -159,6 +159,16 @@ impl Store {
         }
     }
 
+    /// The database's plan for a search, for checking that it uses the
+    /// indexes (SQLite: `EXPLAIN QUERY PLAN`; PostgreSQL: `EXPLAIN
+    /// ANALYZE`, which runs it).
+    pub async fn explain_search(&self, request: &SearchRequest) -> Result<String, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.explain_search(request).await,
+            Store::Postgres(store) => store.explain_search(request).await,
+        }
+    }
+
     /// How many things match, per policy id (`None`: things without one),
     /// ordered by policy id: the service answers a count with the things
     /// whose policies let the caller read them.

@@ -503,3 +503,74 @@ async fn postgres_search() {
     let store = PostgresStore::open(&cluster.url()).await.unwrap();
     search_conformance(Store::Postgres(store)).await;
 }
+
+/// Plans and times at scale: `cargo test --release -p ferry-twins --test
+/// store -- --ignored --nocapture at_scale` (N from `FERRY_SEARCH_THINGS`,
+/// 100,000 by default).
+async fn at_scale(store: Store) {
+    let things: usize =
+        std::env::var("FERRY_SEARCH_THINGS").ok().and_then(|n| n.parse().ok()).unwrap_or(100_000);
+    let started = std::time::Instant::now();
+    for chunk in (0..things).collect::<Vec<_>>().chunks(1000) {
+        let writes = chunk
+            .iter()
+            .map(|n| Write::Thing {
+                record: thing(
+                    &format!("ns{}:t{n:06}", n % 10),
+                    1,
+                    json!({"attributes": {"location": format!("loc{}", n % 1000), "n": n, "tags": [format!("a{}", n % 7)]},
+                           "features": {"temp": {"properties": {"value": n % 100}}}}),
+                ),
+                expect: Expect::Absent,
+            })
+            .collect();
+        store.commit(writes).await.unwrap();
+    }
+    eprintln!("loaded {things} things in {:?}", started.elapsed());
+    let cases = [
+        (Some(r#"eq(attributes/location,"loc42")"#), None),
+        (Some(r#"like(attributes/location,"loc42*")"#), None),
+        (Some("and(ge(attributes/n,50000),lt(attributes/n,60000))"), Some("sort(-attributes/n)")),
+        (Some("gt(features/*/properties/value,97)"), Some("sort(+attributes/location)")),
+        (None, None),
+        (None, Some("sort(+attributes/n)")),
+    ];
+    for (filter, options) in cases {
+        let request = SearchRequest { limit: 26, ..request(filter, options) };
+        eprintln!("\n== filter={filter:?} options={options:?}");
+        eprintln!("{}", store.explain_search(&request).await.unwrap());
+        let started = std::time::Instant::now();
+        let page = store.search(&request).await.unwrap();
+        let first = started.elapsed();
+        let next = SearchRequest { after: page.last().map(|f| f.key.clone()), ..request.clone() };
+        let started = std::time::Instant::now();
+        let second = store.search(&next).await.unwrap();
+        eprintln!(
+            "page 1: {} things in {first:?}; page 2: {} in {:?}",
+            page.len(),
+            second.len(),
+            started.elapsed()
+        );
+        let started = std::time::Instant::now();
+        let counts = store.count_by_policy(request.filter.as_ref(), None).await.unwrap();
+        eprintln!(
+            "count: {} in {:?}",
+            counts.iter().map(|(_, n)| n).sum::<u64>(),
+            started.elapsed()
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "loads 100,000 things; run by hand for plans and times"]
+async fn sqlite_at_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    at_scale(Store::Sqlite(SqliteStore::open(&dir.path().join("twins.db"), false).unwrap())).await;
+}
+
+#[tokio::test]
+#[ignore = "loads 100,000 things; run by hand for plans and times"]
+async fn postgres_at_scale() {
+    let cluster = support::postgres::Cluster::start();
+    at_scale(Store::Postgres(PostgresStore::open(&cluster.url()).await.unwrap())).await;
+}

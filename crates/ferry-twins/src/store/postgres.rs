@@ -170,6 +170,16 @@ impl PostgresStore {
             .collect()
     }
 
+    /// PostgreSQL's `EXPLAIN ANALYZE` of a search: for checking that a
+    /// filter uses the indexes.
+    pub async fn explain_search(&self, request: &SearchRequest) -> Result<String, StoreError> {
+        let now = TimePlaceholders::at(SystemTime::now());
+        let (query, _) =
+            sql::search(Dialect::Postgres, request, &now).map_err(StoreError::Backend)?;
+        let rows = self.query(&format!("EXPLAIN ANALYZE {}", query.sql), &query.params).await?;
+        Ok(rows.iter().map(|row| row.get::<_, String>(0)).collect::<Vec<_>>().join("\n"))
+    }
+
     /// Matching things per policy id, ordered by it.
     pub async fn count_by_policy(
         &self,

@@ -166,6 +166,22 @@ impl SqliteStore {
         .await
     }
 
+    /// SQLite's `EXPLAIN QUERY PLAN` of a search, one step a line: for
+    /// checking that a filter uses the indexes.
+    pub async fn explain_search(&self, request: &SearchRequest) -> Result<String, StoreError> {
+        let now = TimePlaceholders::at(SystemTime::now());
+        let (query, _) =
+            sql::search(Dialect::Sqlite, request, &now).map_err(StoreError::Backend)?;
+        self.read(move |connection| {
+            let mut statement = connection.prepare(&format!("EXPLAIN QUERY PLAN {}", query.sql))?;
+            let rows = statement.query_map(rusqlite::params_from_iter(&query.params), |row| {
+                Ok(format!("{} {}", row.get::<_, i64>(1)?, row.get::<_, String>(3)?))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.join("\n"))
+        })
+        .await
+    }
+
     /// Matching things per policy id, ordered by it.
     pub async fn count_by_policy(
         &self,
