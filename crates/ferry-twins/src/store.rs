@@ -19,8 +19,11 @@
 
 pub mod index;
 pub mod postgres;
+pub mod search;
 pub mod sqlite;
 
+use crate::rql::Filter;
+use search::{Found, SearchRequest};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -143,6 +146,40 @@ impl Store {
         match self {
             Store::Sqlite(store) => store.policy(id).await,
             Store::Postgres(store) => store.policy(id).await,
+        }
+    }
+
+    /// The things `request` selects, in its order, after its `after`;
+    /// see `search.rs` for the semantics and the order. Runs in the
+    /// database the writes commit to: a write that was answered is found.
+    pub async fn search(&self, request: &SearchRequest) -> Result<Vec<Found>, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.search(request).await,
+            Store::Postgres(store) => store.search(request).await,
+        }
+    }
+
+    /// The database's plan for a search, for checking that it uses the
+    /// indexes (SQLite: `EXPLAIN QUERY PLAN`; PostgreSQL: `EXPLAIN
+    /// ANALYZE`, which runs it).
+    pub async fn explain_search(&self, request: &SearchRequest) -> Result<String, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.explain_search(request).await,
+            Store::Postgres(store) => store.explain_search(request).await,
+        }
+    }
+
+    /// How many things match, per policy id (`None`: things without one),
+    /// ordered by policy id: the service answers a count with the things
+    /// whose policies let the caller read them.
+    pub async fn count_by_policy(
+        &self,
+        filter: Option<&Filter>,
+        namespaces: Option<&[String]>,
+    ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.count_by_policy(filter, namespaces).await,
+            Store::Postgres(store) => store.count_by_policy(filter, namespaces).await,
         }
     }
 }

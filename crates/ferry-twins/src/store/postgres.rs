@@ -10,11 +10,16 @@
 //! Durability is the server's (`synchronous_commit`, on by default).
 
 use super::index::{self, Entry};
+use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_COLUMNS};
+use super::search::{Found, SearchRequest};
 use super::{check_expectation, PolicyRecord, StoreError, ThingRecord, Write};
+use crate::rql::{Filter, TimePlaceholders};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::SystemTime;
 use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, GenericClient, NoTls, Row};
 
 /// As in `sqlite.rs`: one transaction's groups at most, and the writes
@@ -26,25 +31,31 @@ const WRITE_QUEUE: usize = 4096;
 /// concurrent readers.
 const READERS: usize = 4;
 
+/// The text columns that search compares or sorts are `COLLATE "C"`:
+/// byte order, as SQLite's `BINARY` and MongoDB compare, whatever the
+/// database's locale; search's SQL says `C` too, and the indexes on these
+/// columns then serve its ranges, sorts and `LIKE` prefixes. The
+/// `(path, thing)` indexes serve `exists`, nulls and sort values, which
+/// the partial indexes (no nulls) cannot.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS things (
     seq BIGSERIAL PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    namespace TEXT NOT NULL,
-    policy_id TEXT,
+    id TEXT COLLATE \"C\" NOT NULL UNIQUE,
+    namespace TEXT COLLATE \"C\" NOT NULL,
+    policy_id TEXT COLLATE \"C\",
     revision BIGINT NOT NULL,
-    created TEXT NOT NULL,
-    modified TEXT NOT NULL,
+    created TEXT COLLATE \"C\" NOT NULL,
+    modified TEXT COLLATE \"C\" NOT NULL,
     doc TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS things_namespace ON things (namespace, id);
 CREATE TABLE IF NOT EXISTS thing_index (
     thing BIGINT NOT NULL,
-    path TEXT NOT NULL,
-    wildcard_path TEXT,
+    path TEXT COLLATE \"C\" NOT NULL,
+    wildcard_path TEXT COLLATE \"C\",
     kind BIGINT NOT NULL,
     num DOUBLE PRECISION,
-    str TEXT
+    str TEXT COLLATE \"C\"
 );
 CREATE INDEX IF NOT EXISTS thing_index_thing ON thing_index (thing);
 CREATE INDEX IF NOT EXISTS thing_index_str ON thing_index (path, str) WHERE str IS NOT NULL;
@@ -53,6 +64,9 @@ CREATE INDEX IF NOT EXISTS thing_index_wild_str ON thing_index (wildcard_path, s
     WHERE wildcard_path IS NOT NULL AND str IS NOT NULL;
 CREATE INDEX IF NOT EXISTS thing_index_wild_num ON thing_index (wildcard_path, num)
     WHERE wildcard_path IS NOT NULL AND num IS NOT NULL;
+CREATE INDEX IF NOT EXISTS thing_index_path ON thing_index (path, thing);
+CREATE INDEX IF NOT EXISTS thing_index_wild ON thing_index (wildcard_path, thing)
+    WHERE wildcard_path IS NOT NULL;
 CREATE TABLE IF NOT EXISTS policies (
     id TEXT PRIMARY KEY,
     revision BIGINT NOT NULL,
@@ -125,6 +139,79 @@ impl PostgresStore {
             })
         })
         .transpose()
+    }
+
+    /// The things a search selects (`search.rs`), in one statement on a
+    /// read connection: only the page is loaded.
+    pub async fn search(&self, request: &SearchRequest) -> Result<Vec<Found>, StoreError> {
+        let now = TimePlaceholders::at(SystemTime::now());
+        let (query, shape) =
+            sql::search(Dialect::Postgres, request, &now).map_err(StoreError::Backend)?;
+        let rows = self.query(&query.sql, &query.params).await?;
+        let types = shape.types();
+        rows.iter()
+            .map(|row| {
+                let record = thing_from_row(row)?;
+                let components = types
+                    .iter()
+                    .enumerate()
+                    .map(|(n, ty)| {
+                        let at = RECORD_COLUMNS + n;
+                        match ty {
+                            ComponentType::Int => Component::Int(row.get(at)),
+                            ComponentType::Num => Component::Num(row.get(at)),
+                            ComponentType::Str => Component::Str(row.get(at)),
+                        }
+                    })
+                    .collect();
+                let key = shape.key(components, record.id.clone());
+                Ok(Found { record, key })
+            })
+            .collect()
+    }
+
+    /// PostgreSQL's `EXPLAIN ANALYZE` of a search: for checking that a
+    /// filter uses the indexes.
+    pub async fn explain_search(&self, request: &SearchRequest) -> Result<String, StoreError> {
+        let now = TimePlaceholders::at(SystemTime::now());
+        let (query, _) =
+            sql::search(Dialect::Postgres, request, &now).map_err(StoreError::Backend)?;
+        let rows = self.query(&format!("EXPLAIN ANALYZE {}", query.sql), &query.params).await?;
+        Ok(rows.iter().map(|row| row.get::<_, String>(0)).collect::<Vec<_>>().join("\n"))
+    }
+
+    /// Matching things per policy id, ordered by it.
+    pub async fn count_by_policy(
+        &self,
+        filter: Option<&Filter>,
+        namespaces: Option<&[String]>,
+    ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+        let now = TimePlaceholders::at(SystemTime::now());
+        let query = sql::count_by_policy(Dialect::Postgres, filter, namespaces, &now)
+            .map_err(StoreError::Backend)?;
+        let rows = self.query(&query.sql, &query.params).await?;
+        let mut counts: Vec<(Option<String>, u64)> = rows
+            .iter()
+            .map(|row| (row.get(0), u64::try_from(row.get::<_, i64>(1)).unwrap_or(0)))
+            .collect();
+        counts.sort();
+        Ok(counts)
+    }
+
+    async fn query(&self, text: &str, params: &[Param]) -> Result<Vec<Row>, StoreError> {
+        let values: Vec<Box<dyn ToSql + Sync + Send>> = params
+            .iter()
+            .map(|param| -> Box<dyn ToSql + Sync + Send> {
+                match param {
+                    Param::Int(i) => Box::new(*i),
+                    Param::Num(x) => Box::new(*x),
+                    Param::Str(s) => Box::new(s.clone()),
+                }
+            })
+            .collect();
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            values.iter().map(|value| value.as_ref() as &(dyn ToSql + Sync)).collect();
+        self.reader().query(text, &refs).await.map_err(backend)
     }
 
     fn reader(&self) -> &Client {

@@ -18,13 +18,17 @@
 //! exchange for fewer fsyncs. The broker's `fsync` setting picks one.
 
 use super::index::{self, Entry};
+use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_COLUMNS};
+use super::search::{Found, SearchRequest};
 use super::{check_expectation, PolicyRecord, StoreError, ThingRecord, Write};
+use crate::rql::{Filter, TimePlaceholders};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
+use std::time::SystemTime;
 use tokio::sync::oneshot;
 
 /// Groups committed in one transaction at most: enough to share an fsync
@@ -69,6 +73,11 @@ CREATE INDEX IF NOT EXISTS thing_index_wild_str ON thing_index (wildcard_path, s
     WHERE wildcard_path IS NOT NULL AND str IS NOT NULL;
 CREATE INDEX IF NOT EXISTS thing_index_wild_num ON thing_index (wildcard_path, num)
     WHERE wildcard_path IS NOT NULL AND num IS NOT NULL;
+-- Search: `exists`, `null`s and sort values find a path's rows (and a
+-- thing's row at a path) here; the partial indexes above hold no nulls.
+CREATE INDEX IF NOT EXISTS thing_index_path ON thing_index (path, thing);
+CREATE INDEX IF NOT EXISTS thing_index_wild ON thing_index (wildcard_path, thing)
+    WHERE wildcard_path IS NOT NULL;
 CREATE TABLE IF NOT EXISTS policies (
     id TEXT PRIMARY KEY,
     revision INTEGER NOT NULL,
@@ -129,6 +138,76 @@ impl SqliteStore {
         self.read(move |connection| read_policy(connection, &id)).await
     }
 
+    /// The things a search selects (`search.rs`), read in one statement
+    /// on a read connection: only the page is loaded.
+    pub async fn search(&self, request: &SearchRequest) -> Result<Vec<Found>, StoreError> {
+        let now = TimePlaceholders::at(SystemTime::now());
+        let (query, shape) =
+            sql::search(Dialect::Sqlite, request, &now).map_err(StoreError::Backend)?;
+        self.read(move |connection| {
+            let types = shape.types();
+            let mut statement = connection.prepare_cached(&query.sql)?;
+            let rows = statement.query_map(rusqlite::params_from_iter(&query.params), |row| {
+                let record = thing_from_row(row)?;
+                let mut components = Vec::with_capacity(types.len());
+                for (n, ty) in types.iter().enumerate() {
+                    let at = RECORD_COLUMNS + n;
+                    components.push(match ty {
+                        ComponentType::Int => Component::Int(row.get(at)?),
+                        ComponentType::Num => Component::Num(row.get(at)?),
+                        ComponentType::Str => Component::Str(row.get(at)?),
+                    });
+                }
+                let key = shape.key(components, record.id.clone());
+                Ok(Found { record, key })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    /// SQLite's `EXPLAIN QUERY PLAN` of a search, one step a line: for
+    /// checking that a filter uses the indexes.
+    pub async fn explain_search(&self, request: &SearchRequest) -> Result<String, StoreError> {
+        let now = TimePlaceholders::at(SystemTime::now());
+        let (query, _) =
+            sql::search(Dialect::Sqlite, request, &now).map_err(StoreError::Backend)?;
+        self.read(move |connection| {
+            let mut statement = connection.prepare(&format!("EXPLAIN QUERY PLAN {}", query.sql))?;
+            let rows = statement.query_map(rusqlite::params_from_iter(&query.params), |row| {
+                Ok(format!("{} {}", row.get::<_, i64>(1)?, row.get::<_, String>(3)?))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?.join("\n"))
+        })
+        .await
+    }
+
+    /// Matching things per policy id, ordered by it.
+    pub async fn count_by_policy(
+        &self,
+        filter: Option<&Filter>,
+        namespaces: Option<&[String]>,
+    ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+        let now = TimePlaceholders::at(SystemTime::now());
+        let query = sql::count_by_policy(Dialect::Sqlite, filter, namespaces, &now)
+            .map_err(StoreError::Backend)?;
+        let mut counts = self
+            .read(move |connection| {
+                let mut statement = connection.prepare_cached(&query.sql)?;
+                let rows = statement
+                    .query_map(rusqlite::params_from_iter(&query.params), |row| {
+                        Ok((row.get::<_, Option<String>>(0)?, row.get::<_, i64>(1)?))
+                    })?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?
+            .into_iter()
+            .map(|(policy, count)| (policy, u64::try_from(count).unwrap_or(0)))
+            .collect::<Vec<_>>();
+        counts.sort();
+        Ok(counts)
+    }
+
     /// Runs `query` on a read connection from the pool, on the blocking
     /// pool.
     async fn read<R, F>(&self, query: F) -> Result<R, StoreError>
@@ -157,6 +236,17 @@ impl SqliteStore {
         })
         .await
         .map_err(|_| StoreError::Closed)?
+    }
+}
+
+impl rusqlite::ToSql for Param {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::ToSqlOutput;
+        Ok(match self {
+            Param::Int(i) => ToSqlOutput::from(*i),
+            Param::Num(x) => ToSqlOutput::from(*x),
+            Param::Str(s) => ToSqlOutput::from(s.as_str()),
+        })
     }
 }
 
