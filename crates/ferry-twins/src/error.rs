@@ -88,6 +88,32 @@ impl DittoError {
         )
     }
 
+    /// Ditto's `JsonKeyInvalidException` (`json.key.invalid`): a key with a
+    /// slash or a control character, or longer than 256 characters;
+    /// `reason` is the validator's sentence, which Ditto sends as the
+    /// description.
+    pub fn json_key_invalid(key: &str, reason: &str) -> Self {
+        DittoError::new(
+            400,
+            "json.key.invalid",
+            format!("The JSON key <{key}> is invalid!"),
+            reason.to_string(),
+        )
+    }
+
+    /// Ditto's `JsonFieldSelectorInvalidException`
+    /// (`json.fieldselector.invalid`), for an empty `fields=` or one whose
+    /// parentheses do not pair up.
+    pub fn json_field_selector_invalid(selector: &str) -> Self {
+        DittoError::new(
+            400,
+            "json.fieldselector.invalid",
+            format!("The field selector <{selector}> is invalid!"),
+            "Check, for example, if the amount of opening parentheses '(' matches the amount of closing ones ')'."
+                .to_string(),
+        )
+    }
+
     /// Ditto's `json.pointer.invalid`, for a pointer with two slashes in a
     /// row.
     pub fn json_pointer_invalid(pointer: &str) -> Self {

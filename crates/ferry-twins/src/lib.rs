@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod http;
+pub mod id;
 pub mod pointer;
 pub mod policy;
 pub mod rql;
@@ -17,4 +18,5 @@ pub mod service;
 pub mod store;
 
 pub use error::DittoError;
+pub use id::{PolicyId, ThingId};
 pub use pointer::JsonPointer;
