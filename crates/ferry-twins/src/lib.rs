@@ -11,6 +11,7 @@
 pub mod error;
 pub mod http;
 pub mod id;
+pub mod merge;
 pub mod pointer;
 pub mod policy;
 pub mod rql;
