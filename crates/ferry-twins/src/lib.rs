@@ -9,6 +9,7 @@
 //! what Ditto's users wrote their clients against.
 
 pub mod error;
+pub mod fields;
 pub mod http;
 pub mod id;
 pub mod merge;
