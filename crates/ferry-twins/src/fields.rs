@@ -68,7 +68,8 @@ impl FieldSource for Map<String, Value> {
 
 impl FieldSelector {
     pub fn parse(text: &str) -> Result<Self, DittoError> {
-        let unbalanced = text.contains('(') && text.matches('(').count() != text.matches(')').count();
+        let unbalanced =
+            text.contains('(') && text.matches('(').count() != text.matches(')').count();
         if text.is_empty() || unbalanced {
             return Err(DittoError::json_field_selector_invalid(text));
         }
@@ -87,11 +88,7 @@ impl FieldSelector {
             }
         }
         let has_wildcard = unique.iter().any(|p| wildcard_at(p).is_some());
-        FieldSelector {
-            trie: Trie::build(&unique),
-            pointers: unique,
-            has_wildcard,
-        }
+        FieldSelector { trie: Trie::build(&unique), pointers: unique, has_wildcard }
     }
 
     pub fn pointers(&self) -> &[JsonPointer] {
@@ -148,7 +145,8 @@ impl FieldSelector {
     }
 
     fn project_expanded<S: FieldSource + ?Sized>(&self, source: &S) -> Value {
-        let existing: Vec<&JsonPointer> = self.pointers.iter().filter(|p| exists(source, p)).collect();
+        let existing: Vec<&JsonPointer> =
+            self.pointers.iter().filter(|p| exists(source, p)).collect();
         let result = if existing.len() == self.pointers.len() {
             filter_source(source, &self.trie)
         } else if existing.is_empty() {
@@ -203,7 +201,11 @@ fn wildcard_at(pointer: &JsonPointer) -> Option<usize> {
     let levels = pointer.levels();
     match levels {
         [first, second, ..] if first == "features" && second == WILDCARD => Some(1),
-        [first, second, third, ..] if first == "_metadata" && second == "features" && third == WILDCARD => Some(2),
+        [first, second, third, ..]
+            if first == "_metadata" && second == "features" && third == WILDCARD =>
+        {
+            Some(2)
+        }
         _ => None,
     }
 }
@@ -238,9 +240,9 @@ fn value_contains(value: &Value, levels: &[String]) -> bool {
     };
     match value {
         Value::Object(map) => map.get(first).is_some_and(|v| value_contains(v, rest)),
-        Value::Array(items) => items
-            .iter()
-            .any(|item| item.as_object().and_then(|m| m.get(first)).is_some_and(|v| value_contains(v, rest))),
+        Value::Array(items) => items.iter().any(|item| {
+            item.as_object().and_then(|m| m.get(first)).is_some_and(|v| value_contains(v, rest))
+        }),
         _ => false,
     }
 }
@@ -332,12 +334,7 @@ mod tests {
     use serde_json::json;
 
     fn pointers(text: &str) -> Vec<String> {
-        FieldSelector::parse(text)
-            .unwrap()
-            .pointers()
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        FieldSelector::parse(text).unwrap().pointers().iter().map(ToString::to_string).collect()
     }
 
     // ImmutableJsonFieldSelectorFactoryTest
@@ -387,20 +384,36 @@ mod tests {
             "attributes": {"manufacturer": "ACME", "complex": {"some": 1, "serialNo": 2, "other": 3}},
         });
         assert_eq!(
-            serde_json::to_string(&project("attributes/complex(serialNo,some),thingId", thing.clone())).unwrap(),
+            serde_json::to_string(&project(
+                "attributes/complex(serialNo,some),thingId",
+                thing.clone()
+            ))
+            .unwrap(),
             r#"{"attributes":{"complex":{"serialNo":2,"some":1}},"thingId":"ns:t"}"#
         );
-        assert_eq!(project("attributes/missing,policyId", thing.clone()), json!({"policyId": "ns:p"}));
+        assert_eq!(
+            project("attributes/missing,policyId", thing.clone()),
+            json!({"policyId": "ns:p"})
+        );
         assert_eq!(project("features,_revision", thing.clone()), json!({}));
         // The order is that of the first pointer that exists under a key.
         assert_eq!(
-            serde_json::to_string(&project("attributes/nope/x,thingId,attributes/manufacturer", thing.clone()))
-                .unwrap(),
+            serde_json::to_string(&project(
+                "attributes/nope/x,thingId,attributes/manufacturer",
+                thing.clone()
+            ))
+            .unwrap(),
             r#"{"thingId":"ns:t","attributes":{"manufacturer":"ACME"}}"#
         );
         // A shorter pointer wins over a longer one, in either order.
-        assert_eq!(project("attributes/complex/some,attributes", thing.clone())["attributes"], thing["attributes"]);
-        assert_eq!(project("attributes,attributes/complex/some", thing.clone())["attributes"], thing["attributes"]);
+        assert_eq!(
+            project("attributes/complex/some,attributes", thing.clone())["attributes"],
+            thing["attributes"]
+        );
+        assert_eq!(
+            project("attributes,attributes/complex/some", thing.clone())["attributes"],
+            thing["attributes"]
+        );
         // Scalars are not descended into.
         assert_eq!(project("thingId/x", thing), json!({}));
     }
@@ -408,7 +421,10 @@ mod tests {
     #[test]
     fn arrays_are_flattened() {
         let value = json!({"list": [{"x": 1, "y": 2}, {"y": 3}, 5, {"x": {"z": 1}}]});
-        assert_eq!(project("list/x", value.clone()), json!({"list": [{"x": 1}, {}, 5, {"x": {"z": 1}}]}));
+        assert_eq!(
+            project("list/x", value.clone()),
+            json!({"list": [{"x": 1}, {}, 5, {"x": {"z": 1}}]})
+        );
         assert_eq!(project("list/z", value), json!({}));
     }
 
@@ -426,9 +442,16 @@ mod tests {
             project("features/*/properties/on", thing.clone()),
             json!({"features": {"lamp": {"properties": {"on": true}}, "switch": {"properties": {"on": false}}}})
         );
-        assert_eq!(project("thingId,features/*/definition", thing.clone()), json!({"thingId": "ns:t"}));
-        let features = FieldSelector::parse("*/properties/on").unwrap().project_features(&thing["features"]);
-        assert_eq!(features, json!({"lamp": {"properties": {"on": true}}, "switch": {"properties": {"on": false}}}));
+        assert_eq!(
+            project("thingId,features/*/definition", thing.clone()),
+            json!({"thingId": "ns:t"})
+        );
+        let features =
+            FieldSelector::parse("*/properties/on").unwrap().project_features(&thing["features"]);
+        assert_eq!(
+            features,
+            json!({"lamp": {"properties": {"on": true}}, "switch": {"properties": {"on": false}}})
+        );
         assert_eq!(project("features/*/properties/on", json!({"thingId": "x"})), json!({}));
     }
 

@@ -102,10 +102,7 @@ impl NamespacedId {
         }
         let colon = text.find(':')?;
         let valid = is_valid_namespace(&text[..colon]) && is_valid_name(&text[colon + 1..]);
-        valid.then(|| NamespacedId {
-            text: text.to_string(),
-            colon,
-        })
+        valid.then(|| NamespacedId { text: text.to_string(), colon })
     }
 
     fn namespace(&self) -> &str {
@@ -195,18 +192,12 @@ fn random_uuid() -> String {
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 
 const ID_HREF: &str = "https://www.eclipse.dev/ditto/basic-namespaces-and-names.html#namespaced-id";
-const ID_DESCRIPTION: &str = "It must conform to the namespaced entity ID notation (see Ditto documentation)";
+const ID_DESCRIPTION: &str =
+    "It must conform to the namespaced entity ID notation (see Ditto documentation)";
 
 impl DittoError {
     /// Ditto's `ThingIdInvalidException` (`things:id.invalid`, 400).

@@ -51,14 +51,19 @@ fn key_regex(key: &str) -> Option<&str> {
     (delimited('~') || delimited('/')).then(|| &inner[1..inner.len() - 1])
 }
 
-fn delete_by_regex_keys(target: &mut Map<String, Value>, patch: &Map<String, Value>) -> Result<(), DittoError> {
+fn delete_by_regex_keys(
+    target: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+) -> Result<(), DittoError> {
     for (key, value) in patch {
         let Some(regex) = key_regex(key).filter(|_| value.is_null()) else {
             continue;
         };
         // Anchored on both ends: Java's matches() wants the whole key.
         let regex = Regex::new(&format!("^(?:{regex})$")).map_err(|e| {
-            DittoError::thing_merge_invalid(format!("The regex <{regex}> in the merge patch is invalid: {e}"))
+            DittoError::thing_merge_invalid(format!(
+                "The regex <{regex}> in the merge patch is invalid: {e}"
+            ))
         })?;
         target.retain(|target_key, _| !regex.is_match(target_key.as_str()));
     }
@@ -99,18 +104,14 @@ mod tests {
             (json!({"a":"b","b":"c"}), json!({"a":null}), json!({"b":"c"})),
             (json!({"a":["b"]}), json!({"a":"c"}), json!({"a":"c"})),
             (json!({"a":"c"}), json!({"a":["b"]}), json!({"a":["b"]})),
-            (
-                json!({"a":{"b":"c"}}),
-                json!({"a":{"b":"d","c":null}}),
-                json!({"a":{"b":"d"}}),
-            ),
+            (json!({"a":{"b":"c"}}), json!({"a":{"b":"d","c":null}}), json!({"a":{"b":"d"}})),
             (json!({"a":[{"b":"c"}]}), json!({"a":[1]}), json!({"a":[1]})),
-            (json!(["a","b"]), json!(["c","d"]), json!(["c","d"])),
+            (json!(["a", "b"]), json!(["c", "d"]), json!(["c", "d"])),
             (json!({"a":"b"}), json!(["c"]), json!(["c"])),
             (json!({"a":"foo"}), json!(null), json!(null)),
             (json!({"a":"foo"}), json!("bar"), json!("bar")),
             (json!({"e":null}), json!({"a":1}), json!({"e":null,"a":1})),
-            (json!([1,2]), json!({"a":"b","c":null}), json!({"a":"b"})),
+            (json!([1, 2]), json!({"a":"b","c":null}), json!({"a":"b"})),
             (json!({}), json!({"a":{"bb":{"ccc":null}}}), json!({"a":{"bb":{}}})),
         ];
         for (target, patch, expected) in cases {
