@@ -18,6 +18,7 @@ pub mod policy;
 pub mod rql;
 pub mod service;
 pub mod store;
+pub mod thing;
 
 pub use error::DittoError;
 pub use id::{PolicyId, ThingId};

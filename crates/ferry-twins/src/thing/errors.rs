@@ -1,0 +1,357 @@
+//! The errors of things, one constructor per Ditto exception, with its
+//! `ERROR_CODE`, HTTP status, message (Ditto's `MessageFormat` template
+//! filled in the same way) and default description.
+
+use crate::error::DittoError;
+use crate::id::ThingId;
+use crate::pointer::JsonPointer;
+
+const CHECK_THING: &str =
+    "Check if the ID of your requested Thing was correct and you have sufficient permissions.";
+const CHECK_THING_AND_FEATURE: &str =
+    "Check if the ID of the Thing and the Feature ID was correct and you have sufficient permissions.";
+
+impl DittoError {
+    /// Ditto's `ThingNotAccessibleException` (`things:thing.notfound`, 404).
+    pub fn thing_not_found(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            404,
+            "things:thing.notfound",
+            format!(
+                "The Thing with ID '{thing_id}' could not be found or requester had insufficient permissions to access it."
+            ),
+            CHECK_THING.to_string(),
+        )
+    }
+
+    /// Ditto's `ThingConflictException` (`things:thing.conflict`, 409).
+    pub fn thing_conflict(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            409,
+            "things:thing.conflict",
+            format!("The Thing with ID '{thing_id}' already exists"),
+            "Choose another Thing ID".to_string(),
+        )
+    }
+
+    /// Ditto's `PolicyIdNotAccessibleException` (`things:policyId.notfound`,
+    /// 404).
+    pub fn policy_id_not_found(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            404,
+            "things:policyId.notfound",
+            format!(
+                "The Policy ID of the Thing with ID <{thing_id}> could not be found or requester had insufficient permissions to access it."
+            ),
+            CHECK_THING.to_string(),
+        )
+    }
+
+    /// Ditto's `PolicyIdNotDeletableException` (`things:policyId.notdeletable`,
+    /// 400).
+    pub fn policy_id_not_deletable() -> Self {
+        DittoError::new(
+            400,
+            "things:policyId.notdeletable",
+            "The Policy ID of a Thing cannot be deleted.",
+            "Remove Policy ID entry from the request body and retry the request.".to_string(),
+        )
+    }
+
+    /// Ditto's `ThingIdNotDeletableException` (`things:id.notdeletable`, 400).
+    pub fn thing_id_not_deletable() -> Self {
+        DittoError::new(
+            400,
+            "things:id.notdeletable",
+            "The Thing ID of a Thing cannot be deleted.",
+            "Remove the Thing ID entry from the request body and retry the request.".to_string(),
+        )
+    }
+
+    /// Ditto's `ThingIdNotExplicitlySettableException` (`things:id.notsettable`,
+    /// 400) as `forPostMethod` builds it: POST generates the id itself.
+    pub fn thing_id_not_settable_on_post() -> Self {
+        DittoError::new(
+            400,
+            "things:id.notsettable",
+            "It is not allowed to provide a Thing ID in the request body for method POST. The method POST will generate the Thing ID by itself.",
+            "To provide your own Thing ID use a PUT request instead.".to_string(),
+        )
+    }
+
+    /// Ditto's `ThingIdNotExplicitlySettableException` as `forPutOrPatchMethod`
+    /// builds it: the body's `thingId` differs from the URL's.
+    pub fn thing_id_not_settable_on_put_or_patch() -> Self {
+        DittoError::new(
+            400,
+            "things:id.notsettable",
+            "The Thing ID in the request body is not equal to the Thing ID in the request URL.",
+            "Either delete the Thing ID from the request body or use the same Thing ID as in the request URL."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `PoliciesConflictingException` (`things:policy.conflicting`,
+    /// 400): both `_policy` and `_copyPolicyFrom` in one body.
+    pub fn policies_conflicting(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            400,
+            "things:policy.conflicting",
+            format!(
+                "The Thing with ID '{thing_id}' could not be created as it contained an inline Policy as well as a policyID to copy."
+            ),
+            "Please either define an inline Policy or define a policy to copy, but not both.".to_string(),
+        )
+    }
+
+    /// Ditto's `ThingDefinitionNotAccessibleException`
+    /// (`things:definition.notfound`, 404).
+    pub fn thing_definition_not_found(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            404,
+            "things:definition.notfound",
+            format!(
+                "The Definition of the Thing with ID <{thing_id}> could not be found or the requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the thing and the key of your requested definition was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `AttributesNotAccessibleException` (`things:attributes.notfound`,
+    /// 404).
+    pub fn attributes_not_found(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            404,
+            "things:attributes.notfound",
+            format!(
+                "The Attributes of the Thing with ID '{thing_id}' could not be found or the requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the Thing was correct and you have sufficient permissions.".to_string(),
+        )
+    }
+
+    /// Ditto's `AttributeNotAccessibleException` (`things:attribute.notfound`,
+    /// 404).
+    pub fn attribute_not_found(thing_id: &ThingId, pointer: &JsonPointer) -> Self {
+        DittoError::new(
+            404,
+            "things:attribute.notfound",
+            format!(
+                "The attribute with key '{pointer}' on the thing with ID '{thing_id}' could not be found or the requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the thing and the key of your requested attribute was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `FeaturesNotAccessibleException` (`things:features.notfound`,
+    /// 404).
+    pub fn features_not_found(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            404,
+            "things:features.notfound",
+            format!(
+                "The Features on the Thing with ID '{thing_id}' do not exist or the requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the Thing was correct and you have sufficient permissions.".to_string(),
+        )
+    }
+
+    /// Ditto's `FeatureNotAccessibleException` (`things:feature.notfound`,
+    /// 404).
+    pub fn feature_not_found(thing_id: &ThingId, feature_id: &str) -> Self {
+        DittoError::new(
+            404,
+            "things:feature.notfound",
+            format!(
+                "The Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' could not be found or the requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the Thing and the ID of your requested Feature was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `FeatureDefinitionNotAccessibleException`
+    /// (`things:feature.definition.notfound`, 404).
+    pub fn feature_definition_not_found(thing_id: &ThingId, feature_id: &str) -> Self {
+        DittoError::new(
+            404,
+            "things:feature.definition.notfound",
+            format!(
+                "The Definition of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' does not exist or the requester had insufficient permissions to access it."
+            ),
+            CHECK_THING_AND_FEATURE.to_string(),
+        )
+    }
+
+    /// Ditto's `FeaturePropertiesNotAccessibleException`
+    /// (`things:feature.properties.notfound`, 404).
+    pub fn feature_properties_not_found(thing_id: &ThingId, feature_id: &str) -> Self {
+        DittoError::new(
+            404,
+            "things:feature.properties.notfound",
+            format!(
+                "The Properties of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' do not exist or the requester had insufficient permissions to access it."
+            ),
+            CHECK_THING_AND_FEATURE.to_string(),
+        )
+    }
+
+    /// Ditto's `FeaturePropertyNotAccessibleException`
+    /// (`things:feature.property.notfound`, 404).
+    pub fn feature_property_not_found(
+        thing_id: &ThingId,
+        feature_id: &str,
+        pointer: &JsonPointer,
+    ) -> Self {
+        DittoError::new(
+            404,
+            "things:feature.property.notfound",
+            format!(
+                "The Property with JSON Pointer '{pointer}' of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' does not exist or the requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the Thing, the Feature ID and the key of your requested property was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `FeatureDesiredPropertiesNotAccessibleException`
+    /// (`things:feature.desiredProperties.notfound`, 404).
+    pub fn feature_desired_properties_not_found(thing_id: &ThingId, feature_id: &str) -> Self {
+        DittoError::new(
+            404,
+            "things:feature.desiredProperties.notfound",
+            format!(
+                "The desired properties of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' do not exist or the requester had insufficient permissions to access it."
+            ),
+            CHECK_THING_AND_FEATURE.to_string(),
+        )
+    }
+
+    /// Ditto's `FeatureDesiredPropertyNotAccessibleException`
+    /// (`things:feature.desiredProperty.notfound`, 404).
+    pub fn feature_desired_property_not_found(
+        thing_id: &ThingId,
+        feature_id: &str,
+        pointer: &JsonPointer,
+    ) -> Self {
+        DittoError::new(
+            404,
+            "things:feature.desiredProperty.notfound",
+            format!(
+                "The desired property with JSON Pointer '{pointer}' of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' does not exist or the requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the Thing, the Feature ID and the key of your requested desired property was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `DefinitionIdentifierInvalidException`
+    /// (`things:definition.identifier.invalid`, 400).
+    pub fn definition_identifier_invalid(identifier: &str) -> Self {
+        DittoError::new(
+            400,
+            "things:definition.identifier.invalid",
+            format!("Definition identifier <{identifier}> is invalid!"),
+            "An identifier string is expected to have the structure 'namespace:name:version' where each segment must contain at least one char of [_a-zA-Z0-9\\-.] OR it must be a valid HTTP(s) URL."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `DefinitionIdentifierInvalidException` for an identifier that
+    /// is not a JSON string, with the description
+    /// `ImmutableFeatureDefinition.fromJson` gives it.
+    pub fn definition_identifier_not_a_string(json: &str) -> Self {
+        DittoError::definition_identifier_invalid(json).with_description(
+            "The provided identifier is not a JSON string, please adjust it accordingly.",
+        )
+    }
+
+    /// Ditto's `FeatureDefinitionEmptyException`
+    /// (`things:feature.definition.empty`, 400).
+    pub fn feature_definition_empty() -> Self {
+        DittoError::new(
+            400,
+            "things:feature.definition.empty",
+            "Feature Definition must not be empty!",
+            "A Feature Definition must contain at least one element. It can however also be set to null or deleted completely."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `ThingTooLargeException` (`things:thing.toolarge`, 413). The
+    /// sizes are bytes; Ditto prints them as kB (÷ 1024) through Java's
+    /// default number format: grouping commas, at most three decimals,
+    /// rounded half to even.
+    pub fn thing_too_large(actual_bytes: u64, max_bytes: u64) -> Self {
+        DittoError::new(
+            413,
+            "things:thing.toolarge",
+            format!(
+                "The size of '{}' kB exceeds the maximal allowed Thing size of '{}' kB.",
+                java_kilobytes(actual_bytes),
+                java_kilobytes(max_bytes)
+            ),
+            "Reduce the Thing size in the bounds of the specified limit".to_string(),
+        )
+    }
+}
+
+/// `bytes / 1024.0` as Java's `MessageFormat` prints a double (the pattern
+/// `#,##0.###`, `HALF_EVEN`). The division is exact in binary, so the
+/// rounding is done on integers: thousandths of a kB are `bytes * 125 / 128`.
+fn java_kilobytes(bytes: u64) -> String {
+    let scaled = u128::from(bytes) * 125;
+    let mut thousandths = scaled / 128;
+    let remainder = scaled % 128;
+    if remainder > 64 || (remainder == 64 && thousandths % 2 == 1) {
+        thousandths += 1;
+    }
+    let whole = (thousandths / 1000).to_string();
+    let mut grouped = String::with_capacity(whole.len() + whole.len() / 3);
+    for (i, digit) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    let fraction = thousandths % 1000;
+    if fraction == 0 {
+        grouped
+    } else {
+        let digits = format!("{fraction:03}");
+        format!("{grouped}.{}", digits.trim_end_matches('0'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kilobytes_print_as_java_does() {
+        assert_eq!(java_kilobytes(102_400), "100");
+        assert_eq!(java_kilobytes(150_000), "146.484");
+        assert_eq!(java_kilobytes(102_401), "100.001");
+        assert_eq!(java_kilobytes(512), "0.5");
+        assert_eq!(java_kilobytes(1_048_576), "1,024");
+        assert_eq!(java_kilobytes(1_073_741_824), "1,048,576");
+        // 64/1024 kB = 0.0625: the tie goes to the even 0.062.
+        assert_eq!(java_kilobytes(64), "0.062");
+        // 0.0009765625 kB rounds to 0.001.
+        assert_eq!(java_kilobytes(1), "0.001");
+        assert_eq!(java_kilobytes(0), "0");
+    }
+
+    #[test]
+    fn too_large_reads_as_in_ditto() {
+        let error = DittoError::thing_too_large(150_000, 102_400);
+        assert_eq!(error.status, 413);
+        assert_eq!(error.error, "things:thing.toolarge");
+        assert_eq!(
+            error.message,
+            "The size of '146.484' kB exceeds the maximal allowed Thing size of '100' kB."
+        );
+    }
+}
