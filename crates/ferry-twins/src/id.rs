@@ -279,6 +279,66 @@ mod tests {
         }
     }
 
+    // RegexPatternsTest's tables, names and namespaces crossed as Ditto's
+    // test crosses them.
+    #[test]
+    fn dittos_regex_pattern_tables() {
+        let invalid_names = [
+            "/", "//", "/abc", "abc/", "//abc", "abc//", "abc/abc", "abc//abc", "§", "°", "´",
+            "\t", "\n", "3°C", "´a", "§1", "foo/bar",
+        ];
+        let valid_names = [
+            "!\"$%&()=?`*+~'#_-:.;,|<>\\{}[]^",
+            " ",
+            "        ",
+            "a b c",
+            "a",
+            "a!",
+            "$a",
+            "&a",
+            "?a",
+            "a.:b?c(de)-f%g\"h\"\\jk|lm#p",
+            "\"a\"",
+            "{\"property\":123}",
+            "foo%3A",
+            "$foo",
+        ];
+        let invalid_namespaces = [
+            "org.eclipse.",
+            ".org.eclipse",
+            "_org.eclipse",
+            "org._eclipse",
+            "1org.eclipse",
+            "org.1eclipse",
+            "org.ec lipse",
+            "org.",
+            ".org",
+            "$test",
+            "-foo",
+            "foo.-bar",
+            "foo--bar",
+        ];
+        let valid_namespaces =
+            ["", "ditto.eclipseprojects.io", "com.google", "Foo.bar_122_", "foo-bar.io"];
+        for namespace in valid_namespaces {
+            for name in valid_names {
+                assert!(ThingId::from_parts(namespace, name).is_ok(), "{namespace}:{name}");
+            }
+            for name in invalid_names {
+                assert!(ThingId::from_parts(namespace, name).is_err(), "{namespace}:{name}");
+            }
+        }
+        for namespace in invalid_namespaces {
+            assert!(ThingId::from_parts(namespace, "a").is_err(), "{namespace}");
+        }
+        for name in valid_names {
+            validate_key(name).unwrap();
+        }
+        for name in invalid_names {
+            assert!(validate_key(name).is_err(), "{name}");
+        }
+    }
+
     #[test]
     fn policy_ids_share_the_rules_and_have_their_own_error() {
         assert!(PolicyId::parse("org.acme:p1").is_ok());
