@@ -41,7 +41,6 @@ mod size;
 
 pub use body::ThingBody;
 pub use etag::EntityTag;
-pub use metadata::Timestamp;
 pub use resource::{ThingResource, UNKNOWN_RESOURCE_BODY};
 pub use size::ThingLimits;
 
@@ -49,6 +48,7 @@ use crate::error::DittoError;
 use crate::fields::{FieldSelector, FieldSource};
 use crate::id::{PolicyId, ThingId};
 use crate::merge::merge_patch;
+use crate::policy::Timestamp;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
@@ -99,8 +99,8 @@ impl Thing {
             id: body.thing_id,
             document: body.document,
             revision: 1,
-            created: now.clone(),
-            modified: now.clone(),
+            created: *now,
+            modified: *now,
             metadata,
         })
     }
@@ -452,8 +452,8 @@ impl Thing {
     pub fn to_stored(&self) -> Value {
         let mut stored = self.document.clone();
         stored.insert("_revision".into(), Value::from(self.revision));
-        stored.insert("_created".into(), Value::String(self.created.as_str().into()));
-        stored.insert("_modified".into(), Value::String(self.modified.as_str().into()));
+        stored.insert("_created".into(), Value::String(self.created.to_string()));
+        stored.insert("_modified".into(), Value::String(self.modified.to_string()));
         stored.insert("_metadata".into(), Value::Object(self.metadata.clone()));
         Value::Object(stored)
     }
@@ -467,10 +467,9 @@ impl Thing {
             .ok_or_else(|| DittoError::json_invalid("a stored thing without thingId"))?;
         let id = ThingId::parse(id_text)?;
         let timestamp = |key: &str| {
-            map.get(key)
-                .and_then(Value::as_str)
-                .map(|text| Timestamp::from_stored(text.to_string()))
-                .ok_or_else(|| DittoError::json_invalid(format!("a stored thing without {key}")))
+            map.get(key).and_then(Value::as_str).and_then(Timestamp::parse).ok_or_else(|| {
+                DittoError::json_invalid(format!("a stored thing without a valid {key}"))
+            })
         };
         Ok(Thing {
             document: shape::thing_document(map, &id)?,
@@ -487,7 +486,7 @@ impl Thing {
 
     fn count_change(&mut self, now: &Timestamp) {
         self.revision += 1;
-        self.modified = now.clone();
+        self.modified = *now;
     }
 }
 
@@ -568,8 +567,8 @@ impl FieldSource for ThingFields<'_> {
         let thing = self.thing;
         match key {
             "_revision" => Some(Cow::Owned(Value::from(thing.revision))),
-            "_created" => Some(Cow::Owned(Value::String(thing.created.as_str().into()))),
-            "_modified" => Some(Cow::Owned(Value::String(thing.modified.as_str().into()))),
+            "_created" => Some(Cow::Owned(Value::String(thing.created.to_string()))),
+            "_modified" => Some(Cow::Owned(Value::String(thing.modified.to_string()))),
             "_namespace" => Some(Cow::Owned(Value::String(thing.id.namespace().into()))),
             "_metadata" => Some(Cow::Owned(Value::Object(thing.metadata.clone()))),
             "_policy" => self.policy.map(Cow::Borrowed),

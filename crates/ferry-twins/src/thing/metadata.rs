@@ -1,10 +1,9 @@
 //! `_created`, `_modified` and `_metadata`: what a thing records about its
 //! own changes.
 //!
-//! Timestamps are written as Java's `Instant.toString()` writes Ditto's
-//! (`2024-05-01T12:00:00.123456Z`): UTC, a fraction only when it is not
-//! zero, in groups of three digits, at the microsecond precision of the
-//! JVM clock Ditto runs on.
+//! Timestamps are the crate's [`Timestamp`], written as Java's
+//! `Instant.toString()` writes Ditto's (`2024-05-01T12:00:00.123456Z`), and
+//! taken at the microsecond precision of Ditto's clock ([`now`]).
 //!
 //! `_metadata` mirrors the thing's structure, as Ditto's does: the
 //! metadata of `/features/lamp/properties/on` lives at
@@ -20,78 +19,25 @@
 //! will set with `put-metadata` (`unit`, `issuedAt` …), which lie beside
 //! it at the same leaf.
 
+use crate::policy::Timestamp;
 use serde_json::{Map, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The key of the per-leaf modification time inside `_metadata`.
 pub const LEAF_MODIFIED_KEY: &str = "_modified";
 
-/// A point in time, held in the form Ditto writes it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Timestamp(String);
-
-impl Timestamp {
-    pub fn now() -> Self {
-        Timestamp::from_system_time(SystemTime::now())
-    }
-
-    pub fn from_system_time(time: SystemTime) -> Self {
-        let micros = match time.duration_since(UNIX_EPOCH) {
-            Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
-            Err(before) => i64::try_from(before.duration().as_micros()).map_or(i64::MIN, |m| -m),
-        };
-        Timestamp::from_unix_micros(micros)
-    }
-
-    pub fn from_unix_micros(micros: i64) -> Self {
-        let seconds = micros.div_euclid(1_000_000);
-        let fraction_micros = micros.rem_euclid(1_000_000);
-        let days = seconds.div_euclid(86_400);
-        let second_of_day = seconds.rem_euclid(86_400);
-        let (year, month, day) = civil_from_days(days);
-        let (hour, minute, second) =
-            (second_of_day / 3600, second_of_day / 60 % 60, second_of_day % 60);
-        let fraction = if fraction_micros == 0 {
-            String::new()
-        } else if fraction_micros % 1000 == 0 {
-            format!(".{:03}", fraction_micros / 1000)
-        } else {
-            format!(".{fraction_micros:06}")
-        };
-        Timestamp(format!(
-            "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}{fraction}Z"
-        ))
-    }
-
-    /// A timestamp read back from a stored thing, trusted as written.
-    pub(crate) fn from_stored(text: String) -> Self {
-        Timestamp(text)
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// Howard Hinnant's `civil_from_days`: the proleptic Gregorian date of a
-/// day count from 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+/// Now, at the precision Ditto stamps with: `Instant.now()` on the JVMs
+/// Ditto runs on reads the clock to the microsecond, so `_created` and
+/// `_modified` never carry nine fraction digits there.
+pub fn now() -> Timestamp {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let seconds = i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX);
+    Timestamp::from_unix(seconds, since_epoch.subsec_micros() * 1_000)
 }
 
 fn leaf_entry(now: &Timestamp) -> Value {
     let mut entry = Map::new();
-    entry.insert(LEAF_MODIFIED_KEY.into(), Value::String(now.0.clone()));
+    entry.insert(LEAF_MODIFIED_KEY.into(), Value::String(now.to_string()));
     Value::Object(entry)
 }
 
@@ -235,30 +181,16 @@ fn reconcile(node: &mut Value, patch: &Value, merged: &Value, now: &Timestamp) {
 mod tests {
     use super::*;
     use serde_json::json;
-    use std::time::Duration;
 
     #[test]
-    fn timestamps_read_as_java_instants() {
-        assert_eq!(Timestamp::from_unix_micros(0).as_str(), "1970-01-01T00:00:00Z");
-        assert_eq!(
-            Timestamp::from_unix_micros(1_714_564_800_123_000).as_str(),
-            "2024-05-01T12:00:00.123Z"
-        );
-        assert_eq!(
-            Timestamp::from_unix_micros(1_714_564_800_123_456).as_str(),
-            "2024-05-01T12:00:00.123456Z"
-        );
-        assert_eq!(
-            Timestamp::from_unix_micros(951_782_400_000_000).as_str(),
-            "2000-02-29T00:00:00Z"
-        );
-        assert_eq!(Timestamp::from_unix_micros(-1).as_str(), "1969-12-31T23:59:59.999999Z");
-        let time = UNIX_EPOCH + Duration::new(1_700_000_000, 5_000_999);
-        assert_eq!(Timestamp::from_system_time(time).as_str(), "2023-11-14T22:13:20.005Z");
+    fn now_has_at_most_microseconds() {
+        let text = now().to_string();
+        let fraction = text.split('.').nth(1).map_or(0, |f| f.trim_end_matches('Z').len());
+        assert!(fraction <= 6, "{text}");
     }
 
     fn ts(n: i64) -> Timestamp {
-        Timestamp::from_unix_micros(n * 1_000_000)
+        Timestamp::from_unix(n, 0)
     }
 
     fn levels(path: &str) -> Vec<String> {
@@ -276,7 +208,7 @@ mod tests {
             Some(&json!({"thingId": "a:b", "attributes": {"x": 1, "o": {}}})),
             &t1,
         );
-        let stamp = |t: &Timestamp| json!({"_modified": t.as_str()});
+        let stamp = |t: &Timestamp| json!({"_modified": t.to_string()});
         assert_eq!(
             Value::Object(meta.clone()),
             json!({"thingId": stamp(&t1), "attributes": {"x": stamp(&t1)}})
@@ -297,7 +229,7 @@ mod tests {
     #[test]
     fn a_merge_restamps_only_what_the_patch_names() {
         let (t1, t2) = (ts(1), ts(2));
-        let stamp = |t: &Timestamp| json!({"_modified": t.as_str()});
+        let stamp = |t: &Timestamp| json!({"_modified": t.to_string()});
         let mut meta = Map::new();
         let before = json!({"attributes": {"a": 1, "b": 2, "c": {"d": 3}}});
         record_write(&mut meta, &levels("attributes"), Some(&before["attributes"]), &t1);

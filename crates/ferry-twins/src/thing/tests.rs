@@ -2,10 +2,11 @@
 
 use super::*;
 use crate::pointer::JsonPointer;
+use crate::policy::Timestamp;
 use serde_json::json;
 
 fn at(n: i64) -> Timestamp {
-    Timestamp::from_unix_micros(1_700_000_000_000_000 + n * 1_000_000)
+    Timestamp::from_unix(1_700_000_000 + n, 123_456_000)
 }
 
 fn id() -> ThingId {
@@ -226,8 +227,8 @@ fn fields_select_housekeeping_and_document_alike() {
         serde_json::to_string(&thing.to_json(Some(&selector), None)).unwrap(),
         format!(
             r#"{{"_revision":2,"thingId":"org.acme:sensor-1","_modified":"{}","_created":"{}","_namespace":"org.acme"}}"#,
-            at(1).as_str(),
-            at(0).as_str()
+            at(1),
+            at(0)
         )
     );
     let selector = FieldSelector::parse("_metadata/attributes,_policy").unwrap();
@@ -236,8 +237,8 @@ fn fields_select_housekeeping_and_document_alike() {
         thing.to_json(Some(&selector), Some(&policy)),
         json!({
             "_metadata": {"attributes": {
-                "location": {"floor": {"_modified": at(0).as_str()}},
-                "serial": {"_modified": at(1).as_str()},
+                "location": {"floor": {"_modified": at(0).to_string()}},
+                "serial": {"_modified": at(1).to_string()},
             }},
             "_policy": {"entries": {}},
         })
@@ -524,8 +525,8 @@ fn merge_keeps_metadata_of_untouched_leaves() {
     let mut thing = sample();
     merge(&mut thing, "/attributes/location", json!({"room": "b"})).unwrap();
     let location = &thing.metadata()["attributes"]["location"];
-    assert_eq!(location["floor"]["_modified"], at(0).as_str());
-    assert_eq!(location["room"]["_modified"], at(1).as_str());
+    assert_eq!(location["floor"]["_modified"], at(0).to_string());
+    assert_eq!(location["room"]["_modified"], at(1).to_string());
 }
 
 // --- delete -------------------------------------------------------------
