@@ -16,8 +16,10 @@
 //! that uses the policy and every request that reads it).
 
 mod policies;
+mod things;
 
 pub use policies::PolicyResource;
+pub use things::view;
 
 use crate::error::DittoError;
 use crate::policy::{Enforcer, Policy, PolicyLimits, Timestamp};
@@ -33,11 +35,19 @@ pub struct TwinsConfig {
     pub policy_limits: PolicyLimits,
     /// Policies kept in memory, compiled, at most.
     pub cached_policies: usize,
+    /// Things kept in memory at most.
+    pub cached_things: usize,
+    pub thing_limits: crate::thing::ThingLimits,
 }
 
 impl Default for TwinsConfig {
     fn default() -> Self {
-        TwinsConfig { policy_limits: PolicyLimits::default(), cached_policies: 100_000 }
+        TwinsConfig {
+            policy_limits: PolicyLimits::default(),
+            cached_policies: 100_000,
+            cached_things: 100_000,
+            thing_limits: crate::thing::ThingLimits::default(),
+        }
     }
 }
 
@@ -80,6 +90,7 @@ pub struct Twins {
     store: Store,
     config: TwinsConfig,
     policies: Cache<String, Arc<CachedPolicy>>,
+    things: Cache<String, Arc<crate::thing::Thing>>,
     stripes: Vec<Mutex<()>>,
     hasher: RandomState,
 }
@@ -89,6 +100,7 @@ impl Twins {
         Twins {
             store,
             policies: Cache::new(config.cached_policies.max(1)),
+            things: Cache::new(config.cached_things.max(1)),
             config,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             hasher: RandomState::new(),

@@ -12,6 +12,18 @@ const CHECK_THING_AND_FEATURE: &str =
     "Check if the ID of the Thing and the Feature ID was correct and you have sufficient permissions.";
 
 impl DittoError {
+    /// `ThingUnavailableException`: the store failed.
+    pub fn thing_unavailable(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            503,
+            "things:thing.unavailable",
+            format!("The Thing with ID '{thing_id}' is not available, please try again later."),
+            "The requested Thing is temporarily not available, please retry the performed action in \
+             order to improve resiliency."
+                .to_string(),
+        )
+    }
+
     /// Ditto's `ThingNotAccessibleException` (`things:thing.notfound`, 404).
     pub fn thing_not_found(thing_id: &ThingId) -> Self {
         DittoError::new(
