@@ -35,6 +35,12 @@ pub enum Action {
     ///
     /// Example: ulimit -n 20000; ferry bench compare --suite bench/suite.toml --only "pubsub QoS 0"
     Compare(crate::compare::CompareArgs),
+    /// Eclipse Ditto's benchmark shapes against Ditto's HTTP API v2 (on
+    /// Ferry, or on Ditto): create N things from the coffee-brewer
+    /// template, then read, search or modify them.
+    ///
+    /// Example: ferry bench twins create --things 100000 && ferry bench twins read --duration 30
+    Twins(crate::twins::TwinsArgs),
 }
 
 /// The load shapes `ferry bench` can generate.

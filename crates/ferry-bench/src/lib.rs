@@ -41,6 +41,7 @@ pub mod subscriber;
 pub mod syscalls;
 pub mod timeline;
 pub mod tracker;
+pub mod twins;
 pub mod upstream;
 
 pub use args::{

@@ -153,6 +153,16 @@ fn bench(command: ferry_bench::BenchCommand) -> anyhow::Result<()> {
         ferry_bench::Action::Compare(args) => {
             return Ok(runtime.block_on(ferry_bench::compare::run(args))?);
         }
+        ferry_bench::Action::Twins(args) => {
+            let json = args.json.clone();
+            let report = runtime.block_on(ferry_bench::twins::run(args))?;
+            print!("{report}");
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            return Ok(());
+        }
     };
     let json = scenario.json_path().map(PathBuf::from);
     let plots = scenario.plots_dir().map(PathBuf::from);
