@@ -7,6 +7,7 @@
 
 mod policies;
 mod reply;
+mod search;
 
 pub use reply::error_response;
 
@@ -26,6 +27,11 @@ pub fn router(twins: Arc<Twins>) -> Router {
             "/api/2/policies/{policy_id}/{*rest}",
             get(policies::retrieve_part).put(policies::modify_part).delete(policies::delete_part),
         )
+        // ---- search (http/search.rs) ----
+        .route("/api/2/search/things", get(search::search_get).post(search::search_post))
+        .route("/api/2/search/things/", get(search::search_get).post(search::search_post))
+        .route("/api/2/search/things/count", get(search::count_get).post(search::count_post))
+        // ---- end of search ----
         .with_state(twins)
 }
 

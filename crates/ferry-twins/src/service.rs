@@ -16,6 +16,7 @@
 //! that uses the policy and every request that reads it).
 
 mod policies;
+pub mod search;
 mod things;
 
 pub use policies::PolicyResource;
