@@ -7,11 +7,12 @@
 
 mod policies;
 mod reply;
+mod things;
 
 pub use reply::error_response;
 
 use crate::service::{Caller, Twins};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::Router;
 use std::sync::Arc;
 
@@ -26,6 +27,11 @@ pub fn router(twins: Arc<Twins>) -> Router {
             "/api/2/policies/{policy_id}/{*rest}",
             get(policies::retrieve_part).put(policies::modify_part).delete(policies::delete_part),
         )
+        // ---- things (/api/2/things…) ----
+        .route("/api/2/things", get(things::list).post(things::create))
+        .route("/api/2/things/{thing_id}", any(things::thing))
+        .route("/api/2/things/{thing_id}/{*rest}", any(things::part))
+        // ---- end of things ----
         .with_state(twins)
 }
 
