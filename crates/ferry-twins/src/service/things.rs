@@ -458,7 +458,9 @@ impl Twins {
         now: Timestamp,
     ) -> Result<Policy, DittoError> {
         let mut policy = Policy::create(policy_id, &body, &self.config.policy_limits, now).map_err(|error| {
-            if error.status == 400 {
+            if error.error == "policies:policy.modificationinvalid" {
+                DittoError::thing_policy_without_writer(thing_id)
+            } else if error.status == 400 {
                 DittoError::thing_policy_invalid(thing_id, &error)
             } else {
                 error

@@ -566,6 +566,17 @@ impl DittoError {
         )
     }
 
+    /// `PolicyInvalidException.newBuilder(MIN_REQUIRED_POLICY_PERMISSIONS, …)`:
+    /// an inline policy in which no subject may WRITE `policy:/`.
+    pub fn thing_policy_without_writer(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            400,
+            "things:policy.invalid",
+            format!("The Policy specified for the Thing with ID '{thing_id}' is invalid."),
+            "It must contain at least one Subject with the following permission(s): '[WRITE]'!".to_string(),
+        )
+    }
+
     /// Ditto's `ThingPreconditionFailedException` (`things:precondition.failed`,
     /// 412): `If-Match` or `If-None-Match` did not hold for a write (or
     /// `If-Match` for a read). `actual` is `null` for a resource that does
