@@ -22,8 +22,8 @@ mod things;
 pub use events::{ThingAction, ThingEvent, EVENT_BUFFER};
 pub use policies::PolicyResource;
 pub use things::{
-    view, Conditions, Outcome as ThingOutcome, Refused, Retrieved as RetrievedThing, TagMatch, ThingWrite,
-    Written as ThingWritten,
+    view, Conditions, Outcome as ThingOutcome, Refused, Retrieved as RetrievedThing, TagMatch,
+    ThingWrite, Written as ThingWritten,
 };
 
 use crate::error::DittoError;

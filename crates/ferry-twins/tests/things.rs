@@ -25,7 +25,13 @@ async fn events_follow_revisions(store: Store) {
     for id in &ids {
         let body = json!({"attributes": {}});
         twins
-            .write_thing(&caller, id, &ThingResource::Thing, ThingWrite::Put(&body), &Conditions::default())
+            .write_thing(
+                &caller,
+                id,
+                &ThingResource::Thing,
+                ThingWrite::Put(&body),
+                &Conditions::default(),
+            )
             .await
             .unwrap();
     }
@@ -37,10 +43,17 @@ async fn events_follow_revisions(store: Store) {
         tasks.push(tokio::spawn(async move {
             for n in 0..WRITES_EACH {
                 let id = &ids[(writer + n) % ids.len()];
-                let resource = ThingResource::parse(&format!("/attributes/w{writer}")).unwrap().unwrap();
+                let resource =
+                    ThingResource::parse(&format!("/attributes/w{writer}")).unwrap().unwrap();
                 let value = json!(n);
                 twins
-                    .write_thing(&caller, id, &resource, ThingWrite::Put(&value), &Conditions::default())
+                    .write_thing(
+                        &caller,
+                        id,
+                        &resource,
+                        ThingWrite::Put(&value),
+                        &Conditions::default(),
+                    )
                     .await
                     .unwrap();
             }

@@ -42,12 +42,14 @@ struct Request {
 
 impl Request {
     fn read(params: &[(String, String)], headers: &HeaderMap) -> Result<Request, DittoError> {
-        let param = |name: &str| params.iter().find(|(key, _)| key == name).map(|(_, v)| v.as_str());
+        let param =
+            |name: &str| params.iter().find(|(key, _)| key == name).map(|(_, v)| v.as_str());
         let header_text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         // Ditto takes several `fields=` as one selector joined by commas.
         let fields: Vec<&str> =
             params.iter().filter(|(key, _)| key == "fields").map(|(_, v)| v.as_str()).collect();
-        let fields = if fields.is_empty() { None } else { Some(FieldSelector::parse(&fields.join(","))?) };
+        let fields =
+            if fields.is_empty() { None } else { Some(FieldSelector::parse(&fields.join(","))?) };
         let condition = param("condition").or_else(|| header_text("condition")).map(str::to_owned);
         let response_required = param("response-required")
             .or_else(|| header_text("response-required"))
@@ -150,7 +152,10 @@ fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
             match bytes[i] {
                 b'+' => out.push(b' '),
                 b'%' if i + 2 < bytes.len() => {
-                    match std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    match std::str::from_utf8(&bytes[i + 1..i + 3])
+                        .ok()
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    {
                         Some(byte) => {
                             out.push(byte);
                             i += 2;
@@ -180,7 +185,12 @@ fn thing_id(text: &str) -> Result<ThingId, DittoError> {
 }
 
 /// `GET /api/2/things?ids=a,b[&fields=…]`.
-pub async fn list(State(twins): Twin, caller: Who, RawQuery(query): Params, headers: HeaderMap) -> Reply {
+pub async fn list(
+    State(twins): Twin,
+    caller: Who,
+    RawQuery(query): Params,
+    headers: HeaderMap,
+) -> Reply {
     let caller = super::caller(caller)?;
     let params = query_pairs(query.as_deref());
     let request = Request::read(&params, &headers)?;
@@ -229,7 +239,13 @@ pub async fn create(
     let thing_body = ThingBody::for_post(namespace, &value)?;
     let id = thing_body.thing_id().clone();
     let outcome = match twins
-        .write_thing(&caller, &id, &ThingResource::Thing, ThingWrite::Post(&thing_body), &request.conditions)
+        .write_thing(
+            &caller,
+            &id,
+            &ThingResource::Thing,
+            ThingWrite::Post(&thing_body),
+            &request.conditions,
+        )
         .await
     {
         Ok(outcome) => outcome,
@@ -253,6 +269,7 @@ pub async fn create(
 }
 
 /// Every method on `/api/2/things/{thingId}`.
+#[allow(clippy::too_many_arguments)] // one per axum extractor
 pub async fn thing(
     twins: Twin,
     caller: Who,
@@ -313,7 +330,10 @@ async fn handle(
             _ => None,
         };
         return Ok(
-            match twins.retrieve_thing(&caller, &thing_id, &resource, fields, &request.conditions).await {
+            match twins
+                .retrieve_thing(&caller, &thing_id, &resource, fields, &request.conditions)
+                .await
+            {
                 Ok(retrieved) => {
                     let mut response = reply::json(StatusCode::OK, &retrieved.value);
                     with_etag(&mut response, retrieved.etag.as_ref());
@@ -344,10 +364,11 @@ async fn handle(
         }
         _ => return Err(reply::method_not_allowed(&method)),
     };
-    let outcome = match twins.write_thing(&caller, &thing_id, &resource, write, &request.conditions).await {
-        Ok(outcome) => outcome,
-        Err(refusal) => return Ok(refused(refusal)),
-    };
+    let outcome =
+        match twins.write_thing(&caller, &thing_id, &resource, write, &request.conditions).await {
+            Ok(outcome) => outcome,
+            Err(refusal) => return Ok(refused(refusal)),
+        };
     if !request.response_required {
         return Ok(StatusCode::ACCEPTED.into_response());
     }

@@ -230,7 +230,8 @@ impl Twins {
         fields: Option<&FieldSelector>,
         conditions: &Conditions,
     ) -> Result<Retrieved, Refused> {
-        let thing = self.thing(thing_id).await?.ok_or_else(|| DittoError::thing_not_found(thing_id))?;
+        let thing =
+            self.thing(thing_id).await?.ok_or_else(|| DittoError::thing_not_found(thing_id))?;
         let Some(enforcer) = self.enforcer_of(&thing).await? else {
             return Err(policy_gone(&thing, false).into());
         };
@@ -250,8 +251,12 @@ impl Twins {
         }
         let mut value = view(&enforcer, caller, &thing, resource, fields, now)?
             .ok_or_else(|| not_accessible(thing_id, resource))?;
-        if *resource == ThingResource::Thing && fields.is_some_and(|f| f.selects_top_level("_policy")) {
-            if let (Some(policy), Value::Object(shown)) = (self.policy_view(caller, &thing).await, &mut value) {
+        if *resource == ThingResource::Thing
+            && fields.is_some_and(|f| f.selects_top_level("_policy"))
+        {
+            if let (Some(policy), Value::Object(shown)) =
+                (self.policy_view(caller, &thing).await, &mut value)
+            {
                 shown.insert("_policy".into(), policy);
             }
         }
@@ -279,7 +284,10 @@ impl Twins {
         let mut found = Vec::with_capacity(thing_ids.len());
         let conditions = Conditions::default();
         for thing_id in thing_ids {
-            match self.retrieve_thing(caller, thing_id, &ThingResource::Thing, fields, &conditions).await {
+            match self
+                .retrieve_thing(caller, thing_id, &ThingResource::Thing, fields, &conditions)
+                .await
+            {
                 Ok(retrieved) => found.push(retrieved.value),
                 Err(refused) if refused.error.status == 404 => {}
                 Err(refused) => return Err(refused.error),
@@ -305,7 +313,9 @@ impl Twins {
             let now = Timestamp::now();
             let current = self.thing(thing_id).await?;
             let planned = match current {
-                None => self.plan_create(caller, thing_id, resource, write, conditions, now).await?,
+                None => {
+                    self.plan_create(caller, thing_id, resource, write, conditions, now).await?
+                }
                 Some(current) => {
                     if let ThingWrite::Post(_) = write {
                         return Err(DittoError::thing_conflict(thing_id).into());
@@ -369,18 +379,24 @@ impl Twins {
         self.plan_creation(caller, body, now).await
     }
 
-    async fn plan_creation(&self, caller: &Caller, mut body: ThingBody, now: Timestamp) -> Result<Planned, Refused> {
+    async fn plan_creation(
+        &self,
+        caller: &Caller,
+        mut body: ThingBody,
+        now: Timestamp,
+    ) -> Result<Planned, Refused> {
         let thing_id = body.thing_id().clone();
         let mut writes = Vec::with_capacity(2);
         let mut new_policy = None;
         let enforcer = if let Some(source) = body.copy_policy_from().map(str::to_owned) {
             let source = self.resolve_policy_reference(caller, &source).await?;
-            let copied = self
-                .retrieve_policy(caller, source.as_str(), &PolicyResource::Policy)
-                .await?
-                .value;
-            let policy_id = body.policy_id().map_or_else(|| thing_id.as_str().to_owned(), |id| id.to_string());
-            let policy = self.new_policy(caller, &thing_id, &policy_id, without_policy_id(copied), now).await?;
+            let copied =
+                self.retrieve_policy(caller, source.as_str(), &PolicyResource::Policy).await?.value;
+            let policy_id =
+                body.policy_id().map_or_else(|| thing_id.as_str().to_owned(), |id| id.to_string());
+            let policy = self
+                .new_policy(caller, &thing_id, &policy_id, without_policy_id(copied), now)
+                .await?;
             let enforcer = Enforcer::compile(&policy);
             new_policy = Some(policy);
             enforcer
@@ -390,8 +406,15 @@ impl Twins {
                 .map(|id| id.to_string())
                 .or_else(|| inline.get("policyId").and_then(Value::as_str).map(str::to_owned))
                 .unwrap_or_else(|| thing_id.as_str().to_owned());
-            let policy =
-                self.new_policy(caller, &thing_id, &policy_id, without_policy_id(Value::Object(inline)), now).await?;
+            let policy = self
+                .new_policy(
+                    caller,
+                    &thing_id,
+                    &policy_id,
+                    without_policy_id(Value::Object(inline)),
+                    now,
+                )
+                .await?;
             let enforcer = Enforcer::compile(&policy);
             new_policy = Some(policy);
             enforcer
@@ -412,7 +435,11 @@ impl Twins {
             let creator = SubjectId::parse(creator)?;
             let mut policy = Policy::default_for_thing(thing_id.as_str(), creator)?;
             if self.policy(thing_id.as_str()).await?.is_some() {
-                return Err(DittoError::thing_not_creatable_policy_existing(&thing_id, thing_id.as_str()).into());
+                return Err(DittoError::thing_not_creatable_policy_existing(
+                    &thing_id,
+                    thing_id.as_str(),
+                )
+                .into());
             }
             stamp_new(&mut policy, now);
             let enforcer = Enforcer::compile(&policy);
@@ -429,13 +456,24 @@ impl Twins {
             if body.policy_id().is_none() {
                 body.set_policy_id(&policy_id);
             }
-            writes.push(Write::Policy { record: policy_record(&policy, now), expect: Expect::Absent });
-            cached_policy = Some((policy.policy_id().to_owned(), Arc::new(CachedPolicy { policy, enforcer })));
+            writes.push(Write::Policy {
+                record: policy_record(&policy, now),
+                expect: Expect::Absent,
+            });
+            cached_policy =
+                Some((policy.policy_id().to_owned(), Arc::new(CachedPolicy { policy, enforcer })));
         }
         let thing = Thing::create(body, &now, &self.config.thing_limits)?;
         writes.push(Write::Thing { record: thing_record(&thing), expect: Expect::Absent });
         let document = thing.to_json(None, None);
-        let event = event(&thing, thing.revision(), now, ThingAction::Created, JsonPointer::root(), Some(document.clone()));
+        let event = event(
+            &thing,
+            thing.revision(),
+            now,
+            ThingAction::Created,
+            JsonPointer::root(),
+            Some(document.clone()),
+        );
         Ok(Planned {
             writes,
             thing: Some(Arc::new(thing)),
@@ -457,22 +495,29 @@ impl Twins {
         body: Value,
         now: Timestamp,
     ) -> Result<Policy, DittoError> {
-        let mut policy = Policy::create(policy_id, &body, &self.config.policy_limits, now).map_err(|error| {
-            if error.error == "policies:policy.modificationinvalid" {
-                DittoError::thing_policy_without_writer(thing_id)
-            } else if error.status == 400 {
-                DittoError::thing_policy_invalid(thing_id, &error)
-            } else {
-                error
-            }
-        })?;
+        let mut policy = Policy::create(policy_id, &body, &self.config.policy_limits, now)
+            .map_err(|error| {
+                if error.error == "policies:policy.modificationinvalid" {
+                    DittoError::thing_policy_without_writer(thing_id)
+                } else if error.status == 400 {
+                    DittoError::thing_policy_invalid(thing_id, &error)
+                } else {
+                    error
+                }
+            })?;
         if self.policy(policy_id).await?.is_some() {
             return Err(DittoError::thing_not_creatable_policy_existing(thing_id, policy_id));
         }
         let enforcer = Enforcer::compile(&policy);
-        if !enforcer.caller(&caller.subjects, now).has_permission("policy", &JsonPointer::root(), Permission::Write) {
+        if !enforcer.caller(&caller.subjects, now).has_permission(
+            "policy",
+            &JsonPointer::root(),
+            Permission::Write,
+        ) {
             let cause = DittoError::policy_not_creatable(policy_id);
-            return Err(DittoError::thing_not_creatable_policy_refused(thing_id, policy_id, &cause));
+            return Err(DittoError::thing_not_creatable_policy_refused(
+                thing_id, policy_id, &cause,
+            ));
         }
         stamp_new(&mut policy, now);
         Ok(policy)
@@ -480,7 +525,11 @@ impl Twins {
 
     /// `_copyPolicyFrom`: a policy id, or `{{ ref:things/<thingId>/policyId }}`,
     /// the policy id of a thing the caller may read it of.
-    async fn resolve_policy_reference(&self, caller: &Caller, source: &str) -> Result<PolicyId, Refused> {
+    async fn resolve_policy_reference(
+        &self,
+        caller: &Caller,
+        source: &str,
+    ) -> Result<PolicyId, Refused> {
         let reference = source
             .trim()
             .strip_prefix("{{")
@@ -493,7 +542,13 @@ impl Twins {
         };
         let referenced = ThingId::parse(referenced)?;
         let retrieved = self
-            .retrieve_thing(caller, &referenced, &ThingResource::PolicyId, None, &Conditions::default())
+            .retrieve_thing(
+                caller,
+                &referenced,
+                &ThingResource::PolicyId,
+                None,
+                &Conditions::default(),
+            )
             .await?;
         let text = retrieved.value.as_str().unwrap_or_default();
         Ok(PolicyId::parse(text)?)
@@ -526,7 +581,8 @@ impl Twins {
         if let Some(filter) = &filter {
             condition_readable(filter, &enforcer, caller, now)?;
         }
-        let category = if let ThingWrite::Delete = write { Category::Delete } else { Category::Modify };
+        let category =
+            if let ThingWrite::Delete = write { Category::Delete } else { Category::Modify };
         check_preconditions(conditions, current.entity_tag(resource).as_ref(), category)?;
         if let Some(filter) = &filter {
             condition_holds(filter, current)?;
@@ -547,24 +603,28 @@ impl Twins {
                 thing.merge(resource, patch, &now, limits)?;
                 (Written::Modified, ThingAction::Merged, Some(patch.clone()))
             }
-            ThingWrite::Delete | ThingWrite::Post(_) => {
-                match thing.delete(resource, &now)? {
-                    crate::thing::Deleted::Thing => {
-                        let expect = Expect::Revision(current.revision());
-                        let write = Write::DeleteThing { id: thing_id.as_str().to_owned(), expect };
-                        let event =
-                            event(current, current.revision() + 1, now, ThingAction::Deleted, pointer, None);
-                        return Ok(Planned {
-                            writes: vec![write],
-                            thing: None,
-                            policy: None,
-                            event,
-                            written: Written::Deleted,
-                        });
-                    }
-                    crate::thing::Deleted::Resource => (Written::Deleted, ThingAction::Deleted, None),
+            ThingWrite::Delete | ThingWrite::Post(_) => match thing.delete(resource, &now)? {
+                crate::thing::Deleted::Thing => {
+                    let expect = Expect::Revision(current.revision());
+                    let write = Write::DeleteThing { id: thing_id.as_str().to_owned(), expect };
+                    let event = event(
+                        current,
+                        current.revision() + 1,
+                        now,
+                        ThingAction::Deleted,
+                        pointer,
+                        None,
+                    );
+                    return Ok(Planned {
+                        writes: vec![write],
+                        thing: None,
+                        policy: None,
+                        event,
+                        written: Written::Deleted,
+                    });
                 }
-            }
+                crate::thing::Deleted::Resource => (Written::Deleted, ThingAction::Deleted, None),
+            },
         };
         let record = thing_record(&thing);
         let writes = vec![Write::Thing { record, expect: Expect::Revision(current.revision()) }];
@@ -649,8 +709,12 @@ fn not_accessible(thing_id: &ThingId, resource: &ThingResource) -> DittoError {
         ThingResource::Attribute(path) => DittoError::attribute_not_found(thing_id, path),
         ThingResource::Features => DittoError::features_not_found(thing_id),
         ThingResource::Feature(id) => DittoError::feature_not_found(thing_id, id),
-        ThingResource::FeatureDefinition(id) => DittoError::feature_definition_not_found(thing_id, id),
-        ThingResource::FeatureProperties(id) => DittoError::feature_properties_not_found(thing_id, id),
+        ThingResource::FeatureDefinition(id) => {
+            DittoError::feature_definition_not_found(thing_id, id)
+        }
+        ThingResource::FeatureProperties(id) => {
+            DittoError::feature_properties_not_found(thing_id, id)
+        }
         ThingResource::FeatureProperty(id, path) => {
             DittoError::feature_property_not_found(thing_id, id, path)
         }
@@ -666,7 +730,11 @@ fn not_accessible(thing_id: &ThingId, resource: &ThingResource) -> DittoError {
 /// The 403 of a write the caller may not make
 /// (`ThingCommandToModifyExceptionRegistry`; a merge falls back to the
 /// thing's).
-fn not_modifiable(thing_id: &ThingId, resource: &ThingResource, write: ThingWrite<'_>) -> DittoError {
+fn not_modifiable(
+    thing_id: &ThingId,
+    resource: &ThingResource,
+    write: ThingWrite<'_>,
+) -> DittoError {
     if let ThingWrite::Merge(_) = write {
         return DittoError::thing_not_modifiable(thing_id);
     }
@@ -682,8 +750,12 @@ fn not_modifiable(thing_id: &ThingId, resource: &ThingResource, write: ThingWrit
         ThingResource::Attribute(_) => DittoError::attribute_not_modifiable(thing_id, &path),
         ThingResource::Features => DittoError::features_not_modifiable(thing_id),
         ThingResource::Feature(id) => DittoError::feature_not_modifiable(thing_id, id),
-        ThingResource::FeatureDefinition(id) => DittoError::feature_definition_not_modifiable(thing_id, id),
-        ThingResource::FeatureProperties(id) => DittoError::feature_properties_not_modifiable(thing_id, id),
+        ThingResource::FeatureDefinition(id) => {
+            DittoError::feature_definition_not_modifiable(thing_id, id)
+        }
+        ThingResource::FeatureProperties(id) => {
+            DittoError::feature_properties_not_modifiable(thing_id, id)
+        }
         ThingResource::FeatureProperty(id, _) => {
             DittoError::feature_property_not_modifiable(thing_id, id, &path)
         }
@@ -709,7 +781,11 @@ fn check_preconditions(
     let actual = current.map(EntityTag::as_str);
     if let Some(if_match) = &conditions.if_match {
         if !if_match.matches_strongly(current) {
-            return Err(refused(DittoError::thing_precondition_failed("if-match", &if_match.raw, actual)));
+            return Err(refused(DittoError::thing_precondition_failed(
+                "if-match",
+                &if_match.raw,
+                actual,
+            )));
         }
     }
     if let Some(if_none_match) = &conditions.if_none_match {
@@ -728,7 +804,9 @@ fn parsed_condition(conditions: &Conditions) -> Result<Option<Filter>, DittoErro
     conditions
         .condition
         .as_deref()
-        .map(|text| Filter::parse(text, Scope::THINGS).map_err(|error| error.to_condition_error(text)))
+        .map(|text| {
+            Filter::parse(text, Scope::THINGS).map_err(|error| error.to_condition_error(text))
+        })
         .transpose()
 }
 

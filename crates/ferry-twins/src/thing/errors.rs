@@ -573,7 +573,8 @@ impl DittoError {
             400,
             "things:policy.invalid",
             format!("The Policy specified for the Thing with ID '{thing_id}' is invalid."),
-            "It must contain at least one Subject with the following permission(s): '[WRITE]'!".to_string(),
+            "It must contain at least one Subject with the following permission(s): '[WRITE]'!"
+                .to_string(),
         )
     }
 
@@ -633,7 +634,6 @@ impl DittoError {
                 .to_string(),
         )
     }
-
 }
 
 /// `bytes / 1024.0` as Java's `MessageFormat` prints a double (the pattern
