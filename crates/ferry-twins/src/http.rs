@@ -5,14 +5,16 @@
 //! subjects into each request as a [`Caller`] extension before these
 //! routes see it, so this module only enforces.
 
+mod openapi;
 mod policies;
 mod reply;
 mod search;
+mod things;
 
 pub use reply::error_response;
 
 use crate::service::{Caller, Twins};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::Router;
 use std::sync::Arc;
 
@@ -27,12 +29,19 @@ pub fn router(twins: Arc<Twins>) -> Router {
             "/api/2/policies/{policy_id}/{*rest}",
             get(policies::retrieve_part).put(policies::modify_part).delete(policies::delete_part),
         )
-        // ---- search (http/search.rs) ----
+        .route("/api/2/things", get(things::list).post(things::create))
+        .route("/api/2/things/{thing_id}", any(things::thing))
+        .route("/api/2/things/{thing_id}/{*rest}", any(things::part))
         .route("/api/2/search/things", get(search::search_get).post(search::search_post))
         .route("/api/2/search/things/", get(search::search_get).post(search::search_post))
         .route("/api/2/search/things/count", get(search::count_get).post(search::count_post))
-        // ---- end of search ----
         .with_state(twins)
+}
+
+/// The routes anyone may call, without the listener's authentication:
+/// the API's own description.
+pub fn public_router() -> Router {
+    Router::new().route("/api/2/openapi.json", get(|| async { axum::Json(openapi::document()) }))
 }
 
 /// The caller of a request, or Ditto's 401 if the listener's

@@ -15,12 +15,17 @@
 //! (`Enforcer::compile` once per policy revision, shared by every thing
 //! that uses the policy and every request that reads it).
 
+mod events;
 mod policies;
 pub mod search;
 mod things;
 
+pub use events::{ThingAction, ThingEvent, EVENT_BUFFER};
 pub use policies::PolicyResource;
-pub use things::view;
+pub use things::{
+    view, Conditions, Outcome as ThingOutcome, Refused, Retrieved as RetrievedThing, TagMatch,
+    ThingWrite, Written as ThingWritten,
+};
 
 use crate::error::DittoError;
 use crate::policy::{Enforcer, Policy, PolicyLimits, Timestamp};
@@ -94,6 +99,7 @@ pub struct Twins {
     things: Cache<String, Arc<crate::thing::Thing>>,
     stripes: Vec<Mutex<()>>,
     hasher: RandomState,
+    events: tokio::sync::broadcast::Sender<ThingEvent>,
 }
 
 impl Twins {
@@ -105,7 +111,14 @@ impl Twins {
             config,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             hasher: RandomState::new(),
+            events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
         }
+    }
+
+    /// The change feed: every thing change committed from now on, in
+    /// revision order per thing (`events.rs`).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ThingEvent> {
+        self.events.subscribe()
     }
 
     pub fn config(&self) -> &TwinsConfig {

@@ -34,7 +34,7 @@ pub fn router(
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(AppState { reloader, broker });
     match twins {
-        Some((twins, auth)) => router.merge(
+        Some((twins, auth)) => router.merge(ferry_twins::http::public_router()).merge(
             ferry_twins::http::router(twins)
                 .layer(axum::middleware::from_fn_with_state(auth, crate::twins::authenticate)),
         ),

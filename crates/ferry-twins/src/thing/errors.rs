@@ -308,6 +308,332 @@ impl DittoError {
             "Reduce the Thing size in the bounds of the specified limit".to_string(),
         )
     }
+
+    /// Ditto's `ThingNotModifiableException` (`things:thing.notmodifiable`,
+    /// 403): a write (or a create under an existing policy, or a merge)
+    /// without WRITE.
+    pub fn thing_not_modifiable(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            403,
+            "things:thing.notmodifiable",
+            format!(
+                "The Thing with ID '{thing_id}' could not be modified as the requester had insufficient permissions ('WRITE' is required)."
+            ),
+            CHECK_THING.to_string(),
+        )
+    }
+
+    /// Ditto's `ThingNotDeletableException` (`things:thing.notdeletable`,
+    /// 403).
+    pub fn thing_not_deletable(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            403,
+            "things:thing.notdeletable",
+            format!(
+                "The Thing with ID '{thing_id}' could not be deleted as the requester had insufficient permissions ( 'WRITE' on root resource is required)."
+            ),
+            CHECK_THING.to_string(),
+        )
+    }
+
+    /// Ditto's answer to a command on a thing whose policy is gone
+    /// (`ThingEnforcerActor.errorForExistingThingWithDeletedPolicy`): the
+    /// thing's not-found (a read) or not-modifiable (a write) error with
+    /// its own message.
+    pub fn thing_policy_deleted(thing_id: &ThingId, policy_id: &str, write: bool) -> Self {
+        let base = if write {
+            DittoError::thing_not_modifiable(thing_id)
+        } else {
+            DittoError::thing_not_found(thing_id)
+        };
+        DittoError {
+            message: format!(
+                "The Thing with ID '{thing_id}' could not be accessed as its Policy with ID '{policy_id}' is not or no longer existing."
+            ),
+            description: Some(format!(
+                "Recreate/create the Policy with ID '{policy_id}' in order to get access to the Thing again."
+            )),
+            ..base
+        }
+    }
+
+    /// Ditto's `PolicyIdNotModifiableException` (403).
+    pub fn policy_id_not_modifiable(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            403,
+            "things:policyId.notmodifiable",
+            format!(
+                "The Policy ID of the Thing with ID '{thing_id}' could not be modified as the requester had insufficient permissions ('WRITE' is required)."
+            ),
+            CHECK_THING.to_string(),
+        )
+    }
+
+    /// Ditto's `ThingDefinitionNotModifiableException` (403).
+    pub fn thing_definition_not_modifiable(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            403,
+            "things:definition.notmodifiable",
+            format!(
+                "The Definition on the Thing with ID '{thing_id}' could not be modified as the requester had insufficient permissions ('WRITE' is required)."
+            ),
+            CHECK_THING.to_string(),
+        )
+    }
+
+    /// Ditto's `AttributesNotModifiableException` (403).
+    pub fn attributes_not_modifiable(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            403,
+            "things:attributes.notmodifiable",
+            format!(
+                "The Attributes on the Thing with ID '{thing_id}' could not be modified as the requester had insufficient permissions ('WRITE' is required)."
+            ),
+            CHECK_THING.to_string(),
+        )
+    }
+
+    /// Ditto's `AttributeNotModifiableException` (403). Ditto fills in the
+    /// command's resource path (`/attributes/a/b`), and so do we; its
+    /// template starts with a space, kept.
+    pub fn attribute_not_modifiable(thing_id: &ThingId, resource_path: &JsonPointer) -> Self {
+        DittoError::new(
+            403,
+            "things:attribute.notmodifiable",
+            format!(
+                " The Attribute with name '{resource_path}' on the Thing with ID '{thing_id}' could not be modified as the requester had insufficient permissions ('WRITE' is required)."
+            ),
+            CHECK_THING.to_string(),
+        )
+    }
+
+    /// Ditto's `FeaturesNotModifiableException` (403).
+    pub fn features_not_modifiable(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            403,
+            "things:features.notmodifiable",
+            format!(
+                "The Features on the Thing with ID '{thing_id}' cannot be modified as requester had insufficient permissions to modify it ('WRITE' is required)."
+            ),
+            "Check if the ID of the Thing was correct and you have sufficient permissions.".to_string(),
+        )
+    }
+
+    /// Ditto's `FeatureNotModifiableException` (403).
+    pub fn feature_not_modifiable(thing_id: &ThingId, feature_id: &str) -> Self {
+        DittoError::new(
+            403,
+            "things:feature.notmodifiable",
+            format!(
+                "The Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' could not be modified as the requester had insufficient permissions to modify it ('WRITE' is required)."
+            ),
+            "Check if the ID of the Thing and the ID of your requested Feature was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `FeatureDefinitionNotModifiableException` (403).
+    pub fn feature_definition_not_modifiable(thing_id: &ThingId, feature_id: &str) -> Self {
+        DittoError::new(
+            403,
+            "things:feature.definition.notmodifiable",
+            format!(
+                "The Definition of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' cannot be modified as the requester had insufficient permissions to modify it ('WRITE' is required)."
+            ),
+            CHECK_THING_AND_FEATURE.to_string(),
+        )
+    }
+
+    /// Ditto's `FeaturePropertiesNotModifiableException` (403).
+    pub fn feature_properties_not_modifiable(thing_id: &ThingId, feature_id: &str) -> Self {
+        DittoError::new(
+            403,
+            "things:feature.properties.notmodifiable",
+            format!(
+                "The Properties of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' cannot be modified as the requester had insufficient permissions to modify it ('WRITE' is required)."
+            ),
+            CHECK_THING_AND_FEATURE.to_string(),
+        )
+    }
+
+    /// Ditto's `FeaturePropertyNotModifiableException` (403), with the
+    /// command's resource path as Ditto fills it in.
+    pub fn feature_property_not_modifiable(
+        thing_id: &ThingId,
+        feature_id: &str,
+        resource_path: &JsonPointer,
+    ) -> Self {
+        DittoError::new(
+            403,
+            "things:feature.property.notmodifiable",
+            format!(
+                "The Property with JSON Pointer '{resource_path}' of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' could not be modified as the requester had insufficient permissions to modify it ('WRITE' is required)."
+            ),
+            "Check if the ID of the Thing, the Feature ID and the key of your requested property was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `FeatureDesiredPropertiesNotModifiableException` (403).
+    pub fn feature_desired_properties_not_modifiable(thing_id: &ThingId, feature_id: &str) -> Self {
+        DittoError::new(
+            403,
+            "things:feature.desiredProperties.notmodifiable",
+            format!(
+                "The desired properties of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' cannot be modified as the requester had insufficient permissions to modify it ('WRITE' is required)."
+            ),
+            CHECK_THING_AND_FEATURE.to_string(),
+        )
+    }
+
+    /// Ditto's `FeatureDesiredPropertyNotModifiableException` (403).
+    pub fn feature_desired_property_not_modifiable(
+        thing_id: &ThingId,
+        feature_id: &str,
+        resource_path: &JsonPointer,
+    ) -> Self {
+        DittoError::new(
+            403,
+            "things:feature.desiredProperty.notmodifiable",
+            format!(
+                "The desired property with JSON Pointer '{resource_path}' of the Feature with ID '{feature_id}' on the Thing with ID '{thing_id}' could not be modified as the requester had insufficient permissions to modify it ('WRITE' is required)."
+            ),
+            "Check if the ID of the Thing, the Feature ID and the key of your requested desired property was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `ThingNotCreatableException.newBuilderForPolicyExisting`
+    /// (`things:thing.notcreatable`, 400): the policy a create would make
+    /// exists already.
+    pub fn thing_not_creatable_policy_existing(thing_id: &ThingId, policy_id: &str) -> Self {
+        DittoError::new(
+            400,
+            "things:thing.notcreatable",
+            format!(
+                "The Thing with ID '{thing_id}' could not be created because creation of its implicit Policy ID '{policy_id}' failed."
+            ),
+            "If you want to use an existing Policy, specify it as 'policyId' in the Thing JSON you create."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `ThingNotCreatableException.newBuilderForOtherReason`: the
+    /// policy a create would make was refused by the policies service
+    /// (`cause`); the status is the cause's.
+    pub fn thing_not_creatable_policy_refused(
+        thing_id: &ThingId,
+        policy_id: &str,
+        cause: &DittoError,
+    ) -> Self {
+        DittoError::new(
+            cause.status,
+            "things:thing.notcreatable",
+            format!(
+                "The Thing with ID '{thing_id}' could not be created as the Policy with ID '{policy_id}' could not be created due to: '{}'",
+                cause.message
+            ),
+            "Either check if the ID of the Policy you created the Thing with is correct and that the Policy is existing or If you want to use the existing Policy, specify it as 'policyId' in the Thing JSON you create."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `ThingNotCreatableException` for a creator without any
+    /// subject, so no default policy can name one.
+    pub fn thing_not_creatable_without_subject(thing_id: &ThingId) -> Self {
+        DittoError {
+            description: None,
+            ..DittoError::new(
+                400,
+                "things:thing.notcreatable",
+                format!(
+                    "The Thing with ID '{thing_id}' could not be created with implicit Policy because no authorization subject is present."
+                ),
+                None,
+            )
+        }
+    }
+
+    /// Ditto's `PolicyInvalidException` (`things:policy.invalid`, 400): an
+    /// inline `_policy` (or a copy) that is not a valid policy; the cause's
+    /// message is the description, as Ditto's `newBuilderForCause` makes it.
+    pub fn thing_policy_invalid(thing_id: &ThingId, cause: &DittoError) -> Self {
+        DittoError::new(
+            400,
+            "things:policy.invalid",
+            format!("The Policy specified for the Thing with ID '{thing_id}' is invalid."),
+            cause.message.clone(),
+        )
+    }
+
+    /// `PolicyInvalidException.newBuilder(MIN_REQUIRED_POLICY_PERMISSIONS, …)`:
+    /// an inline policy in which no subject may WRITE `policy:/`.
+    pub fn thing_policy_without_writer(thing_id: &ThingId) -> Self {
+        DittoError::new(
+            400,
+            "things:policy.invalid",
+            format!("The Policy specified for the Thing with ID '{thing_id}' is invalid."),
+            "It must contain at least one Subject with the following permission(s): '[WRITE]'!"
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `ThingPreconditionFailedException` (`things:precondition.failed`,
+    /// 412): `If-Match` or `If-None-Match` did not hold for a write (or
+    /// `If-Match` for a read). `actual` is `null` for a resource that does
+    /// not exist, as Java's `String.valueOf(null)` prints it.
+    pub fn thing_precondition_failed(header: &str, value: &str, actual: Option<&str>) -> Self {
+        DittoError::new(
+            412,
+            "things:precondition.failed",
+            format!(
+                "The comparison of precondition header '{header}' for the requested Thing resource evaluated to false. Header value: '{value}', actual entity-tag: '{}'.",
+                actual.unwrap_or("null")
+            ),
+            "The comparison of the provided precondition header with the current ETag value of the requested Thing resource evaluated to false. Check the value of your conditional header value."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `ThingPreconditionNotModifiedException`
+    /// (`things:precondition.notmodified`, 304): `If-None-Match` matched on
+    /// a read. The HTTP answer is a bare 304.
+    pub fn thing_precondition_not_modified(expected: &str, actual: Option<&str>) -> Self {
+        DittoError::new(
+            304,
+            "things:precondition.notmodified",
+            format!(
+                "The comparison of precondition header 'if-none-match' for the requested Thing resource evaluated to false. Expected: '{expected}' not to match actual: '{}'.",
+                actual.unwrap_or("null")
+            ),
+            "The comparison of the provided precondition header 'if-none-match' with the current ETag value of the requested Thing resource evaluated to false. Check the value of your conditional header value."
+                .to_string(),
+        )
+    }
+
+    /// Ditto's `ThingConditionFailedException` (`things:condition.failed`,
+    /// 412): `condition=` was false on the thing.
+    pub fn thing_condition_failed() -> Self {
+        DittoError::new(
+            412,
+            "things:condition.failed",
+            "The specified condition does not match the state of the requested Thing.",
+            "The provided condition did not match the actual Thing state. Please check your provided condition."
+                .to_string(),
+        )
+    }
+
+    /// `ThingConditionFailedException.newBuilderForInsufficientPermission`:
+    /// the condition names a field the caller may not read.
+    pub fn thing_condition_not_readable() -> Self {
+        DittoError::new(
+            412,
+            "things:condition.failed",
+            "The specified resource in the condition could not be found or the requester had insufficient permissions to access it.",
+            "Check if you have sufficient permissions to access the specified resource (READ permission is required)."
+                .to_string(),
+        )
+    }
 }
 
 /// `bytes / 1024.0` as Java's `MessageFormat` prints a double (the pattern

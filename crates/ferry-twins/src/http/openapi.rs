@@ -1,0 +1,158 @@
+//! `GET /api/2/openapi.json`: an OpenAPI 3 document of exactly the routes
+//! `http.rs` serves. It is built from the table below rather than written
+//! by hand as JSON, and a test checks the table against the router, so
+//! the two cannot drift apart.
+
+use serde_json::{json, Map, Value};
+
+/// One path: its template, its methods, and what it is.
+pub(super) struct Route {
+    pub path: &'static str,
+    pub methods: &'static [&'static str],
+    pub summary: &'static str,
+}
+
+/// Every route under `/api/2`, in the order the document lists them.
+pub(super) const ROUTES: &[Route] = &[
+    Route { path: "/api/2/things", methods: &["get", "post"], summary: "Things by id (`ids=`), or a new thing with a generated id" },
+    Route { path: "/api/2/things/{thingId}", methods: &["get", "put", "patch", "delete"], summary: "A thing" },
+    Route { path: "/api/2/things/{thingId}/policyId", methods: &["get", "put"], summary: "The id of the thing's policy" },
+    Route { path: "/api/2/things/{thingId}/definition", methods: &["get", "put", "patch", "delete"], summary: "The thing's definition" },
+    Route { path: "/api/2/things/{thingId}/attributes", methods: &["get", "put", "patch", "delete"], summary: "All attributes" },
+    Route { path: "/api/2/things/{thingId}/attributes/{attributePath}", methods: &["get", "put", "patch", "delete"], summary: "One attribute, at any depth" },
+    Route { path: "/api/2/things/{thingId}/features", methods: &["get", "put", "patch", "delete"], summary: "All features" },
+    Route { path: "/api/2/things/{thingId}/features/{featureId}", methods: &["get", "put", "patch", "delete"], summary: "One feature" },
+    Route { path: "/api/2/things/{thingId}/features/{featureId}/definition", methods: &["get", "put", "patch", "delete"], summary: "A feature's definition" },
+    Route { path: "/api/2/things/{thingId}/features/{featureId}/properties", methods: &["get", "put", "patch", "delete"], summary: "A feature's properties" },
+    Route { path: "/api/2/things/{thingId}/features/{featureId}/properties/{propertyPath}", methods: &["get", "put", "patch", "delete"], summary: "One property, at any depth" },
+    Route { path: "/api/2/things/{thingId}/features/{featureId}/desiredProperties", methods: &["get", "put", "patch", "delete"], summary: "A feature's desired properties" },
+    Route { path: "/api/2/things/{thingId}/features/{featureId}/desiredProperties/{propertyPath}", methods: &["get", "put", "patch", "delete"], summary: "One desired property, at any depth" },
+    Route { path: "/api/2/policies/{policyId}", methods: &["get", "put", "delete"], summary: "A policy" },
+    Route { path: "/api/2/policies/{policyId}/entries", methods: &["get", "put"], summary: "All entries of a policy" },
+    Route { path: "/api/2/policies/{policyId}/entries/{label}", methods: &["get", "put", "delete"], summary: "One entry" },
+    Route { path: "/api/2/policies/{policyId}/entries/{label}/subjects", methods: &["get", "put"], summary: "An entry's subjects" },
+    Route { path: "/api/2/policies/{policyId}/entries/{label}/subjects/{subjectId}", methods: &["get", "put", "delete"], summary: "One subject" },
+    Route { path: "/api/2/policies/{policyId}/entries/{label}/resources", methods: &["get", "put"], summary: "An entry's resources" },
+    Route { path: "/api/2/policies/{policyId}/entries/{label}/resources/{resourcePath}", methods: &["get", "put", "delete"], summary: "One resource (`thing:/…`, `policy:/…`, `message:/…`)" },
+    Route { path: "/api/2/search/things", methods: &["get", "post"], summary: "Things matching an RQL filter, paged (POST: the same parameters as a form)" },
+    Route { path: "/api/2/search/things/count", methods: &["get", "post"], summary: "How many things match an RQL filter" },
+    Route { path: "/api/2/openapi.json", methods: &["get"], summary: "This document" },
+];
+
+/// The document.
+pub(super) fn document() -> Value {
+    let mut paths = Map::new();
+    for route in ROUTES {
+        let mut item = Map::new();
+        for method in route.methods {
+            item.insert((*method).to_owned(), operation(route, method));
+        }
+        paths.insert(route.path.to_owned(), Value::Object(item));
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Ferry twins: Eclipse Ditto HTTP API v2",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The parts of Ditto's HTTP API v2 that Ferry serves (docs/twins.md). Bodies, status codes and error bodies are Ditto's.",
+        },
+        "components": {
+            "securitySchemes": {
+                "basic": {"type": "http", "scheme": "basic"},
+                "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+            },
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "required": ["status", "error", "message"],
+                    "properties": {
+                        "status": {"type": "integer"},
+                        "error": {"type": "string", "example": "things:thing.notfound"},
+                        "message": {"type": "string"},
+                        "description": {"type": "string"},
+                        "href": {"type": "string"},
+                    },
+                },
+            },
+        },
+        "security": [{"basic": []}, {"bearer": []}],
+        "paths": paths,
+    })
+}
+
+fn operation(route: &Route, method: &str) -> Value {
+    let mut parameters: Vec<Value> = path_parameters(route.path);
+    let query = |name: &str, description: &str| {
+        json!({"name": name, "in": "query", "required": false, "schema": {"type": "string"}, "description": description})
+    };
+    let header = |name: &str, description: &str| {
+        json!({"name": name, "in": "header", "required": false, "schema": {"type": "string"}, "description": description})
+    };
+    let is_search = route.path.starts_with("/api/2/search");
+    let is_thing = route.path.starts_with("/api/2/things/");
+    if is_search {
+        parameters.push(query("filter", "An RQL filter"));
+        parameters.push(query("namespaces", "Comma-separated namespaces to search in"));
+        if !route.path.ends_with("/count") {
+            parameters.push(query("option", "sort(+a,-b), size(n), cursor(…), limit(offset,count)"));
+            parameters.push(query("fields", "The fields of each thing to return"));
+        }
+    } else if route.path == "/api/2/things" {
+        if method == "get" {
+            parameters.push(query("ids", "Comma-separated thing ids"));
+            parameters.push(query("fields", "The fields of each thing to return"));
+        } else {
+            parameters.push(query("namespace", "The namespace of the generated id"));
+        }
+    } else if is_thing {
+        if method == "get" {
+            parameters.push(query("fields", "The fields to return, e.g. attributes/location,features/*/properties"));
+        }
+        parameters.push(query("condition", "An RQL condition the thing must meet (412 otherwise)"));
+        parameters.push(header("If-Match", "An entity tag, or *"));
+        parameters.push(header("If-None-Match", "An entity tag, or * (create only)"));
+        parameters.push(header("response-required", "false: answer 202 without waiting"));
+    }
+    let mut responses = Map::new();
+    let error = json!({"description": "Ditto's error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
+    match method {
+        "get" => {
+            responses.insert("200".into(), json!({"description": "The resource, as the caller may see it", "content": {"application/json": {}}}));
+            if is_thing {
+                responses.insert("304".into(), json!({"description": "If-None-Match matched"}));
+            }
+        }
+        "put" => {
+            responses.insert("201".into(), json!({"description": "Created; the body is what was created", "content": {"application/json": {}}}));
+            responses.insert("204".into(), json!({"description": "Modified"}));
+        }
+        "post" if route.path == "/api/2/things" => {
+            responses.insert("201".into(), json!({"description": "Created; Location names the thing", "content": {"application/json": {}}}));
+        }
+        "post" => {
+            responses.insert("200".into(), json!({"description": "As the GET form", "content": {"application/json": {}}}));
+        }
+        _ => {
+            responses.insert("204".into(), json!({"description": "Done"}));
+        }
+    }
+    for status in ["400", "401", "403", "404", "412", "413"] {
+        responses.insert(status.into(), error.clone());
+    }
+    let mut operation = json!({"summary": route.summary, "parameters": parameters, "responses": responses});
+    if matches!(method, "put" | "patch") || (method == "post" && route.path == "/api/2/things") {
+        let content_type = if method == "patch" { "application/merge-patch+json" } else { "application/json" };
+        operation["requestBody"] = json!({"required": true, "content": {content_type: {}}});
+    }
+    if method == "post" && is_search {
+        operation["requestBody"] = json!({"required": false, "content": {"application/x-www-form-urlencoded": {}}});
+    }
+    operation
+}
+
+fn path_parameters(path: &str) -> Vec<Value> {
+    path.split('/')
+        .filter_map(|level| level.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+        .collect()
+}

@@ -1,0 +1,381 @@
+//! `/api/2/things` and `/api/2/things/{thingId}[/…]`, as Ditto's gateway
+//! routes them (`ThingsRoute`, `FeaturesRoute`): GET, PUT, PATCH and
+//! DELETE on the thing and each part of it (`ThingResource`), POST of a
+//! thing with a generated id, and `GET /things?ids=…`.
+//!
+//! What the gateway does before the things service sees a request is done
+//! here: the media type (`application/json` or none for PUT and POST,
+//! `application/merge-patch+json` for PATCH, else 415), the body parsed as
+//! JSON (`json.invalid`), the thing id checked (`things:id.invalid`),
+//! `fields=`, the conditional headers and `condition=` (query parameter or
+//! header) read, `response-required=false` answered with a bare 202, and
+//! `timeout` / `requested-acks` accepted and otherwise ignored (a write is
+//! answered once committed, which is the `twin-persisted` ack). A path no
+//! route matches is Pekko's plain-text 404, as in Ditto.
+
+use super::reply::{self, Reply};
+use crate::error::DittoError;
+use crate::fields::FieldSelector;
+use crate::id::ThingId;
+use crate::service::{Caller, Conditions, Refused, TagMatch, ThingWrite, ThingWritten, Twins};
+use crate::thing::{EntityTag, ThingBody, ThingResource, UNKNOWN_RESOURCE_BODY};
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use serde_json::Value;
+use std::sync::Arc;
+
+type Twin = State<Arc<Twins>>;
+type Who = Option<Extension<Caller>>;
+type Params = RawQuery;
+
+const MERGE_PATCH_JSON: &str = "application/merge-patch+json";
+
+/// The query parameters and headers every thing route reads.
+struct Request {
+    fields: Option<FieldSelector>,
+    conditions: Conditions,
+    response_required: bool,
+}
+
+impl Request {
+    fn read(params: &[(String, String)], headers: &HeaderMap) -> Result<Request, DittoError> {
+        let param =
+            |name: &str| params.iter().find(|(key, _)| key == name).map(|(_, v)| v.as_str());
+        let header_text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        // Ditto takes several `fields=` as one selector joined by commas.
+        let fields: Vec<&str> =
+            params.iter().filter(|(key, _)| key == "fields").map(|(_, v)| v.as_str()).collect();
+        let fields =
+            if fields.is_empty() { None } else { Some(FieldSelector::parse(&fields.join(","))?) };
+        let condition = param("condition").or_else(|| header_text("condition")).map(str::to_owned);
+        let response_required = param("response-required")
+            .or_else(|| header_text("response-required"))
+            .is_none_or(|value| !value.eq_ignore_ascii_case("false"));
+        Ok(Request {
+            fields,
+            conditions: Conditions {
+                if_match: header_text("if-match").map(TagMatch::parse),
+                if_none_match: header_text("if-none-match").map(TagMatch::parse),
+                condition,
+            },
+            response_required,
+        })
+    }
+}
+
+/// A refusal as its answer: Ditto's error body, the current `ETag` when
+/// a precondition failed, and a bare 304 for "not modified".
+fn refused(refused: Refused) -> Response {
+    let mut response = if refused.error.status == 304 {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        refused.error.into_response()
+    };
+    if let Some(etag) = refused.etag {
+        with_etag(&mut response, Some(&etag));
+    }
+    response
+}
+
+fn with_etag(response: &mut Response, etag: Option<&EntityTag>) {
+    if let Some(value) = etag.and_then(|etag| HeaderValue::from_str(etag.as_str()).ok()) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+}
+
+/// Pekko's answer to a path no route matches.
+fn unknown_resource() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=UTF-8"))],
+        UNKNOWN_RESOURCE_BODY,
+    )
+        .into_response()
+}
+
+/// Ditto's `UnsupportedMediaTypeException` (`mediatype.unsupported`, 415).
+fn unsupported_media_type(given: &str, merge_patch: bool) -> DittoError {
+    let error = DittoError::new(
+        415,
+        "mediatype.unsupported",
+        format!("The Media-Type <{given}> is not supported for this resource."),
+        if merge_patch {
+            format!("Allowed Media-Type is: <{MERGE_PATCH_JSON}>.")
+        } else {
+            "Allowed Media-Types are: <[application/json]>.".to_string()
+        },
+    );
+    if merge_patch {
+        error.with_href("https://tools.ietf.org/html/rfc7396")
+    } else {
+        error
+    }
+}
+
+/// The request's media type without parameters; Pekko takes a request
+/// without one as `application/octet-stream`.
+fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(|value| value.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_else(|| "application/octet-stream".to_owned())
+}
+
+/// PUT and POST take JSON, and octet-stream as Ditto's default fallback
+/// (`additional-accepted-media-types`); PATCH only a merge patch.
+fn check_media_type(headers: &HeaderMap, merge_patch: bool) -> Result<(), DittoError> {
+    let given = media_type(headers);
+    let accepted = if merge_patch {
+        given == MERGE_PATCH_JSON
+    } else {
+        given == "application/json" || given == "application/octet-stream"
+    };
+    if accepted {
+        Ok(())
+    } else {
+        Err(unsupported_media_type(&given, merge_patch))
+    }
+}
+
+/// The query's `name=value` pairs, form-decoded (`+` is a space, `%XX` a
+/// byte), in order; repeated names kept, as Ditto's `parameterList`.
+fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+    let decode = |text: &str| {
+        let bytes = text.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' if i + 2 < bytes.len() => {
+                    match std::str::from_utf8(&bytes[i + 1..i + 3])
+                        .ok()
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    {
+                        Some(byte) => {
+                            out.push(byte);
+                            i += 2;
+                        }
+                        None => out.push(b'%'),
+                    }
+                }
+                byte => out.push(byte),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(name), decode(value))
+        })
+        .collect()
+}
+
+fn thing_id(text: &str) -> Result<ThingId, DittoError> {
+    ThingId::parse(text)
+}
+
+/// `GET /api/2/things?ids=a,b[&fields=…]`.
+pub async fn list(
+    State(twins): Twin,
+    caller: Who,
+    RawQuery(query): Params,
+    headers: HeaderMap,
+) -> Reply {
+    let caller = super::caller(caller)?;
+    let params = query_pairs(query.as_deref());
+    let request = Request::read(&params, &headers)?;
+    let ids: Vec<&str> = params
+        .iter()
+        .filter(|(key, _)| key == "ids")
+        .flat_map(|(_, value)| value.split(','))
+        .filter(|id| !id.is_empty())
+        .collect();
+    if ids.is_empty() {
+        return Err(ids_missing());
+    }
+    let ids = ids.into_iter().map(thing_id).collect::<Result<Vec<_>, _>>()?;
+    let found = twins.retrieve_things(&caller, &ids, request.fields.as_ref()).await?;
+    Ok(reply::json(StatusCode::OK, &Value::Array(found)))
+}
+
+/// `GET /things` without `ids`: Ditto answers it with a search of the
+/// caller's things (`QueryThings`), which is the search API's; until that
+/// is wired here, the answer is Ditto's missing-parameter 400.
+fn ids_missing() -> DittoError {
+    DittoError::new(
+        400,
+        "things:query.missing",
+        "The query parameter 'ids' is missing.",
+        "Retrieve things by their ids with ?ids=<id1>,<id2> or search them with /api/2/search/things."
+            .to_string(),
+    )
+}
+
+/// `POST /api/2/things[?namespace=…]`: a thing with a generated id.
+pub async fn create(
+    State(twins): Twin,
+    caller: Who,
+    RawQuery(query): Params,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Reply {
+    let caller = super::caller(caller)?;
+    let params = query_pairs(query.as_deref());
+    let request = Request::read(&params, &headers)?;
+    check_media_type(&headers, false)?;
+    let value = reply::parse_body(&body)?;
+    let namespace = params.iter().find(|(key, _)| key == "namespace").map(|(_, v)| v.as_str());
+    let thing_body = ThingBody::for_post(namespace, &value)?;
+    let id = thing_body.thing_id().clone();
+    let outcome = match twins
+        .write_thing(
+            &caller,
+            &id,
+            &ThingResource::Thing,
+            ThingWrite::Post(&thing_body),
+            &request.conditions,
+        )
+        .await
+    {
+        Ok(outcome) => outcome,
+        Err(refusal) => return Ok(refused(refusal)),
+    };
+    if !request.response_required {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    }
+    let created = match &outcome.written {
+        ThingWritten::Created(value) => value.clone(),
+        _ => Value::Null,
+    };
+    let mut response = reply::json(StatusCode::CREATED, &created);
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    let location = format!("http://{host}{}/{}", uri.path().trim_end_matches('/'), id);
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    with_etag(&mut response, outcome.etag.as_ref());
+    Ok(response)
+}
+
+/// Every method on `/api/2/things/{thingId}`.
+#[allow(clippy::too_many_arguments)] // one per axum extractor
+pub async fn thing(
+    twins: Twin,
+    caller: Who,
+    method: Method,
+    Path(id): Path<String>,
+    params: Params,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Reply {
+    handle(twins, caller, method, &id, "", params, headers, uri, body).await
+}
+
+/// Every method on `/api/2/things/{thingId}/{*rest}`.
+#[allow(clippy::too_many_arguments)]
+pub async fn part(
+    twins: Twin,
+    caller: Who,
+    method: Method,
+    Path((id, rest)): Path<(String, String)>,
+    params: Params,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Reply {
+    handle(twins, caller, method, &id, &rest, params, headers, uri, body).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn handle(
+    State(twins): Twin,
+    caller: Who,
+    method: Method,
+    id: &str,
+    rest: &str,
+    RawQuery(query): Params,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Reply {
+    let caller = super::caller(caller)?;
+    let thing_id = thing_id(id)?;
+    let Some(resource) = ThingResource::parse(rest)? else {
+        return Ok(unknown_resource());
+    };
+    let params = query_pairs(query.as_deref());
+    let request = Request::read(&params, &headers)?;
+    if method == Method::GET {
+        // Ditto takes `fields=` on the thing, attributes, features, a
+        // feature and its (desired) properties; a single value has none.
+        let fields = match resource {
+            ThingResource::Thing
+            | ThingResource::Attributes
+            | ThingResource::Features
+            | ThingResource::Feature(_)
+            | ThingResource::FeatureProperties(_)
+            | ThingResource::FeatureDesiredProperties(_) => request.fields.as_ref(),
+            _ => None,
+        };
+        return Ok(
+            match twins
+                .retrieve_thing(&caller, &thing_id, &resource, fields, &request.conditions)
+                .await
+            {
+                Ok(retrieved) => {
+                    let mut response = reply::json(StatusCode::OK, &retrieved.value);
+                    with_etag(&mut response, retrieved.etag.as_ref());
+                    response
+                }
+                Err(refusal) => refused(refusal),
+            },
+        );
+    }
+    let value;
+    let write = match method {
+        Method::PUT => {
+            check_media_type(&headers, false)?;
+            value = reply::parse_body(&body)?;
+            ThingWrite::Put(&value)
+        }
+        Method::PATCH => {
+            check_media_type(&headers, true)?;
+            value = reply::parse_body(&body)?;
+            ThingWrite::Merge(&value)
+        }
+        Method::DELETE => {
+            // Ditto routes no DELETE of the policy id.
+            if resource == ThingResource::PolicyId {
+                return Err(reply::method_not_allowed(&method));
+            }
+            ThingWrite::Delete
+        }
+        _ => return Err(reply::method_not_allowed(&method)),
+    };
+    let outcome =
+        match twins.write_thing(&caller, &thing_id, &resource, write, &request.conditions).await {
+            Ok(outcome) => outcome,
+            Err(refusal) => return Ok(refused(refusal)),
+        };
+    if !request.response_required {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    }
+    let mut response = match &outcome.written {
+        ThingWritten::Created(value) => reply::created(&headers, &uri, value),
+        ThingWritten::Modified | ThingWritten::Deleted => reply::no_content(),
+    };
+    with_etag(&mut response, outcome.etag.as_ref());
+    Ok(response)
+}

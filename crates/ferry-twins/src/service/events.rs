@@ -1,0 +1,46 @@
+//! The change feed: one [`ThingEvent`] per committed change of a thing,
+//! what the Ditto protocol's twin events (`things/twin/events/…`) and
+//! change-dependent features are built from.
+//!
+//! An event is sent after its write has committed, while the writer still
+//! holds the thing's write lock, so the events of one thing leave in
+//! revision order; events of different things interleave freely. The feed
+//! is a `tokio::sync::broadcast` channel with a bounded buffer
+//! ([`EVENT_BUFFER`]): a subscriber that falls that far behind gets
+//! `RecvError::Lagged` with the number it missed, and must re-read the
+//! things it cares about, rather than slowing every writer down. Nobody
+//! listening costs one failed `send`.
+
+use crate::id::ThingId;
+use crate::pointer::JsonPointer;
+use crate::policy::Timestamp;
+use serde_json::Value;
+
+/// Events kept for the slowest subscriber: at ~1 KiB each, a few MiB.
+pub const EVENT_BUFFER: usize = 4096;
+
+/// What a change did, as Ditto names its events: `…Created`,
+/// `…Modified`, `ThingMerged`, `…Deleted`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThingAction {
+    Created,
+    Modified,
+    Merged,
+    Deleted,
+}
+
+/// One committed change of a thing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThingEvent {
+    pub thing_id: ThingId,
+    /// The thing's revision after the change (a deletion counts one more).
+    pub revision: u64,
+    pub timestamp: Timestamp,
+    pub action: ThingAction,
+    /// The resource written, inside the thing (`/` for the thing itself,
+    /// `/features/lamp/properties/on`).
+    pub path: JsonPointer,
+    /// What was written there: the value of a PUT, the patch of a merge;
+    /// `None` for a deletion.
+    pub value: Option<Value>,
+}
