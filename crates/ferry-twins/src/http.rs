@@ -6,6 +6,7 @@
 //! routes see it, so this module only enforces.
 
 mod openapi;
+mod params;
 mod policies;
 mod reply;
 mod search;

@@ -8,6 +8,7 @@
 //! namespaces split at `,` with empty ones dropped. The rest is
 //! `service/search.rs`.
 
+use super::params::{self, Plus};
 use super::reply::{self, Reply};
 use crate::error::DittoError;
 use crate::service::search::SearchParams;
@@ -26,7 +27,7 @@ const FORM: &str = "application/x-www-form-urlencoded";
 
 pub async fn search_get(State(twins): Twin, caller: Who, RawQuery(query): RawQuery) -> Reply {
     let caller = super::caller(caller)?;
-    search(&twins, &caller, &Parameters::parse(query.as_deref().unwrap_or("").as_bytes())).await
+    search(&twins, &caller, &Parameters::parse(query.as_deref().unwrap_or("").as_bytes(), Plus::Literal)).await
 }
 
 pub async fn search_post(
@@ -41,7 +42,7 @@ pub async fn search_post(
 
 pub async fn count_get(State(twins): Twin, caller: Who, RawQuery(query): RawQuery) -> Reply {
     let caller = super::caller(caller)?;
-    count(&twins, &caller, &Parameters::parse(query.as_deref().unwrap_or("").as_bytes())).await
+    count(&twins, &caller, &Parameters::parse(query.as_deref().unwrap_or("").as_bytes(), Plus::Literal)).await
 }
 
 pub async fn count_post(State(twins): Twin, caller: Who, headers: HeaderMap, body: Bytes) -> Reply {
@@ -84,25 +85,15 @@ fn form(headers: &HeaderMap, body: &[u8]) -> Result<Parameters, DittoError> {
             format!("Allowed Media-Types are: <[{FORM}]>."),
         ));
     }
-    Ok(Parameters::parse(body))
+    Ok(Parameters::parse(body, Plus::Space))
 }
 
 /// A query string or form body, each name with its values in order.
 struct Parameters(Vec<(String, String)>);
 
 impl Parameters {
-    fn parse(text: &[u8]) -> Parameters {
-        Parameters(
-            text.split(|&b| b == b'&')
-                .filter(|pair| !pair.is_empty())
-                .map(|pair| {
-                    let mut parts = pair.splitn(2, |&b| b == b'=');
-                    let name = decode(parts.next().unwrap_or_default());
-                    let value = decode(parts.next().unwrap_or_default());
-                    (name, value)
-                })
-                .collect(),
-        )
+    fn parse(text: &[u8], plus: Plus) -> Parameters {
+        Parameters(params::pairs(text, plus))
     }
 
     fn all(&self, name: &str) -> Vec<&str> {
@@ -135,33 +126,6 @@ impl Parameters {
     }
 }
 
-/// `application/x-www-form-urlencoded` decoding: `+` is a space, `%XX` a
-/// byte; a `%` not followed by two hex digits stays as it is, and bytes
-/// that are not UTF-8 become U+FFFD.
-fn decode(text: &[u8]) -> String {
-    let mut out = Vec::with_capacity(text.len());
-    let mut i = 0;
-    while i < text.len() {
-        match text[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < text.len()
-                && hex(text[i + 1]).is_some()
-                && hex(text[i + 2]).is_some() =>
-            {
-                out.push(hex(text[i + 1]).unwrap() << 4 | hex(text[i + 2]).unwrap());
-                i += 2;
-            }
-            byte => out.push(byte),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(digit: u8) -> Option<u8> {
-    (digit as char).to_digit(16).map(|d| d as u8)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,14 +134,13 @@ mod tests {
     fn reads_parameters_as_dittos_gateway() {
         let p = Parameters::parse(
             b"filter=eq(attributes/a,%22x+y%22)&filter=exists(thingId)&option=size(2)&option=sort(%2BthingId)&namespaces=a,,b&namespaces=c&fields=thingId",
+            Plus::Space,
         );
         assert_eq!(p.filter().as_deref(), Some(r#"and(eq(attributes/a,"x y"),exists(thingId))"#));
         assert_eq!(p.joined("option").as_deref(), Some("size(2),sort(+thingId)"));
         assert_eq!(p.namespaces(), Some(vec!["a".into(), "b".into(), "c".into()]));
         assert_eq!(p.joined("fields").as_deref(), Some("thingId"));
-        assert_eq!(Parameters::parse(b"namespaces=").namespaces(), Some(vec![]));
-        assert_eq!(Parameters::parse(b"").filter(), None);
-        assert_eq!(decode(b"%zz%4"), "%zz%4");
-        assert_eq!(decode(b"%C3%A9"), "é");
+        assert_eq!(Parameters::parse(b"namespaces=", Plus::Literal).namespaces(), Some(vec![]));
+        assert_eq!(Parameters::parse(b"", Plus::Literal).filter(), None);
     }
 }

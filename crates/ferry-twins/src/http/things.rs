@@ -13,6 +13,7 @@
 //! answered once committed, which is the `twin-persisted` ack). A path no
 //! route matches is Pekko's plain-text 404, as in Ditto.
 
+use super::params::{self, Plus};
 use super::reply::{self, Reply};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
@@ -141,43 +142,9 @@ fn check_media_type(headers: &HeaderMap, merge_patch: bool) -> Result<(), DittoE
     }
 }
 
-/// The query's `name=value` pairs, form-decoded (`+` is a space, `%XX` a
-/// byte), in order; repeated names kept, as Ditto's `parameterList`.
+/// The query's `name=value` pairs (`+` is itself in a query string).
 fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
-    let decode = |text: &str| {
-        let bytes = text.as_bytes();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut i = 0;
-        while i < bytes.len() {
-            match bytes[i] {
-                b'+' => out.push(b' '),
-                b'%' if i + 2 < bytes.len() => {
-                    match std::str::from_utf8(&bytes[i + 1..i + 3])
-                        .ok()
-                        .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    {
-                        Some(byte) => {
-                            out.push(byte);
-                            i += 2;
-                        }
-                        None => out.push(b'%'),
-                    }
-                }
-                byte => out.push(byte),
-            }
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    };
-    query
-        .unwrap_or("")
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(name), decode(value))
-        })
-        .collect()
+    params::pairs(query.unwrap_or("").as_bytes(), Plus::Literal)
 }
 
 fn thing_id(text: &str) -> Result<ThingId, DittoError> {
