@@ -147,6 +147,22 @@ def test_ids_lists_readable_things_in_order(broker_factory, twin_store):
     _error(ditto.get("/things", params={"ids": "bad"}), 400, "things:id.invalid")
 
 
+def test_without_ids_the_list_is_a_search_of_everything_readable(broker_factory, twin_store):
+    ditto = _ditto(broker_factory({"twins": twin_store}))
+    for n in (3, 1, 2):
+        assert ditto.put(f"/things/org.eclipse.ditto:t{n}", {"attributes": {"n": n}}).status_code == 201
+    first = ditto.get("/things", params={"option": "size(2)", "fields": "thingId"})
+    assert first.status_code == 200, first.text
+    assert first.json() == [{"thingId": "org.eclipse.ditto:t1"}, {"thingId": "org.eclipse.ditto:t2"}]
+    assert 'rel="canonical"' in first.headers["Link"]
+    following = first.links["next"]["url"]
+    rest = ditto.session.get(ditto.base[: -len("/api/2")] + following
+                             if following.startswith("/") else following, timeout=10)
+    assert rest.status_code == 200, rest.text
+    assert [t["thingId"] for t in rest.json()] == ["org.eclipse.ditto:t3"]
+    assert "next" not in rest.links
+
+
 def test_fields_selection(broker_factory, twin_store):
     ditto = _ditto(broker_factory({"twins": twin_store}))
     assert ditto.put(T, LAMP).status_code == 201

@@ -18,6 +18,7 @@ use super::reply::{self, Reply};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
 use crate::id::ThingId;
+use crate::service::search::SearchParams;
 use crate::service::{Caller, Conditions, Refused, TagMatch, ThingWrite, ThingWritten, Twins};
 use crate::thing::{EntityTag, ThingBody, ThingResource, UNKNOWN_RESOURCE_BODY};
 use axum::body::Bytes;
@@ -157,6 +158,7 @@ pub async fn list(
     caller: Who,
     RawQuery(query): Params,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Reply {
     let caller = super::caller(caller)?;
     let params = query_pairs(query.as_deref());
@@ -168,7 +170,7 @@ pub async fn list(
         .filter(|id| !id.is_empty())
         .collect();
     if ids.is_empty() {
-        return Err(ids_missing());
+        return list_by_search(&twins, &caller, &params, &uri).await;
     }
     let ids = ids.into_iter().map(thing_id).collect::<Result<Vec<_>, _>>()?;
     let found = twins.retrieve_things(&caller, &ids, request.fields.as_ref()).await?;
@@ -178,14 +180,42 @@ pub async fn list(
 /// `GET /things` without `ids`: Ditto answers it with a search of the
 /// caller's things (`QueryThings`), which is the search API's; until that
 /// is wired here, the answer is Ditto's missing-parameter 400.
-fn ids_missing() -> DittoError {
-    DittoError::new(
-        400,
-        "things:query.missing",
-        "The query parameter 'ids' is missing.",
-        "Retrieve things by their ids with ?ids=<id1>,<id2> or search them with /api/2/search/things."
-            .to_string(),
-    )
+/// `GET /api/2/things` without `ids`: Ditto answers with a search of
+/// every thing the caller may read (`QueryThings` without a filter; a
+/// `filter` is for `/search/things` only), as a bare array, and points at
+/// the next page with a `Link` header (`ThingsRoute`).
+async fn list_by_search(
+    twins: &Twins,
+    caller: &Caller,
+    params: &[(String, String)],
+    uri: &Uri,
+) -> Reply {
+    let joined = |name: &str| {
+        let values: Vec<&str> =
+            params.iter().filter(|(key, _)| key == name).map(|(_, value)| value.as_str()).collect();
+        (!values.is_empty()).then(|| values.join(","))
+    };
+    let namespaces = joined("namespaces").map(|names| {
+        names.split(',').filter(|name| !name.is_empty()).map(str::to_owned).collect()
+    });
+    let (option, fields) = (joined("option"), joined("fields"));
+    let search = SearchParams {
+        filter: None,
+        option: option.as_deref(),
+        fields: fields.as_deref(),
+        namespaces,
+    };
+    let mut result = twins.search_things(caller, search).await?;
+    let items = result.get_mut("items").map(Value::take).unwrap_or(Value::Array(Vec::new()));
+    let mut response = reply::json(StatusCode::OK, &items);
+    let mut links = vec![format!("<{uri}>; rel=\"canonical\"")];
+    if let Some(cursor) = result.get("cursor").and_then(Value::as_str) {
+        links.push(format!("<{}?option=cursor({cursor})>; rel=\"next\"", uri.path()));
+    }
+    if let Ok(link) = HeaderValue::from_str(&links.join(", ")) {
+        response.headers_mut().insert(header::LINK, link);
+    }
+    Ok(response)
 }
 
 /// `POST /api/2/things[?namespace=…]`: a thing with a generated id.
