@@ -50,6 +50,7 @@ pub use label::Label;
 pub use resource::{Permission, Permissions, Resource, ResourceKey, Resources};
 pub use subject::{Subject, SubjectId, Subjects};
 pub use timestamp::Timestamp;
+pub(crate) use timestamp::civil_from_days;
 
 use crate::error::DittoError;
 use errors::wrong_type;

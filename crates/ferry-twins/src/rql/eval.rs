@@ -87,18 +87,8 @@ impl Placeholders for TimePlaceholders {
 /// Java's `Instant.toString`: fractions in groups of three digits, none
 /// when zero.
 fn iso_instant(secs: u64, nanos: u32) -> String {
-    let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
-    // Howard Hinnant's days-to-civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::policy::civil_from_days((secs / 86_400) as i64);
     let fraction = if nanos == 0 {
         String::new()
     } else if nanos.is_multiple_of(1_000_000) {
