@@ -9,7 +9,7 @@
 //! connections, each of which pipelines the queries given to it.
 //! Durability is the server's (`synchronous_commit`, on by default).
 
-use super::index::{self, Entry};
+use super::index::{self, Entry, Leaf};
 use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_COLUMNS};
 use super::search::{Found, SearchRequest};
 use super::{check_expectation, PolicyRecord, StoreError, ThingRecord, Write};
@@ -324,11 +324,10 @@ async fn apply(client: &mut impl GenericClient, write: &Write) -> Result<(), Sto
                         )
                         .await
                         .map_err(backend)?;
-                    client
-                        .execute("DELETE FROM thing_index WHERE thing = $1", &[&seq])
-                        .await
-                        .map_err(backend)?;
-                    seq
+                    let old = index_rows(client, seq).await?;
+                    let (removed, added) = index::changes(old, index::entries(&record.doc));
+                    delete_index_rows(client, seq, &removed).await?;
+                    return insert_index(client, seq, &added).await;
                 }
                 None => client
                     .query_one(
@@ -385,6 +384,66 @@ async fn apply(client: &mut impl GenericClient, write: &Write) -> Result<(), Sto
             Ok(())
         }
     }
+}
+
+/// The index rows of the thing `seq`, each named by itself: the table
+/// has no row key, and one row of each removed entry is deleted by value.
+async fn index_rows(
+    client: &mut impl GenericClient,
+    seq: i64,
+) -> Result<Vec<(Entry, Entry)>, StoreError> {
+    let rows = client
+        .query("SELECT path, wildcard_path, kind, num, str FROM thing_index WHERE thing = $1", &[&seq])
+        .await
+        .map_err(backend)?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let entry = Entry {
+                path: row.get(0),
+                wildcard_path: row.get(1),
+                value: Leaf::from_columns(row.get(2), row.get(3), row.get(4)),
+            };
+            (entry.clone(), entry)
+        })
+        .collect())
+}
+
+/// Deletes one row of each of `entries` (a leaf repeated in an array has
+/// one row per occurrence).
+async fn delete_index_rows(
+    client: &mut impl GenericClient,
+    seq: i64,
+    entries: &[Entry],
+) -> Result<(), StoreError> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let delete = client
+        .prepare(
+            "DELETE FROM thing_index WHERE ctid = (SELECT ctid FROM thing_index WHERE thing = $1 \
+             AND path = $2 AND wildcard_path IS NOT DISTINCT FROM $3 AND kind = $4 \
+             AND num IS NOT DISTINCT FROM $5 AND str IS NOT DISTINCT FROM $6 LIMIT 1)",
+        )
+        .await
+        .map_err(backend)?;
+    for entry in entries {
+        client
+            .execute(
+                &delete,
+                &[
+                    &seq,
+                    &entry.path,
+                    &entry.wildcard_path,
+                    &entry.value.kind(),
+                    &entry.value.number(),
+                    &entry.value.string(),
+                ],
+            )
+            .await
+            .map_err(backend)?;
+    }
+    Ok(())
 }
 
 async fn insert_index(

@@ -17,7 +17,7 @@
 //! process (`kill -9`) but may lose the last commits in a power cut, in
 //! exchange for fewer fsyncs. The broker's `fsync` setting picks one.
 
-use super::index::{self, Entry};
+use super::index::{self, Entry, Leaf};
 use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_COLUMNS};
 use super::search::{Found, SearchRequest};
 use super::{check_expectation, PolicyRecord, StoreError, ThingRecord, Write};
@@ -324,10 +324,15 @@ fn apply(transaction: &Transaction<'_>, write: &Write) -> Result<(), StoreError>
                             params![seq, record.policy_id, record.revision, record.modified, doc],
                         )
                         .map_err(backend)?;
-                    transaction
-                        .execute("DELETE FROM thing_index WHERE thing = ?1", [seq])
+                    let old = index_rows(transaction, seq)?;
+                    let (removed, added) = index::changes(old, index::entries(&record.doc));
+                    let mut delete = transaction
+                        .prepare_cached("DELETE FROM thing_index WHERE rowid = ?1")
                         .map_err(backend)?;
-                    seq
+                    for row in removed {
+                        delete.execute([row]).map_err(backend)?;
+                    }
+                    return insert_index(transaction, seq, &added);
                 }
                 None => {
                     transaction
@@ -380,6 +385,28 @@ fn apply(transaction: &Transaction<'_>, write: &Write) -> Result<(), StoreError>
             Ok(())
         }
     }
+}
+
+/// The index rows of the thing `seq`, with their row ids.
+fn index_rows(transaction: &Transaction<'_>, seq: i64) -> Result<Vec<(i64, Entry)>, StoreError> {
+    let mut select = transaction
+        .prepare_cached(
+            "SELECT rowid, path, wildcard_path, kind, num, str FROM thing_index WHERE thing = ?1",
+        )
+        .map_err(backend)?;
+    let rows = select
+        .query_map([seq], |row| {
+            Ok((
+                row.get(0)?,
+                Entry {
+                    path: row.get(1)?,
+                    wildcard_path: row.get(2)?,
+                    value: Leaf::from_columns(row.get(3)?, row.get(4)?, row.get(5)?),
+                },
+            ))
+        })
+        .map_err(backend)?;
+    rows.collect::<Result<_, _>>().map_err(backend)
 }
 
 fn insert_index(
