@@ -49,8 +49,8 @@ pub use entry::{Importable, PolicyEntry};
 pub use label::Label;
 pub use resource::{Permission, Permissions, Resource, ResourceKey, Resources};
 pub use subject::{Subject, SubjectId, Subjects};
-pub use timestamp::Timestamp;
 pub(crate) use timestamp::civil_from_days;
+pub use timestamp::Timestamp;
 
 use crate::error::DittoError;
 use errors::wrong_type;

@@ -14,28 +14,116 @@ pub(super) struct Route {
 
 /// Every route under `/api/2`, in the order the document lists them.
 pub(super) const ROUTES: &[Route] = &[
-    Route { path: "/api/2/things", methods: &["get", "post"], summary: "Things by id (`ids=`), or a new thing with a generated id" },
-    Route { path: "/api/2/things/{thingId}", methods: &["get", "put", "patch", "delete"], summary: "A thing" },
-    Route { path: "/api/2/things/{thingId}/policyId", methods: &["get", "put"], summary: "The id of the thing's policy" },
-    Route { path: "/api/2/things/{thingId}/definition", methods: &["get", "put", "patch", "delete"], summary: "The thing's definition" },
-    Route { path: "/api/2/things/{thingId}/attributes", methods: &["get", "put", "patch", "delete"], summary: "All attributes" },
-    Route { path: "/api/2/things/{thingId}/attributes/{attributePath}", methods: &["get", "put", "patch", "delete"], summary: "One attribute, at any depth" },
-    Route { path: "/api/2/things/{thingId}/features", methods: &["get", "put", "patch", "delete"], summary: "All features" },
-    Route { path: "/api/2/things/{thingId}/features/{featureId}", methods: &["get", "put", "patch", "delete"], summary: "One feature" },
-    Route { path: "/api/2/things/{thingId}/features/{featureId}/definition", methods: &["get", "put", "patch", "delete"], summary: "A feature's definition" },
-    Route { path: "/api/2/things/{thingId}/features/{featureId}/properties", methods: &["get", "put", "patch", "delete"], summary: "A feature's properties" },
-    Route { path: "/api/2/things/{thingId}/features/{featureId}/properties/{propertyPath}", methods: &["get", "put", "patch", "delete"], summary: "One property, at any depth" },
-    Route { path: "/api/2/things/{thingId}/features/{featureId}/desiredProperties", methods: &["get", "put", "patch", "delete"], summary: "A feature's desired properties" },
-    Route { path: "/api/2/things/{thingId}/features/{featureId}/desiredProperties/{propertyPath}", methods: &["get", "put", "patch", "delete"], summary: "One desired property, at any depth" },
-    Route { path: "/api/2/policies/{policyId}", methods: &["get", "put", "delete"], summary: "A policy" },
-    Route { path: "/api/2/policies/{policyId}/entries", methods: &["get", "put"], summary: "All entries of a policy" },
-    Route { path: "/api/2/policies/{policyId}/entries/{label}", methods: &["get", "put", "delete"], summary: "One entry" },
-    Route { path: "/api/2/policies/{policyId}/entries/{label}/subjects", methods: &["get", "put"], summary: "An entry's subjects" },
-    Route { path: "/api/2/policies/{policyId}/entries/{label}/subjects/{subjectId}", methods: &["get", "put", "delete"], summary: "One subject" },
-    Route { path: "/api/2/policies/{policyId}/entries/{label}/resources", methods: &["get", "put"], summary: "An entry's resources" },
-    Route { path: "/api/2/policies/{policyId}/entries/{label}/resources/{resourcePath}", methods: &["get", "put", "delete"], summary: "One resource (`thing:/…`, `policy:/…`, `message:/…`)" },
-    Route { path: "/api/2/search/things", methods: &["get", "post"], summary: "Things matching an RQL filter, paged (POST: the same parameters as a form)" },
-    Route { path: "/api/2/search/things/count", methods: &["get", "post"], summary: "How many things match an RQL filter" },
+    Route {
+        path: "/api/2/things",
+        methods: &["get", "post"],
+        summary: "Things by id (`ids=`), or a new thing with a generated id",
+    },
+    Route {
+        path: "/api/2/things/{thingId}",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "A thing",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/policyId",
+        methods: &["get", "put"],
+        summary: "The id of the thing's policy",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/definition",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "The thing's definition",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/attributes",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "All attributes",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/attributes/{attributePath}",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "One attribute, at any depth",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/features",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "All features",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/features/{featureId}",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "One feature",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/features/{featureId}/definition",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "A feature's definition",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/features/{featureId}/properties",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "A feature's properties",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/features/{featureId}/properties/{propertyPath}",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "One property, at any depth",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/features/{featureId}/desiredProperties",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "A feature's desired properties",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/features/{featureId}/desiredProperties/{propertyPath}",
+        methods: &["get", "put", "patch", "delete"],
+        summary: "One desired property, at any depth",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}",
+        methods: &["get", "put", "delete"],
+        summary: "A policy",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}/entries",
+        methods: &["get", "put"],
+        summary: "All entries of a policy",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}/entries/{label}",
+        methods: &["get", "put", "delete"],
+        summary: "One entry",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}/entries/{label}/subjects",
+        methods: &["get", "put"],
+        summary: "An entry's subjects",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}/entries/{label}/subjects/{subjectId}",
+        methods: &["get", "put", "delete"],
+        summary: "One subject",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}/entries/{label}/resources",
+        methods: &["get", "put"],
+        summary: "An entry's resources",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}/entries/{label}/resources/{resourcePath}",
+        methods: &["get", "put", "delete"],
+        summary: "One resource (`thing:/…`, `policy:/…`, `message:/…`)",
+    },
+    Route {
+        path: "/api/2/search/things",
+        methods: &["get", "post"],
+        summary: "Things matching an RQL filter, paged (POST: the same parameters as a form)",
+    },
+    Route {
+        path: "/api/2/search/things/count",
+        methods: &["get", "post"],
+        summary: "How many things match an RQL filter",
+    },
     Route { path: "/api/2/openapi.json", methods: &["get"], summary: "This document" },
 ];
 
@@ -82,19 +170,16 @@ pub(super) fn document() -> Value {
 
 fn operation(route: &Route, method: &str) -> Value {
     let mut parameters: Vec<Value> = path_parameters(route.path);
-    let query = |name: &str, description: &str| {
-        json!({"name": name, "in": "query", "required": false, "schema": {"type": "string"}, "description": description})
-    };
-    let header = |name: &str, description: &str| {
-        json!({"name": name, "in": "header", "required": false, "schema": {"type": "string"}, "description": description})
-    };
+    let query = |name: &str, description: &str| json!({"name": name, "in": "query", "required": false, "schema": {"type": "string"}, "description": description});
+    let header = |name: &str, description: &str| json!({"name": name, "in": "header", "required": false, "schema": {"type": "string"}, "description": description});
     let is_search = route.path.starts_with("/api/2/search");
     let is_thing = route.path.starts_with("/api/2/things/");
     if is_search {
         parameters.push(query("filter", "An RQL filter"));
         parameters.push(query("namespaces", "Comma-separated namespaces to search in"));
         if !route.path.ends_with("/count") {
-            parameters.push(query("option", "sort(+a,-b), size(n), cursor(…), limit(offset,count)"));
+            parameters
+                .push(query("option", "sort(+a,-b), size(n), cursor(…), limit(offset,count)"));
             parameters.push(query("fields", "The fields of each thing to return"));
         }
     } else if route.path == "/api/2/things" {
@@ -106,7 +191,10 @@ fn operation(route: &Route, method: &str) -> Value {
         }
     } else if is_thing {
         if method == "get" {
-            parameters.push(query("fields", "The fields to return, e.g. attributes/location,features/*/properties"));
+            parameters.push(query(
+                "fields",
+                "The fields to return, e.g. attributes/location,features/*/properties",
+            ));
         }
         parameters.push(query("condition", "An RQL condition the thing must meet (412 otherwise)"));
         parameters.push(header("If-Match", "An entity tag, or *"));
@@ -130,7 +218,10 @@ fn operation(route: &Route, method: &str) -> Value {
             responses.insert("201".into(), json!({"description": "Created; Location names the thing", "content": {"application/json": {}}}));
         }
         "post" => {
-            responses.insert("200".into(), json!({"description": "As the GET form", "content": {"application/json": {}}}));
+            responses.insert(
+                "200".into(),
+                json!({"description": "As the GET form", "content": {"application/json": {}}}),
+            );
         }
         _ => {
             responses.insert("204".into(), json!({"description": "Done"}));
@@ -139,13 +230,16 @@ fn operation(route: &Route, method: &str) -> Value {
     for status in ["400", "401", "403", "404", "412", "413"] {
         responses.insert(status.into(), error.clone());
     }
-    let mut operation = json!({"summary": route.summary, "parameters": parameters, "responses": responses});
+    let mut operation =
+        json!({"summary": route.summary, "parameters": parameters, "responses": responses});
     if matches!(method, "put" | "patch") || (method == "post" && route.path == "/api/2/things") {
-        let content_type = if method == "patch" { "application/merge-patch+json" } else { "application/json" };
+        let content_type =
+            if method == "patch" { "application/merge-patch+json" } else { "application/json" };
         operation["requestBody"] = json!({"required": true, "content": {content_type: {}}});
     }
     if method == "post" && is_search {
-        operation["requestBody"] = json!({"required": false, "content": {"application/x-www-form-urlencoded": {}}});
+        operation["requestBody"] =
+            json!({"required": false, "content": {"application/x-www-form-urlencoded": {}}});
     }
     operation
 }

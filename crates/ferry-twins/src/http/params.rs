@@ -30,6 +30,44 @@ pub(super) fn pairs(text: &[u8], plus: Plus) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A query string or form body, each name with its values in order.
+pub(super) struct Parameters(pub(super) Vec<(String, String)>);
+
+impl Parameters {
+    pub(super) fn parse(text: &[u8], plus: Plus) -> Parameters {
+        Parameters(pairs(text, plus))
+    }
+
+    fn all(&self, name: &str) -> Vec<&str> {
+        self.0.iter().filter(|(n, _)| n == name).map(|(_, v)| v.as_str()).collect()
+    }
+
+    /// Ditto's `calculateFilter`: `and(…)` of every `filter` given.
+    pub(super) fn filter(&self) -> Option<String> {
+        let filters = self.all("filter");
+        (!filters.is_empty()).then(|| format!("and({})", filters.join(",")))
+    }
+
+    /// `option` and `fields`: every value given, joined with `,`.
+    pub(super) fn joined(&self, name: &str) -> Option<String> {
+        let values = self.all(name);
+        (!values.is_empty()).then(|| values.join(","))
+    }
+
+    /// Ditto's `calculateNamespaces`: `None` when none is given.
+    pub(super) fn namespaces(&self) -> Option<Vec<String>> {
+        let given = self.all("namespaces");
+        (!given.is_empty()).then(|| {
+            given
+                .iter()
+                .flat_map(|text| text.split(','))
+                .filter(|namespace| !namespace.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+    }
+}
+
 fn decode(text: &[u8], plus: Plus) -> String {
     let mut out = Vec::with_capacity(text.len());
     let mut i = 0;
@@ -60,7 +98,8 @@ mod tests {
 
     #[test]
     fn a_plus_is_itself_in_a_query_and_a_space_in_a_form() {
-        let query = pairs(b"option=sort(+thingId)&filter=eq(a,%22x%2By%22)&bad=%zz%4", Plus::Literal);
+        let query =
+            pairs(b"option=sort(+thingId)&filter=eq(a,%22x%2By%22)&bad=%zz%4", Plus::Literal);
         assert_eq!(
             query,
             [

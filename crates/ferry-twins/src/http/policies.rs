@@ -18,7 +18,11 @@ pub async fn retrieve(twins: Twin, caller: Who, Path(id): Path<String>) -> Reply
     read(twins, caller, &id, "").await
 }
 
-pub async fn retrieve_part(twins: Twin, caller: Who, Path((id, rest)): Path<(String, String)>) -> Reply {
+pub async fn retrieve_part(
+    twins: Twin,
+    caller: Who,
+    Path((id, rest)): Path<(String, String)>,
+) -> Reply {
     read(twins, caller, &id, &rest).await
 }
 
@@ -48,7 +52,11 @@ pub async fn delete(twins: Twin, caller: Who, Path(id): Path<String>) -> Reply {
     remove(twins, caller, &id, "").await
 }
 
-pub async fn delete_part(twins: Twin, caller: Who, Path((id, rest)): Path<(String, String)>) -> Reply {
+pub async fn delete_part(
+    twins: Twin,
+    caller: Who,
+    Path((id, rest)): Path<(String, String)>,
+) -> Reply {
     remove(twins, caller, &id, &rest).await
 }
 

@@ -8,7 +8,7 @@
 //! namespaces split at `,` with empty ones dropped. The rest is
 //! `service/search.rs`.
 
-use super::params::{self, Plus};
+use super::params::{Parameters, Plus};
 use super::reply::{self, Reply};
 use crate::error::DittoError;
 use crate::service::search::SearchParams;
@@ -27,7 +27,12 @@ const FORM: &str = "application/x-www-form-urlencoded";
 
 pub async fn search_get(State(twins): Twin, caller: Who, RawQuery(query): RawQuery) -> Reply {
     let caller = super::caller(caller)?;
-    search(&twins, &caller, &Parameters::parse(query.as_deref().unwrap_or("").as_bytes(), Plus::Literal)).await
+    search(
+        &twins,
+        &caller,
+        &Parameters::parse(query.as_deref().unwrap_or("").as_bytes(), Plus::Literal),
+    )
+    .await
 }
 
 pub async fn search_post(
@@ -42,7 +47,12 @@ pub async fn search_post(
 
 pub async fn count_get(State(twins): Twin, caller: Who, RawQuery(query): RawQuery) -> Reply {
     let caller = super::caller(caller)?;
-    count(&twins, &caller, &Parameters::parse(query.as_deref().unwrap_or("").as_bytes(), Plus::Literal)).await
+    count(
+        &twins,
+        &caller,
+        &Parameters::parse(query.as_deref().unwrap_or("").as_bytes(), Plus::Literal),
+    )
+    .await
 }
 
 pub async fn count_post(State(twins): Twin, caller: Who, headers: HeaderMap, body: Bytes) -> Reply {
@@ -86,44 +96,6 @@ fn form(headers: &HeaderMap, body: &[u8]) -> Result<Parameters, DittoError> {
         ));
     }
     Ok(Parameters::parse(body, Plus::Space))
-}
-
-/// A query string or form body, each name with its values in order.
-struct Parameters(Vec<(String, String)>);
-
-impl Parameters {
-    fn parse(text: &[u8], plus: Plus) -> Parameters {
-        Parameters(params::pairs(text, plus))
-    }
-
-    fn all(&self, name: &str) -> Vec<&str> {
-        self.0.iter().filter(|(n, _)| n == name).map(|(_, v)| v.as_str()).collect()
-    }
-
-    /// Ditto's `calculateFilter`: `and(…)` of every `filter` given.
-    fn filter(&self) -> Option<String> {
-        let filters = self.all("filter");
-        (!filters.is_empty()).then(|| format!("and({})", filters.join(",")))
-    }
-
-    /// `option` and `fields`: every value given, joined with `,`.
-    fn joined(&self, name: &str) -> Option<String> {
-        let values = self.all(name);
-        (!values.is_empty()).then(|| values.join(","))
-    }
-
-    /// Ditto's `calculateNamespaces`: `None` when none is given.
-    fn namespaces(&self) -> Option<Vec<String>> {
-        let given = self.all("namespaces");
-        (!given.is_empty()).then(|| {
-            given
-                .iter()
-                .flat_map(|text| text.split(','))
-                .filter(|namespace| !namespace.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //! answered once committed, which is the `twin-persisted` ack). A path no
 //! route matches is Pekko's plain-text 404, as in Ditto.
 
-use super::params::{self, Plus};
+use super::params::{self, Parameters, Plus};
 use super::reply::{self, Reply};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
@@ -190,20 +190,13 @@ async fn list_by_search(
     params: &[(String, String)],
     uri: &Uri,
 ) -> Reply {
-    let joined = |name: &str| {
-        let values: Vec<&str> =
-            params.iter().filter(|(key, _)| key == name).map(|(_, value)| value.as_str()).collect();
-        (!values.is_empty()).then(|| values.join(","))
-    };
-    let namespaces = joined("namespaces").map(|names| {
-        names.split(',').filter(|name| !name.is_empty()).map(str::to_owned).collect()
-    });
-    let (option, fields) = (joined("option"), joined("fields"));
+    let params = Parameters(params.to_vec());
+    let (option, fields) = (params.joined("option"), params.joined("fields"));
     let search = SearchParams {
         filter: None,
         option: option.as_deref(),
         fields: fields.as_deref(),
-        namespaces,
+        namespaces: params.namespaces(),
     };
     let mut result = twins.search_things(caller, search).await?;
     let items = result.get_mut("items").map(Value::take).unwrap_or(Value::Array(Vec::new()));

@@ -71,9 +71,7 @@ impl PolicyResource {
             PolicyResource::Entries => JsonPointer::from_levels(["entries"]),
             PolicyResource::Entry(label) => entry(label),
             PolicyResource::Subjects(label) => entry(label).child("subjects"),
-            PolicyResource::Subject(label, id) => {
-                entry(label).child("subjects").child(id.as_str())
-            }
+            PolicyResource::Subject(label, id) => entry(label).child("subjects").child(id.as_str()),
             PolicyResource::Resources(label) => entry(label).child("resources"),
             PolicyResource::Resource(label, key) => {
                 entry(label).child("resources").child(key.to_string())
@@ -156,10 +154,8 @@ impl Twins {
         policy_id: &str,
         resource: &PolicyResource,
     ) -> Result<Retrieved, DittoError> {
-        let cached = self
-            .policy(policy_id)
-            .await?
-            .ok_or_else(|| DittoError::policy_not_found(policy_id))?;
+        let cached =
+            self.policy(policy_id).await?.ok_or_else(|| DittoError::policy_not_found(policy_id))?;
         let who = cached.enforcer.caller(&caller.subjects, Timestamp::now());
         let pointer = resource.pointer();
         if !who.has_permission_on_any_level_below("policy", &pointer, Permission::Read) {
@@ -232,7 +228,9 @@ impl Twins {
             let mut policy = current.clone();
             match resource {
                 PolicyResource::Entry(label) => policy.delete_entry(label, limits, now)?,
-                PolicyResource::Subject(label, id) => policy.delete_subject(label, id, limits, now)?,
+                PolicyResource::Subject(label, id) => {
+                    policy.delete_subject(label, id, limits, now)?
+                }
                 PolicyResource::Resource(label, key) => {
                     policy.delete_resource(label, key, limits, now)?
                 }
@@ -246,7 +244,11 @@ impl Twins {
         .map(|_| ())
     }
 
-    async fn delete_whole_policy(&self, caller: &Caller, policy_id: &str) -> Result<(), DittoError> {
+    async fn delete_whole_policy(
+        &self,
+        caller: &Caller,
+        policy_id: &str,
+    ) -> Result<(), DittoError> {
         let _lock = self.write_lock("policy", policy_id).await;
         for _ in 0..CONFLICT_RETRIES {
             let cached = self
@@ -330,7 +332,8 @@ impl Twins {
                 Ok(()) => {
                     let value = resource.read(&policy).unwrap_or(Value::Null);
                     let enforcer = Enforcer::compile(&policy);
-                    self.policies.insert(policy_id.to_owned(), Arc::new(CachedPolicy { policy, enforcer }));
+                    self.policies
+                        .insert(policy_id.to_owned(), Arc::new(CachedPolicy { policy, enforcer }));
                     return Ok((written, value));
                 }
                 Err(StoreError::Conflict { .. }) => {

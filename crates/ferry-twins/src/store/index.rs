@@ -222,7 +222,8 @@ mod tests {
     fn a_change_touches_only_the_rows_that_differ() {
         let before = json!({"attributes": {"a": 1, "b": "x", "tags": ["t", "t"]}});
         let after = json!({"attributes": {"a": 2, "b": "x", "tags": ["t"]}});
-        let old: Vec<(i64, Entry)> = entries(&before).into_iter().zip(10..).map(|(e, r)| (r, e)).collect();
+        let old: Vec<(i64, Entry)> =
+            entries(&before).into_iter().zip(10..).map(|(e, r)| (r, e)).collect();
         let (mut removed, added) = changes(old, entries(&after));
         removed.sort_unstable();
         // a's row (10) and one of the two "t" rows (12 or 13) go; a = 2 comes.
@@ -236,8 +237,15 @@ mod tests {
 
     #[test]
     fn leaves_come_back_from_their_columns() {
-        for leaf in [Leaf::Null, Leaf::Bool(true), Leaf::Bool(false), Leaf::Number(2.5), Leaf::String("s".into())] {
-            let back = Leaf::from_columns(leaf.kind(), leaf.number(), leaf.string().map(str::to_owned));
+        for leaf in [
+            Leaf::Null,
+            Leaf::Bool(true),
+            Leaf::Bool(false),
+            Leaf::Number(2.5),
+            Leaf::String("s".into()),
+        ] {
+            let back =
+                Leaf::from_columns(leaf.kind(), leaf.number(), leaf.string().map(str::to_owned));
             assert_eq!(back, leaf);
         }
     }

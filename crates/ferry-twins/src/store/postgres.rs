@@ -393,7 +393,10 @@ async fn index_rows(
     seq: i64,
 ) -> Result<Vec<(Entry, Entry)>, StoreError> {
     let rows = client
-        .query("SELECT path, wildcard_path, kind, num, str FROM thing_index WHERE thing = $1", &[&seq])
+        .query(
+            "SELECT path, wildcard_path, kind, num, str FROM thing_index WHERE thing = $1",
+            &[&seq],
+        )
         .await
         .map_err(backend)?;
     Ok(rows
@@ -416,34 +419,15 @@ async fn delete_index_rows(
     seq: i64,
     entries: &[Entry],
 ) -> Result<(), StoreError> {
-    if entries.is_empty() {
-        return Ok(());
-    }
-    let delete = client
-        .prepare(
-            "DELETE FROM thing_index WHERE ctid = (SELECT ctid FROM thing_index WHERE thing = $1 \
-             AND path = $2 AND wildcard_path IS NOT DISTINCT FROM $3 AND kind = $4 \
-             AND num IS NOT DISTINCT FROM $5 AND str IS NOT DISTINCT FROM $6 LIMIT 1)",
-        )
-        .await
-        .map_err(backend)?;
-    for entry in entries {
-        client
-            .execute(
-                &delete,
-                &[
-                    &seq,
-                    &entry.path,
-                    &entry.wildcard_path,
-                    &entry.value.kind(),
-                    &entry.value.number(),
-                    &entry.value.string(),
-                ],
-            )
-            .await
-            .map_err(backend)?;
-    }
-    Ok(())
+    for_each_entry(
+        client,
+        "DELETE FROM thing_index WHERE ctid = (SELECT ctid FROM thing_index WHERE thing = $1 \
+         AND path = $2 AND wildcard_path IS NOT DISTINCT FROM $3 AND kind = $4 \
+         AND num IS NOT DISTINCT FROM $5 AND str IS NOT DISTINCT FROM $6 LIMIT 1)",
+        seq,
+        entries,
+    )
+    .await
 }
 
 async fn insert_index(
@@ -451,19 +435,31 @@ async fn insert_index(
     seq: i64,
     entries: &[Entry],
 ) -> Result<(), StoreError> {
+    for_each_entry(
+        client,
+        "INSERT INTO thing_index (thing, path, wildcard_path, kind, num, str) VALUES ($1, $2, $3, $4, $5, $6)",
+        seq,
+        entries,
+    )
+    .await
+}
+
+/// Runs `statement`, whose parameters are a thing's `seq` and an index
+/// row's columns, once for each of `entries`.
+async fn for_each_entry(
+    client: &mut impl GenericClient,
+    statement: &str,
+    seq: i64,
+    entries: &[Entry],
+) -> Result<(), StoreError> {
     if entries.is_empty() {
         return Ok(());
     }
-    let insert = client
-        .prepare(
-            "INSERT INTO thing_index (thing, path, wildcard_path, kind, num, str) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .await
-        .map_err(backend)?;
+    let statement = client.prepare(statement).await.map_err(backend)?;
     for entry in entries {
         client
             .execute(
-                &insert,
+                &statement,
                 &[
                     &seq,
                     &entry.path,
