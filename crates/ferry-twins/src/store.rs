@@ -71,10 +71,65 @@ pub enum Expect {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Write {
-    Thing { record: ThingRecord, expect: Expect },
-    DeleteThing { id: String, expect: Expect },
-    Policy { record: PolicyRecord, expect: Expect },
-    DeletePolicy { id: String, expect: Expect },
+    Thing {
+        record: ThingRecord,
+        expect: Expect,
+    },
+    DeleteThing {
+        id: String,
+        expect: Expect,
+    },
+    Policy {
+        record: PolicyRecord,
+        expect: Expect,
+    },
+    DeletePolicy {
+        id: String,
+        expect: Expect,
+    },
+    /// An entry of the event journal, in the group of the change it
+    /// records, so that the journal holds exactly what was committed.
+    Event(EventRecord),
+    /// Removes the oldest journal entries from before `before` (Unix
+    /// seconds), at most [`PRUNE_BATCH`] of them.
+    PruneEvents {
+        before: i64,
+    },
+}
+
+/// One committed change of a thing as the event journal keeps it, for
+/// streams that resume where they left off (`service/journal.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    pub thing_id: String,
+    /// The thing's policy when the change was made: who may see it.
+    pub policy_id: Option<String>,
+    pub revision: u64,
+    /// RFC 3339, UTC, as the thing's `_modified`.
+    pub timestamp: String,
+    /// `timestamp` in Unix seconds: what pruning compares, since the text
+    /// of an instant does not sort (`…:00Z` after `…:00.5Z`).
+    pub at: i64,
+    /// `created`, `modified`, `merged` or `deleted`.
+    pub action: String,
+    /// The resource changed, a JSON pointer into the thing.
+    pub path: String,
+    /// What was written there; `None` for a deletion.
+    pub value: Option<Arc<Value>>,
+}
+
+/// Journal entries one prune removes at most: one prune is one write
+/// transaction, and the writer serves every change, so it stays short.
+pub const PRUNE_BATCH: u64 = 10_000;
+
+/// What a commit did beyond writing: where its journal entries landed
+/// and how many old ones it pruned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// The sequence number of each `Write::Event`, in order: store-wide,
+    /// increasing in commit order, never reused.
+    pub events: Vec<u64>,
+    pub pruned: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,9 +184,28 @@ pub enum Store {
 impl Store {
     /// Writes each group all or nothing, in order.
     pub async fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        self.commit_journaled(writes).await.map(drop)
+    }
+
+    /// [`Store::commit`], answering where the group's journal entries
+    /// landed and how many it pruned.
+    pub async fn commit_journaled(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
         match self {
             Store::Sqlite(store) => store.commit(writes).await,
             Store::Postgres(store) => store.commit(writes).await,
+        }
+    }
+
+    /// Journal entries after sequence number `after`, oldest first, at
+    /// most `limit`.
+    pub async fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, EventRecord)>, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.events_after(after, limit).await,
+            Store::Postgres(store) => store.events_after(after, limit).await,
         }
     }
 

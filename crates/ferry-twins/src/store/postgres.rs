@@ -12,7 +12,10 @@
 use super::index::{self, Entry, Leaf};
 use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_COLUMNS};
 use super::search::{Found, SearchRequest};
-use super::{check_expectation, PolicyRecord, StoreError, ThingRecord, Write};
+use super::{
+    check_expectation, Committed, EventRecord, PolicyRecord, StoreError, ThingRecord, Write,
+    PRUNE_BATCH,
+};
 use crate::rql::{Filter, TimePlaceholders};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -74,11 +77,23 @@ CREATE TABLE IF NOT EXISTS policies (
     modified TEXT NOT NULL,
     doc TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS thing_events (
+    seq BIGSERIAL PRIMARY KEY,
+    thing_id TEXT NOT NULL,
+    policy_id TEXT,
+    revision BIGINT NOT NULL,
+    timestamp TEXT NOT NULL,
+    at BIGINT NOT NULL,
+    action TEXT NOT NULL,
+    path TEXT NOT NULL,
+    value TEXT
+);
+CREATE INDEX IF NOT EXISTS thing_events_at ON thing_events (at);
 ";
 
 struct Job {
     writes: Vec<Write>,
-    done: oneshot::Sender<Result<(), StoreError>>,
+    done: oneshot::Sender<Result<Committed, StoreError>>,
 }
 
 pub struct PostgresStore {
@@ -102,7 +117,7 @@ impl PostgresStore {
         Ok(PostgresStore { jobs, readers, next_reader: AtomicUsize::new(0) })
     }
 
-    pub async fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+    pub async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
         let (done, answer) = oneshot::channel();
         self.jobs.send(Job { writes, done }).await.map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
@@ -139,6 +154,38 @@ impl PostgresStore {
             })
         })
         .transpose()
+    }
+
+    pub async fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, EventRecord)>, StoreError> {
+        let rows = self
+            .reader()
+            .query(
+                "SELECT seq, thing_id, policy_id, revision, timestamp, at, action, path, value \
+                 FROM thing_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+                &[&revision_to(after), &i64::try_from(limit).unwrap_or(i64::MAX)],
+            )
+            .await
+            .map_err(backend)?;
+        rows.iter()
+            .map(|row| {
+                let value = row.get::<_, Option<&str>>(8).map(parse_doc).transpose()?;
+                let record = EventRecord {
+                    thing_id: row.get(1),
+                    policy_id: row.get(2),
+                    revision: revision_from(row.get(3)),
+                    timestamp: row.get(4),
+                    at: row.get(5),
+                    action: row.get(6),
+                    path: row.get(7),
+                    value: value.map(Arc::new),
+                };
+                Ok((revision_from(row.get(0)), record))
+            })
+            .collect()
     }
 
     /// The things a search selects (`search.rs`), in one statement on a
@@ -234,7 +281,8 @@ fn backend(error: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(error.to_string())
 }
 
-/// PostgreSQL has no unsigned integers; revisions never reach 2^63.
+/// PostgreSQL has no unsigned integers; revisions and journal sequence
+/// numbers never reach 2^63.
 fn revision_to(revision: u64) -> i64 {
     i64::try_from(revision).unwrap_or(i64::MAX)
 }
@@ -276,7 +324,7 @@ async fn write_loop(mut client: Client, mut queue: mpsc::Receiver<Job>) {
     }
 }
 
-async fn commit_jobs(client: &mut Client, jobs: &[Job]) -> Vec<Result<(), StoreError>> {
+async fn commit_jobs(client: &mut Client, jobs: &[Job]) -> Vec<Result<Committed, StoreError>> {
     let mut transaction = match client.transaction().await {
         Ok(transaction) => transaction,
         Err(error) => return jobs.iter().map(|_| Err(backend(&error))).collect(),
@@ -286,14 +334,15 @@ async fn commit_jobs(client: &mut Client, jobs: &[Job]) -> Vec<Result<(), StoreE
         let result = match transaction.savepoint("grp").await {
             Ok(mut group) => {
                 let mut applied = Ok(());
+                let mut committed = Committed::default();
                 for write in &job.writes {
-                    applied = apply(&mut group, write).await;
+                    applied = apply(&mut group, write, &mut committed).await;
                     if applied.is_err() {
                         break;
                     }
                 }
                 match applied {
-                    Ok(()) => group.commit().await.map_err(backend),
+                    Ok(()) => group.commit().await.map_err(backend).map(|()| committed),
                     Err(error) => group.rollback().await.map_err(backend).and(Err(error)),
                 }
             }
@@ -308,7 +357,11 @@ async fn commit_jobs(client: &mut Client, jobs: &[Job]) -> Vec<Result<(), StoreE
     results
 }
 
-async fn apply(client: &mut impl GenericClient, write: &Write) -> Result<(), StoreError> {
+async fn apply(
+    client: &mut impl GenericClient,
+    write: &Write,
+    committed: &mut Committed,
+) -> Result<(), StoreError> {
     match write {
         Write::Thing { record, expect } => {
             let found = thing_revision(client, &record.id).await?;
@@ -381,6 +434,42 @@ async fn apply(client: &mut impl GenericClient, write: &Write) -> Result<(), Sto
             let found = policy_revision(client, id).await?;
             check_expectation("policy", id, *expect, found)?;
             client.execute("DELETE FROM policies WHERE id = $1", &[&id]).await.map_err(backend)?;
+            Ok(())
+        }
+        Write::Event(event) => {
+            let value =
+                event.value.as_deref().map(serde_json::to_string).transpose().map_err(backend)?;
+            let seq: i64 = client
+                .query_one(
+                    "INSERT INTO thing_events (thing_id, policy_id, revision, timestamp, at, action, path, value) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
+                    &[
+                        &event.thing_id,
+                        &event.policy_id,
+                        &revision_to(event.revision),
+                        &event.timestamp,
+                        &event.at,
+                        &event.action,
+                        &event.path,
+                        &value,
+                    ],
+                )
+                .await
+                .map_err(backend)?
+                .get(0);
+            committed.events.push(revision_from(seq));
+            Ok(())
+        }
+        Write::PruneEvents { before } => {
+            let pruned = client
+                .execute(
+                    "DELETE FROM thing_events WHERE seq IN \
+                     (SELECT seq FROM thing_events WHERE at < $1 ORDER BY at LIMIT $2)",
+                    &[before, &i64::try_from(PRUNE_BATCH).unwrap_or(i64::MAX)],
+                )
+                .await
+                .map_err(backend)?;
+            committed.pruned += pruned;
             Ok(())
         }
     }

@@ -20,7 +20,10 @@
 use super::index::{self, Entry, Leaf};
 use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_COLUMNS};
 use super::search::{Found, SearchRequest};
-use super::{check_expectation, PolicyRecord, StoreError, ThingRecord, Write};
+use super::{
+    check_expectation, Committed, EventRecord, PolicyRecord, StoreError, ThingRecord, Write,
+    PRUNE_BATCH,
+};
 use crate::rql::{Filter, TimePlaceholders};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
@@ -93,11 +96,26 @@ CREATE TABLE IF NOT EXISTS policies (
     modified TEXT NOT NULL,
     doc TEXT NOT NULL
 );
+-- The event journal. AUTOINCREMENT: a sequence number is never handed
+-- out twice, even after pruning emptied the table, since a client resumes
+-- from the last one it saw.
+CREATE TABLE IF NOT EXISTS thing_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    thing_id TEXT NOT NULL,
+    policy_id TEXT,
+    revision INTEGER NOT NULL,
+    timestamp TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    path TEXT NOT NULL,
+    value TEXT
+);
+CREATE INDEX IF NOT EXISTS thing_events_at ON thing_events (at);
 ";
 
 struct Job {
     writes: Vec<Write>,
-    done: oneshot::Sender<Result<(), StoreError>>,
+    done: oneshot::Sender<Result<Committed, StoreError>>,
 }
 
 pub struct SqliteStore {
@@ -125,7 +143,7 @@ impl SqliteStore {
         Ok(SqliteStore { path: path.to_owned(), jobs, readers: Arc::new(Mutex::new(Vec::new())) })
     }
 
-    pub async fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+    pub async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
         let (done, answer) = oneshot::channel();
         let jobs = self.jobs.clone();
         // `send` blocks while the queue is full: off the async threads.
@@ -144,6 +162,46 @@ impl SqliteStore {
     pub async fn policy(&self, id: &str) -> Result<Option<PolicyRecord>, StoreError> {
         let id = id.to_owned();
         self.read(move |connection| read_policy(connection, &id)).await
+    }
+
+    pub async fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, EventRecord)>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(move |connection| {
+            let mut statement = connection.prepare_cached(
+                "SELECT seq, thing_id, policy_id, revision, timestamp, at, action, path, value \
+                 FROM thing_events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )?;
+            let rows = statement.query_map(params![after, limit], |row| {
+                let value: Option<String> = row.get(8)?;
+                let value = match value {
+                    Some(text) => Some(Arc::new(serde_json::from_str(&text).map_err(|error| {
+                        rusqlite::Error::FromSqlConversionFailure(
+                            8,
+                            rusqlite::types::Type::Text,
+                            Box::new(error),
+                        )
+                    })?)),
+                    None => None,
+                };
+                let record = EventRecord {
+                    thing_id: row.get(1)?,
+                    policy_id: row.get(2)?,
+                    revision: row.get(3)?,
+                    timestamp: row.get(4)?,
+                    at: row.get(5)?,
+                    action: row.get(6)?,
+                    path: row.get(7)?,
+                    value,
+                };
+                Ok((row.get(0)?, record))
+            })?;
+            rows.collect()
+        })
+        .await
     }
 
     /// The things a search selects (`search.rs`), read in one statement
@@ -284,7 +342,7 @@ fn write_loop(mut connection: Connection, queue: mpsc::Receiver<Job>) {
     }
 }
 
-fn commit_jobs(connection: &mut Connection, jobs: &[Job]) -> Vec<Result<(), StoreError>> {
+fn commit_jobs(connection: &mut Connection, jobs: &[Job]) -> Vec<Result<Committed, StoreError>> {
     let transaction = match connection.transaction() {
         Ok(transaction) => transaction,
         Err(error) => return jobs.iter().map(|_| Err(backend(&error))).collect(),
@@ -302,15 +360,20 @@ fn commit_jobs(connection: &mut Connection, jobs: &[Job]) -> Vec<Result<(), Stor
 
 /// One group in its own savepoint: rolled back alone if any write in it
 /// fails.
-fn apply_group(transaction: &Transaction<'_>, writes: &[Write]) -> Result<(), StoreError> {
+fn apply_group(transaction: &Transaction<'_>, writes: &[Write]) -> Result<Committed, StoreError> {
     transaction.execute_batch("SAVEPOINT grp").map_err(backend)?;
-    let applied = writes.iter().try_for_each(|write| apply(transaction, write));
+    let mut committed = Committed::default();
+    let applied = writes.iter().try_for_each(|write| apply(transaction, write, &mut committed));
     let end = if applied.is_ok() { "RELEASE grp" } else { "ROLLBACK TO grp; RELEASE grp" };
     transaction.execute_batch(end).map_err(backend)?;
-    applied
+    applied.map(|()| committed)
 }
 
-fn apply(transaction: &Transaction<'_>, write: &Write) -> Result<(), StoreError> {
+fn apply(
+    transaction: &Transaction<'_>,
+    write: &Write,
+    committed: &mut Committed,
+) -> Result<(), StoreError> {
     match write {
         Write::Thing { record, expect } => {
             let found = thing_revision(transaction, &record.id)?;
@@ -382,6 +445,40 @@ fn apply(transaction: &Transaction<'_>, write: &Write) -> Result<(), StoreError>
             let found = policy_revision(transaction, id)?;
             check_expectation("policy", id, *expect, found)?;
             transaction.execute("DELETE FROM policies WHERE id = ?1", [id]).map_err(backend)?;
+            Ok(())
+        }
+        Write::Event(event) => {
+            let value = event.value.as_deref().map(serde_json::to_string).transpose();
+            transaction
+                .prepare_cached(
+                    "INSERT INTO thing_events (thing_id, policy_id, revision, timestamp, at, action, path, value) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .and_then(|mut insert| {
+                    insert.execute(params![
+                        event.thing_id,
+                        event.policy_id,
+                        event.revision,
+                        event.timestamp,
+                        event.at,
+                        event.action,
+                        event.path,
+                        value.map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?,
+                    ])
+                })
+                .map_err(backend)?;
+            committed.events.push(u64::try_from(transaction.last_insert_rowid()).unwrap_or(0));
+            Ok(())
+        }
+        Write::PruneEvents { before } => {
+            let pruned = transaction
+                .execute(
+                    "DELETE FROM thing_events WHERE seq IN \
+                     (SELECT seq FROM thing_events WHERE at < ?1 ORDER BY at LIMIT ?2)",
+                    params![before, PRUNE_BATCH],
+                )
+                .map_err(backend)?;
+            committed.pruned += pruned as u64;
             Ok(())
         }
     }
