@@ -16,9 +16,11 @@
 //! that uses the policy and every request that reads it).
 
 mod events;
+mod journal;
 mod policies;
 pub mod search;
 mod things;
+pub mod watch;
 
 pub use events::{ThingAction, ThingEvent, EVENT_BUFFER};
 pub use policies::PolicyResource;
@@ -44,6 +46,9 @@ pub struct TwinsConfig {
     /// Things kept in memory at most.
     pub cached_things: usize,
     pub thing_limits: crate::thing::ThingLimits,
+    /// How long the event journal keeps an event for streams to resume
+    /// from (`journal.rs`); `None`: no journal, and no resuming.
+    pub event_retention: Option<std::time::Duration>,
 }
 
 impl Default for TwinsConfig {
@@ -53,6 +58,7 @@ impl Default for TwinsConfig {
             cached_policies: 100_000,
             cached_things: 100_000,
             thing_limits: crate::thing::ThingLimits::default(),
+            event_retention: Some(std::time::Duration::from_secs(24 * 3600)),
         }
     }
 }
@@ -100,6 +106,10 @@ pub struct Twins {
     stripes: Vec<Mutex<()>>,
     hasher: RandomState,
     events: tokio::sync::broadcast::Sender<ThingEvent>,
+    /// Set when the server shuts down: streams of events end on it.
+    closing: tokio::sync::watch::Sender<bool>,
+    /// Event subscribers that fell behind the feed (`watch.rs`).
+    lagged: std::sync::atomic::AtomicU64,
 }
 
 impl Twins {
@@ -112,7 +122,20 @@ impl Twins {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             hasher: RandomState::new(),
             events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
+            closing: tokio::sync::watch::channel(false).0,
+            lagged: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Ends every stream of events, for a shutdown: a stream would
+    /// otherwise hold the HTTP server's graceful shutdown open forever.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Becomes `true` when [`Twins::close`] is called.
+    pub fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closing.subscribe()
     }
 
     /// The change feed: every thing change committed from now on, in

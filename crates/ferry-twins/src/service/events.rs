@@ -11,7 +11,7 @@
 //! things it cares about, rather than slowing every writer down. Nobody
 //! listening costs one failed `send`.
 
-use crate::id::ThingId;
+use crate::id::{PolicyId, ThingId};
 use crate::pointer::JsonPointer;
 use crate::policy::Timestamp;
 use serde_json::Value;
@@ -29,6 +29,24 @@ pub enum ThingAction {
     Deleted,
 }
 
+impl ThingAction {
+    /// The name the journal keeps, the Ditto protocol's action.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThingAction::Created => "created",
+            ThingAction::Modified => "modified",
+            ThingAction::Merged => "merged",
+            ThingAction::Deleted => "deleted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ThingAction> {
+        [ThingAction::Created, ThingAction::Modified, ThingAction::Merged, ThingAction::Deleted]
+            .into_iter()
+            .find(|action| action.as_str() == text)
+    }
+}
+
 /// One committed change of a thing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThingEvent {
@@ -43,4 +61,10 @@ pub struct ThingEvent {
     /// What was written there: the value of a PUT, the patch of a merge;
     /// `None` for a deletion.
     pub value: Option<Value>,
+    /// The thing's policy when the change was made, which decides who
+    /// may see the event (a deleted thing has no other).
+    pub policy_id: Option<PolicyId>,
+    /// The event's place in the event journal (`journal.rs`): store-wide,
+    /// increasing in commit order; `None` with the journal off.
+    pub journal: Option<u64>,
 }

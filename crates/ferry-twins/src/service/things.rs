@@ -89,10 +89,18 @@ pub fn view(
         return Ok(None);
     }
     let value = thing.retrieve(resource, fields)?;
-    let Some(shown) = who.view("thing", &pointer, &value) else { return Ok(None) };
-    match (resource, shown, &value) {
-        (ThingResource::Thing, Value::Object(mut shown), Value::Object(whole)) => {
-            // In the thing's own order, the always-shown fields included.
+    Ok(match resource {
+        ThingResource::Thing => readable_thing(&who, &value),
+        _ => who.view("thing", &pointer, &value),
+    })
+}
+
+/// What `who` may read of a whole thing's JSON, in the thing's own order,
+/// the always-shown fields included; `None` when it may read nothing of
+/// it. What a read of the thing and an event's partial thing both show.
+pub(crate) fn readable_thing(who: &crate::policy::Caller<'_>, value: &Value) -> Option<Value> {
+    match (who.view("thing", &JsonPointer::root(), value)?, value) {
+        (Value::Object(mut shown), Value::Object(whole)) => {
             let mut ordered = serde_json::Map::new();
             for (key, field) in whole {
                 if ALWAYS_SHOWN.contains(&key.as_str()) {
@@ -101,9 +109,9 @@ pub fn view(
                     ordered.insert(key.clone(), kept);
                 }
             }
-            Ok(Some(Value::Object(ordered)))
+            Some(Value::Object(ordered))
         }
-        (_, shown, _) => Ok(Some(shown)),
+        (shown, _) => Some(shown),
     }
 }
 
@@ -312,7 +320,7 @@ impl Twins {
         for _ in 0..CONFLICT_RETRIES {
             let now = Timestamp::now();
             let current = self.thing(thing_id).await?;
-            let planned = match current {
+            let mut planned = match current {
                 None => {
                     self.plan_create(caller, thing_id, resource, write, conditions, now).await?
                 }
@@ -323,8 +331,11 @@ impl Twins {
                     self.plan_change(caller, &current, resource, write, conditions, now).await?
                 }
             };
-            match self.store.commit(planned.writes).await {
-                Ok(()) => {
+            // In the change's own group: the journal holds what committed.
+            planned.writes.extend(self.journal_entry(&planned.event));
+            match self.store.commit_journaled(planned.writes).await {
+                Ok(committed) => {
+                    planned.event.journal = committed.events.first().copied();
                     if let Some((policy_id, cached)) = planned.policy {
                         self.policies.insert(policy_id, cached);
                     }
@@ -652,7 +663,16 @@ fn event(
     path: JsonPointer,
     value: Option<Value>,
 ) -> ThingEvent {
-    ThingEvent { thing_id: thing.id().clone(), revision, timestamp, action, path, value }
+    ThingEvent {
+        thing_id: thing.id().clone(),
+        revision,
+        timestamp,
+        action,
+        path,
+        value,
+        policy_id: thing.policy_id(),
+        journal: None,
+    }
 }
 
 fn thing_record(thing: &Thing) -> ThingRecord {
