@@ -10,6 +10,7 @@ mod params;
 mod policies;
 mod reply;
 mod search;
+mod sse;
 mod things;
 
 pub use reply::error_response;

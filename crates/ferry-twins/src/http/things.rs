@@ -15,6 +15,7 @@
 
 use super::params::{self, Parameters, Plus};
 use super::reply::{self, Reply};
+use super::sse;
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
 use crate::id::ThingId;
@@ -162,6 +163,9 @@ pub async fn list(
 ) -> Reply {
     let caller = super::caller(caller)?;
     let params = query_pairs(query.as_deref());
+    if sse::requested(&headers) {
+        return sse::things(twins, caller, &params, &headers);
+    }
     let request = Request::read(&params, &headers)?;
     let ids: Vec<&str> = params
         .iter()
@@ -302,10 +306,13 @@ async fn handle(
 ) -> Reply {
     let caller = super::caller(caller)?;
     let thing_id = thing_id(id)?;
+    let params = query_pairs(query.as_deref());
+    if method == Method::GET && sse::requested(&headers) {
+        return sse::thing(twins, caller, thing_id, rest, &params, &headers);
+    }
     let Some(resource) = ThingResource::parse(rest)? else {
         return Ok(unknown_resource());
     };
-    let params = query_pairs(query.as_deref());
     let request = Request::read(&params, &headers)?;
     if method == Method::GET {
         // Ditto takes `fields=` on the thing, attributes, features, a
