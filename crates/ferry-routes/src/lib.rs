@@ -84,3 +84,4 @@ pub use route::Route;
 pub use secret::Secret;
 pub use service::{EndpointStatus, RoutesError, RoutesService};
 pub use stats::EndpointFigures;
+pub use units::Span;

@@ -69,6 +69,9 @@ pub struct TwinsSettings {
     pub pre_authenticated: bool,
     /// Policies kept in memory, compiled.
     pub cached_policies: usize,
+    /// How long the event journal keeps twin events for streams that
+    /// resume (`Last-Event-ID`); `"0s"` keeps none.
+    pub event_retention: ferry_routes::Span,
 }
 
 impl Default for TwinsSettings {
@@ -81,6 +84,7 @@ impl Default for TwinsSettings {
             jwt_subject_prefix: "jwt".into(),
             pre_authenticated: false,
             cached_policies: 100_000,
+            event_retention: ferry_routes::Span(std::time::Duration::from_secs(24 * 3600)),
         }
     }
 }

@@ -149,6 +149,11 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     }
     tracing::info!("shutting down");
     broker.begin_shutdown();
+    // Event streams never end by themselves, and the HTTP listeners wait
+    // for every response to end.
+    if let Some(twins) = &twins {
+        twins.close();
+    }
     for task in tasks {
         let _ = task.await;
     }

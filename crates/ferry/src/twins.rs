@@ -63,8 +63,15 @@ pub async fn start(config: &Config) -> anyhow::Result<Option<Arc<Twins>>> {
             Store::Postgres(store)
         }
     };
-    let service = TwinsConfig { cached_policies: settings.cached_policies, ..TwinsConfig::default() };
-    Ok(Some(Arc::new(Twins::new(store, service))))
+    let retention = settings.event_retention.0;
+    let service = TwinsConfig {
+        cached_policies: settings.cached_policies,
+        event_retention: (!retention.is_zero()).then_some(retention),
+        ..TwinsConfig::default()
+    };
+    let twins = Arc::new(Twins::new(store, service));
+    tokio::spawn(twins.clone().run_journal_pruning());
+    Ok(Some(twins))
 }
 
 /// How one HTTP listener tells who a request to the twin API is from.
