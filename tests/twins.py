@@ -5,10 +5,12 @@ HTTP client for Ditto's API on a started Ferry."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import requests
 
@@ -89,3 +91,71 @@ class Ditto:
 
     def delete(self, path: str, **kw) -> requests.Response:
         return self.session.delete(self.base + path, timeout=10, **kw)
+
+
+class EventStream:
+    """A Server-Sent Events client on one `GET … Accept: text/event-stream`,
+    parsing the stream as the HTML standard's EventSource does: `data:`
+    lines joined, `id:` setting the last event id (also on a frame without
+    data, which dispatches nothing), `:` comments and other fields ignored.
+    The server's keep-alives (at least one a second) let every read end at
+    its deadline."""
+
+    def __init__(self, ditto: Ditto, path: str, params: dict | None = None,
+                 last_event_id: str | None = None):
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        self.response = ditto.session.get(ditto.base + path, params=params, headers=headers,
+                                          stream=True, timeout=(5, 5))
+        self.last_id = last_event_id
+        self.ended = False
+        self._chunks = self.response.iter_content(chunk_size=None) if self.response.ok else iter(())
+        self._buffer = b""
+        self._data: list[str] = []
+
+    def __enter__(self) -> "EventStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.response.close()
+
+    def _line(self, deadline: float) -> str | None:
+        while b"\n" not in self._buffer:
+            if time.monotonic() > deadline or self.ended:
+                return None
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                self.ended = True
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+    def next(self, timeout: float = 10.0):
+        """The next event's data as JSON, or None when the deadline passed
+        or the stream ended (`ended` tells which)."""
+        deadline = time.monotonic() + timeout
+        while (line := self._line(deadline)) is not None:
+            if line == "":
+                data, self._data = self._data, []
+                if data:
+                    return json.loads("\n".join(data))
+            elif not line.startswith(":"):
+                field, _, value = line.partition(":")
+                value = value[1:] if value.startswith(" ") else value
+                if field == "data":
+                    self._data.append(value)
+                elif field == "id":
+                    self.last_id = value
+        return None
+
+    def wait_end(self, timeout: float = 10.0) -> None:
+        """Reads until the server ends the stream; fails at the deadline."""
+        deadline = time.monotonic() + timeout
+        while not self.ended:
+            self.next(max(0.0, deadline - time.monotonic()))
+            assert self.ended or time.monotonic() < deadline, "the stream did not end"
