@@ -5,7 +5,9 @@ mod support;
 
 use ferry_twins::store::postgres::PostgresStore;
 use ferry_twins::store::sqlite::SqliteStore;
-use ferry_twins::store::{Expect, PolicyRecord, Store, StoreError, ThingRecord, Write};
+use ferry_twins::store::{
+    EventRecord, Expect, PolicyRecord, Store, StoreError, ThingRecord, Write, PRUNE_BATCH,
+};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -129,6 +131,91 @@ async fn postgres() {
     let cluster = support::postgres::Cluster::start();
     let store = PostgresStore::open(&cluster.url()).await.unwrap();
     conformance(Store::Postgres(store)).await;
+}
+
+// ---------------------------------------------------------------- journal
+
+fn event(thing_id: &str, revision: u64, at: i64) -> EventRecord {
+    EventRecord {
+        thing_id: thing_id.to_owned(),
+        policy_id: Some(thing_id.to_owned()),
+        revision,
+        timestamp: format!("2026-11-25T00:00:{revision:02}Z"),
+        at,
+        action: "modified".into(),
+        path: "/attributes/x".into(),
+        value: Some(Arc::new(json!({"x": [revision, null, "s"]}))),
+    }
+}
+
+async fn journal_conformance(store: Store) {
+    let first = event("a:b", 1, 100);
+    let created = thing("a:b", 1, json!({"attributes": {"x": 1}}));
+    let committed = store
+        .commit_journaled(vec![
+            Write::Thing { record: created, expect: Expect::Absent },
+            Write::Event(first.clone()),
+        ])
+        .await
+        .unwrap();
+    let [one] = committed.events[..] else { panic!("{committed:?}") };
+    let second = EventRecord { action: "deleted".into(), value: None, ..event("a:b", 2, 200) };
+    let [two] =
+        store.commit_journaled(vec![Write::Event(second.clone())]).await.unwrap().events[..]
+    else {
+        panic!("one place")
+    };
+    assert!(two > one);
+
+    // A group that fails writes no entry either.
+    let failed = store.commit_journaled(vec![
+        Write::Thing { record: thing("a:b", 9, json!({})), expect: Expect::Revision(8) },
+        Write::Event(event("a:b", 9, 300)),
+    ]);
+    assert!(matches!(failed.await, Err(StoreError::Conflict { .. })));
+    assert_eq!(
+        store.events_after(0, 10).await.unwrap(),
+        [(one, first.clone()), (two, second.clone())]
+    );
+    assert_eq!(store.events_after(one, 10).await.unwrap(), [(two, second.clone())]);
+    assert_eq!(store.events_after(0, 1).await.unwrap(), [(one, first)]);
+
+    // Pruning takes what is older than its bound, oldest first, a batch
+    // at most.
+    let pruned = store.commit_journaled(vec![Write::PruneEvents { before: 200 }]).await.unwrap();
+    assert_eq!(pruned.pruned, 1);
+    assert_eq!(store.events_after(0, 10).await.unwrap(), [(two, second)]);
+    let pruned = store.commit_journaled(vec![Write::PruneEvents { before: i64::MAX }]);
+    assert_eq!(pruned.await.unwrap().pruned, 1);
+    let many: Vec<Write> =
+        (0..=PRUNE_BATCH).map(|n| Write::Event(event("a:c", n + 1, 400))).collect();
+    store.commit(many).await.unwrap();
+    let pruned = store.commit_journaled(vec![Write::PruneEvents { before: 500 }]);
+    assert_eq!(pruned.await.unwrap().pruned, PRUNE_BATCH);
+
+    // A place is never handed out again, even after the journal emptied.
+    store.commit(vec![Write::PruneEvents { before: i64::MAX }]).await.unwrap();
+    assert!(store.events_after(0, 10).await.unwrap().is_empty());
+    let [three] =
+        store.commit_journaled(vec![Write::Event(event("a:b", 3, 600))]).await.unwrap().events[..]
+    else {
+        panic!("one place")
+    };
+    assert!(three > two + PRUNE_BATCH);
+}
+
+#[tokio::test]
+async fn sqlite_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("twins.db"), false).unwrap();
+    journal_conformance(Store::Sqlite(store)).await;
+}
+
+#[tokio::test]
+async fn postgres_journal() {
+    let cluster = support::postgres::Cluster::start();
+    let store = PostgresStore::open(&cluster.url()).await.unwrap();
+    journal_conformance(Store::Postgres(store)).await;
 }
 
 // ---------------------------------------------------------------- search

@@ -268,3 +268,35 @@ fn encode(data: &Value, place: Option<u64>) -> Bytes {
     frame.push('\n');
     Bytes::from(frame)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_is_asked_for_by_a_range_that_names_it() {
+        let asks = |accept: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT, HeaderValue::from_str(accept).unwrap());
+            requested(&headers)
+        };
+        assert!(asks("text/event-stream"));
+        assert!(asks("application/json, Text/Event-Stream; q=0.5"));
+        assert!(asks("text/*"));
+        assert!(!asks("*/*"));
+        assert!(!asks("application/json"));
+        assert!(!requested(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn an_event_is_its_data_line_then_its_place() {
+        let data = serde_json::json!({"thingId": "a:b", "attributes": {"s": "x\ny"}});
+        assert_eq!(
+            encode(&data, Some(7)),
+            Bytes::from_static(
+                b"data:{\"thingId\":\"a:b\",\"attributes\":{\"s\":\"x\\ny\"}}\nid:7\n\n"
+            )
+        );
+        assert_eq!(encode(&Value::from(3), None), Bytes::from_static(b"data:3\n\n"));
+    }
+}

@@ -278,3 +278,211 @@ fn is_empty(value: Option<&Value>) -> bool {
         Some(_) => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::{Conditions, ThingWrite, TwinsConfig};
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::Store;
+    use serde_json::json;
+
+    fn twins(dir: &tempfile::TempDir) -> Twins {
+        let store = SqliteStore::open(&dir.path().join("twins.db"), false).unwrap();
+        Twins::new(Store::Sqlite(store), TwinsConfig::default())
+    }
+
+    fn caller(subject: &str) -> Caller {
+        Caller::new(vec![subject.to_owned()])
+    }
+
+    fn watch(query: &[(&str, &str)]) -> Result<Watch, DittoError> {
+        let pairs: Vec<(String, String)> =
+            query.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect();
+        Watch::parse(&pairs)
+    }
+
+    /// Makes a change as `who` and answers the event the feed sent for it.
+    async fn change(
+        twins: &Twins,
+        who: &Caller,
+        id: &str,
+        path: &str,
+        write: ThingWrite<'_>,
+    ) -> ThingEvent {
+        let mut feed = twins.subscribe();
+        let resource = ThingResource::parse(path).unwrap().unwrap();
+        let id = ThingId::parse(id).unwrap();
+        twins.write_thing(who, &id, &resource, write, &Conditions::default()).await.unwrap();
+        feed.recv().await.unwrap()
+    }
+
+    async fn seen(twins: &Twins, who: &Caller, event: &ThingEvent, watch: &Watch) -> Option<Value> {
+        twins.visible_event(who, event, watch).await.unwrap().map(|visible| visible.thing)
+    }
+
+    fn event(action: ThingAction, path: &str, value: Option<Value>) -> ThingEvent {
+        ThingEvent {
+            thing_id: ThingId::parse("ns:x").unwrap(),
+            revision: 5,
+            timestamp: Timestamp::parse("2026-11-26T00:00:00Z").unwrap(),
+            action,
+            path: JsonPointer::parse(path).unwrap(),
+            value,
+            policy_id: None,
+            journal: None,
+        }
+    }
+
+    #[test]
+    fn partial_things_are_dittos_conversion_of_the_event() {
+        let housekeeping = json!({"_revision": 5, "_modified": "2026-11-26T00:00:00Z"});
+        let with = |mut thing: Value| {
+            thing.as_object_mut().unwrap().extend(housekeeping.as_object().unwrap().clone());
+            thing
+        };
+        let modified =
+            event(ThingAction::Modified, "/features/lamp/properties/on", Some(json!(true)));
+        assert_eq!(
+            partial_thing(&modified),
+            with(json!({"thingId": "ns:x", "features": {"lamp": {"properties": {"on": true}}}}))
+        );
+        let merged = event(
+            ThingAction::Merged,
+            "/attributes",
+            Some(json!({"a": null, "b": {"c": null, "d": [null]}, "e": 1})),
+        );
+        assert_eq!(
+            partial_thing(&merged),
+            with(json!({"thingId": "ns:x", "attributes": {"b": {"d": [null]}, "e": 1}}))
+        );
+        let merged_null = event(ThingAction::Merged, "/attributes/a", Some(Value::Null));
+        assert_eq!(
+            partial_thing(&merged_null),
+            with(json!({"thingId": "ns:x", "attributes": {"a": {}}}))
+        );
+        assert_eq!(
+            partial_thing(&event(ThingAction::Deleted, "/", None)),
+            with(json!({"thingId": "ns:x"}))
+        );
+        let created = event(
+            ThingAction::Created,
+            "/",
+            Some(json!({"thingId": "ns:x", "policyId": "ns:x", "attributes": {}})),
+        );
+        let mut expected = with(json!({"thingId": "ns:x", "policyId": "ns:x", "attributes": {}}));
+        expected["_created"] = json!("2026-11-26T00:00:00Z");
+        assert_eq!(partial_thing(&created), expected);
+    }
+
+    #[test]
+    fn options_are_read_as_dittos_gateway_reads_them() {
+        let parsed = watch(&[
+            ("ids", "a:b,,c:d"),
+            ("namespaces", "x,y"),
+            ("fields", "thingId"),
+            ("fields", "attributes"),
+        ])
+        .unwrap();
+        assert_eq!(parsed.ids.len(), 2);
+        assert_eq!(parsed.namespaces, ["x", "y"]);
+        assert_eq!(parsed.fields, Some(FieldSelector::parse("attributes").unwrap()));
+        let error = |query| watch(query).unwrap_err().error;
+        assert_eq!(error(&[("filter", "eq(a")]), "rql.expression.invalid");
+        assert_eq!(error(&[("ids", "no-namespace")]), "things:id.invalid");
+        assert_eq!(error(&[("extraFields", "a(b")]), "json.fieldselector.invalid");
+        let one = watch(&[("fields", "thingId")]).unwrap().of_thing(
+            ThingId::parse("a:b").unwrap(),
+            &JsonPointer::parse("/attributes/x").unwrap(),
+        );
+        assert_eq!(one.fields, Some(FieldSelector::parse("attributes/x").unwrap()));
+        assert!(one.selects(&ThingEvent {
+            thing_id: ThingId::parse("a:b").unwrap(),
+            ..event(ThingAction::Deleted, "/", None)
+        }));
+        assert!(!one.selects(&event(ThingAction::Deleted, "/", None)));
+    }
+
+    #[tokio::test]
+    async fn a_partial_reader_sees_its_leaves_of_what_changed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir);
+        let (alice, bob) = (caller("nginx:alice"), caller("nginx:bob"));
+        let everything = Watch::default();
+        let body = json!({
+            "_policy": {"entries": {
+                "OWNER": {"subjects": {"nginx:alice": {"type": "t"}},
+                          "resources": {"thing:/": {"grant": ["READ", "WRITE"], "revoke": []},
+                                        "policy:/": {"grant": ["READ", "WRITE"], "revoke": []}}},
+                "GUEST": {"subjects": {"nginx:bob": {"type": "t"}},
+                          "resources": {"thing:/attributes/public": {"grant": ["READ"], "revoke": []}}}}},
+            "attributes": {"public": 1, "secret": 2},
+        });
+        let created = change(&twins, &alice, "ns:x", "", ThingWrite::Put(&body)).await;
+        assert_eq!(
+            seen(&twins, &bob, &created, &everything).await,
+            Some(json!({"thingId": "ns:x", "attributes": {"public": 1}}))
+        );
+        let visible = twins.visible_event(&alice, &created, &everything).await.unwrap().unwrap();
+        assert_eq!(visible.thing["attributes"], json!({"public": 1, "secret": 2}));
+
+        let secret =
+            change(&twins, &alice, "ns:x", "attributes/secret", ThingWrite::Put(&json!(3))).await;
+        assert_eq!(seen(&twins, &bob, &secret, &everything).await, None);
+        let patch = json!({"attributes": {"secret": 4}});
+        let merged = change(&twins, &alice, "ns:x", "", ThingWrite::Merge(&patch)).await;
+        assert_eq!(seen(&twins, &bob, &merged, &everything).await, None);
+        let patch = json!({"attributes": {"secret": 5, "public": 6}});
+        let merged = change(&twins, &alice, "ns:x", "", ThingWrite::Merge(&patch)).await;
+        let visible = twins.visible_event(&bob, &merged, &everything).await.unwrap().unwrap();
+        assert_eq!(visible.thing, json!({"thingId": "ns:x", "attributes": {"public": 6}}));
+        assert_eq!(visible.value, Some(json!({"attributes": {"public": 6}})));
+        // A filter on what bob may not read matches nothing, rather than
+        // telling him what is there.
+        let probe = watch(&[("filter", "eq(attributes/secret,5)")]).unwrap();
+        assert_eq!(seen(&twins, &bob, &merged, &probe).await, None);
+        assert!(seen(&twins, &alice, &merged, &probe).await.is_some());
+        // Nothing for someone the policy does not name.
+        assert_eq!(seen(&twins, &caller("nginx:carol"), &merged, &everything).await, None);
+    }
+
+    #[tokio::test]
+    async fn extra_fields_fill_in_under_the_event_and_fields_project_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir);
+        let ditto = caller("nginx:ditto");
+        let body = json!({"attributes": {"room": "kitchen", "floor": 1}});
+        change(&twins, &ditto, "ns:x", "", ThingWrite::Put(&body)).await;
+        let floor =
+            change(&twins, &ditto, "ns:x", "attributes/floor", ThingWrite::Put(&json!(2))).await;
+        let enriched =
+            watch(&[("extraFields", "attributes"), ("filter", r#"eq(attributes/room,"kitchen")"#)])
+                .unwrap();
+        assert_eq!(
+            seen(&twins, &ditto, &floor, &enriched).await,
+            Some(json!({"thingId": "ns:x", "attributes": {"floor": 2, "room": "kitchen"}}))
+        );
+        let projected = watch(&[("fields", "_revision,attributes/room")]).unwrap();
+        assert_eq!(seen(&twins, &ditto, &floor, &projected).await, Some(json!({"_revision": 2})));
+        let nothing = watch(&[("fields", "features")]).unwrap();
+        assert_eq!(seen(&twins, &ditto, &floor, &nothing).await, None);
+        let elsewhere = watch(&[("namespaces", "other")]).unwrap();
+        assert_eq!(seen(&twins, &ditto, &floor, &elsewhere).await, None);
+    }
+
+    #[tokio::test]
+    async fn the_journal_replays_what_the_feed_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir);
+        let ditto = caller("nginx:ditto");
+        let created = change(&twins, &ditto, "ns:x", "", ThingWrite::Put(&json!({}))).await;
+        let deleted = change(&twins, &ditto, "ns:x", "", ThingWrite::Delete).await;
+        let (Some(first), Some(second)) = (created.journal, deleted.journal) else {
+            panic!("journal places: {created:?} {deleted:?}")
+        };
+        assert!(second > first);
+        assert_eq!(twins.journal_after(0, 10).await.unwrap(), [created, deleted.clone()]);
+        assert_eq!(twins.journal_after(first, 10).await.unwrap(), [deleted]);
+        assert_eq!(twins.prune_journal().await.unwrap(), 0, "within the retention");
+    }
+}
