@@ -199,3 +199,11 @@ def test_a_bad_filter_or_thing_id_is_refused_before_the_stream(broker_factory, t
     assert bad.status_code == 400 and bad.json()["error"] == "rql.expression.invalid", bad.text
     bad = ditto.get("/things", params={"ids": "no-namespace"}, headers={"Accept": "text/event-stream"})
     assert bad.status_code == 400 and bad.json()["error"] == "things:id.invalid", bad.text
+
+
+def test_without_a_journal_events_have_no_place(broker_factory, twin_store):
+    ditto = _ditto(broker_factory({"twins": {**twin_store, "event_retention": "0s"}}))
+    with EventStream(ditto, "/things", last_event_id="1") as stream:
+        assert ditto.put(T, {}).status_code == 201
+        assert stream.next() == {"thingId": TID, "policyId": TID}
+        assert stream.last_id == "1", "no id: the client keeps what it had"

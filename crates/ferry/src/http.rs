@@ -19,6 +19,7 @@ use std::sync::Arc;
 pub struct AppState {
     reloader: Arc<Reloader>,
     broker: Arc<Broker>,
+    twins: Option<Arc<Twins>>,
 }
 
 pub fn router(
@@ -32,7 +33,11 @@ pub fn router(
         .route("/api/v1/reload", post(reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(AppState { reloader, broker });
+        .with_state(AppState {
+            reloader,
+            broker,
+            twins: twins.as_ref().map(|(twins, _)| twins.clone()),
+        });
     match twins {
         Some((twins, auth)) => router.merge(ferry_twins::http::public_router()).merge(
             ferry_twins::http::router(twins)
@@ -59,7 +64,7 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
         .get(header::ACCEPT)
         .and_then(|accept| accept.to_str().ok())
         .is_some_and(|accept| accept.contains("application/openmetrics-text"));
-    match crate::metrics::render(&state.broker, &state.reloader).await {
+    match crate::metrics::render(&state.broker, &state.reloader, state.twins.as_deref()).await {
         Ok(text) if openmetrics => {
             ([(header::CONTENT_TYPE, crate::metrics::OPENMETRICS)], text).into_response()
         }

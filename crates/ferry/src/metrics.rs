@@ -5,6 +5,7 @@
 
 use crate::reload::Reloader;
 use ferry_broker::Broker;
+use ferry_twins::service::Twins;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -18,8 +19,17 @@ pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; char
 pub const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The metrics in OpenMetrics text.
-pub async fn render(broker: &Broker, reloader: &Reloader) -> Result<String, std::fmt::Error> {
+pub async fn render(
+    broker: &Broker,
+    reloader: &Reloader,
+    twins: Option<&Twins>,
+) -> Result<String, std::fmt::Error> {
     let mut registry = Registry::default();
+    if let Some(twins) = twins {
+        registry.register_collector(Box::new(TwinMetrics {
+            lagged_subscribers: twins.lagged_subscribers(),
+        }));
+    }
     if let Some(routes) = reloader.routes_metrics().await {
         registry.register_collector(Box::new(routes));
     }
@@ -66,6 +76,23 @@ impl Collector for StoreMetrics {
             )?)?;
         }
         Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct TwinMetrics {
+    lagged_subscribers: u64,
+}
+
+impl Collector for TwinMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let lagged = ConstCounter::new(self.lagged_subscribers);
+        lagged.encode(encoder.encode_descriptor(
+            "ferry_twin_event_subscribers_lagged",
+            "Subscribers to twin events (SSE streams) that fell behind the change feed and were closed; their clients resume from the event journal.",
+            None,
+            lagged.metric_type(),
+        )?)
     }
 }
 

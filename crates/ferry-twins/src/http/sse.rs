@@ -110,7 +110,9 @@ fn respond(
         resume_after,
         examined: 0,
         done: false,
-        place: resume_after,
+        // From what the journal holds, not from what the client claims: a
+        // place from before the store was replaced must not hide events.
+        place: None,
         place_sent: resume_after,
         next_keep_alive: Instant::now() + KEEP_ALIVE,
     };
@@ -145,7 +147,8 @@ struct Stream {
     /// Set when the stream is to end after what it sends now.
     done: bool,
     /// The latest journal place examined: a live event at or before it
-    /// was replayed already.
+    /// was replayed already (the feed is subscribed to before the journal
+    /// is read, so a commit in between is in both).
     place: Option<u64>,
     /// The latest place the client was sent.
     place_sent: Option<u64>,
