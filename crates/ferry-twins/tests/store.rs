@@ -117,6 +117,7 @@ async fn conformance(store: Store) {
         .await
         .unwrap();
     assert_eq!(store.policy("a:b").await.unwrap(), None);
+    journal_conformance(&store).await;
 }
 
 #[tokio::test]
@@ -148,7 +149,8 @@ fn event(thing_id: &str, revision: u64, at: i64) -> EventRecord {
     }
 }
 
-async fn journal_conformance(store: Store) {
+/// Run by `conformance`, after it.
+async fn journal_conformance(store: &Store) {
     let first = event("a:b", 1, 100);
     let created = thing("a:b", 1, json!({"attributes": {"x": 1}}));
     let committed = store
@@ -202,20 +204,6 @@ async fn journal_conformance(store: Store) {
         panic!("one place")
     };
     assert!(three > two + PRUNE_BATCH);
-}
-
-#[tokio::test]
-async fn sqlite_journal() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("twins.db"), false).unwrap();
-    journal_conformance(Store::Sqlite(store)).await;
-}
-
-#[tokio::test]
-async fn postgres_journal() {
-    let cluster = support::postgres::Cluster::start();
-    let store = PostgresStore::open(&cluster.url()).await.unwrap();
-    journal_conformance(Store::Postgres(store)).await;
 }
 
 // ---------------------------------------------------------------- search
