@@ -99,23 +99,7 @@ fn respond(
         .get("last-event-id")
         .and_then(|value| value.to_str().ok())
         .and_then(|text| text.trim().parse::<u64>().ok());
-    let stream = Stream {
-        events: twins.subscribe(),
-        closing: twins.closing(),
-        twins,
-        caller,
-        watch,
-        resource,
-        replay: VecDeque::new(),
-        resume_after,
-        examined: 0,
-        done: false,
-        // From what the journal holds, not from what the client claims: a
-        // place from before the store was replaced must not hide events.
-        place: None,
-        place_sent: resume_after,
-        next_keep_alive: Instant::now() + KEEP_ALIVE,
-    };
+    let stream = Stream::new(twins, caller, watch, resource, resume_after);
     let body = futures_util::stream::unfold(stream, |mut stream| async move {
         let frame = stream.next_frame().await?;
         Some((Ok::<_, Infallible>(frame), stream))
@@ -156,6 +140,34 @@ struct Stream {
 }
 
 impl Stream {
+    /// Subscribes to the feed at once: what commits from here on is sent.
+    fn new(
+        twins: Arc<Twins>,
+        caller: Caller,
+        watch: Watch,
+        resource: JsonPointer,
+        resume_after: Option<u64>,
+    ) -> Stream {
+        Stream {
+            events: twins.subscribe(),
+            closing: twins.closing(),
+            twins,
+            caller,
+            watch,
+            resource,
+            replay: VecDeque::new(),
+            resume_after,
+            examined: 0,
+            done: false,
+            // From what the journal holds, not from what the client claims:
+            // a place from before the store was replaced must not hide
+            // events.
+            place: None,
+            place_sent: resume_after,
+            next_keep_alive: Instant::now() + KEEP_ALIVE,
+        }
+    }
+
     /// The next bytes to send, `None` to end the stream.
     async fn next_frame(&mut self) -> Option<Bytes> {
         loop {
@@ -275,6 +287,73 @@ fn encode(data: &Value, place: Option<u64>) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::{Conditions, ThingWrite, TwinsConfig, EVENT_BUFFER};
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::Store;
+    use crate::thing::ThingResource;
+
+    fn twins(dir: &tempfile::TempDir) -> Arc<Twins> {
+        let store = SqliteStore::open(&dir.path().join("twins.db"), false).unwrap();
+        Arc::new(Twins::new(Store::Sqlite(store), TwinsConfig::default()))
+    }
+
+    fn stream(twins: &Arc<Twins>, resume_after: Option<u64>) -> Stream {
+        let caller = Caller::new(vec!["nginx:ditto".into()]);
+        Stream::new(twins.clone(), caller, Watch::default(), JsonPointer::root(), resume_after)
+    }
+
+    async fn put(twins: &Twins, path: &str, value: Value) {
+        let caller = Caller::new(vec!["nginx:ditto".into()]);
+        let resource = ThingResource::parse(path).unwrap().unwrap();
+        let id = ThingId::parse("ns:x").unwrap();
+        let write = ThingWrite::Put(&value);
+        twins.write_thing(&caller, &id, &resource, write, &Conditions::default()).await.unwrap();
+    }
+
+    fn text(frame: Option<Bytes>) -> String {
+        String::from_utf8(frame.expect("a frame").to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_falls_behind_ends_and_is_counted_and_its_resume_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir);
+        put(&twins, "", serde_json::json!({})).await;
+        let mut behind = stream(&twins, None);
+        for n in 0..=EVENT_BUFFER {
+            put(&twins, "attributes/n", Value::from(n)).await;
+        }
+        assert_eq!(behind.next_frame().await, None);
+        assert_eq!(twins.lagged_subscribers(), 1);
+
+        // Resuming from the first change gets the rest, in order, each
+        // with its place, then what is live.
+        let mut resumed = stream(&twins, Some(1));
+        assert_eq!(
+            text(resumed.next_frame().await),
+            "data:{\"thingId\":\"ns:x\",\"attributes\":{\"n\":0}}\nid:2\n\n"
+        );
+        for _ in 1..EVENT_BUFFER {
+            resumed.next_frame().await.expect("a replayed event");
+        }
+        let last = text(resumed.next_frame().await);
+        assert!(
+            last.ends_with(&format!("{{\"n\":{EVENT_BUFFER}}}}}\nid:{}\n\n", EVENT_BUFFER + 2)),
+            "{last}"
+        );
+        put(&twins, "attributes/live", Value::Bool(true)).await;
+        assert!(text(resumed.next_frame().await).contains("\"live\":true"));
+    }
+
+    #[tokio::test]
+    async fn streams_end_when_the_service_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir);
+        let mut open = stream(&twins, None);
+        twins.close();
+        assert_eq!(open.next_frame().await, None);
+        assert_eq!(stream(&twins, Some(0)).next_frame().await, None);
+    }
 
     #[test]
     fn a_stream_is_asked_for_by_a_range_that_names_it() {
