@@ -237,9 +237,7 @@ impl Stream {
     /// The event's frame when the caller sees it: `Some(None)` when it does
     /// not, `None` (ending the stream) when that cannot be told.
     async fn frame(&mut self, event: &ThingEvent) -> Option<Option<Bytes>> {
-        if event.journal.is_some() {
-            self.place = self.place.max(event.journal);
-        }
+        self.place = self.place.max(event.journal);
         let visible = match self.twins.visible_event(&self.caller, event, &self.watch).await {
             Ok(visible) => visible,
             Err(error) => {
