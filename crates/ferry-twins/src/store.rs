@@ -122,6 +122,16 @@ pub struct EventRecord {
 /// transaction, and the writer serves every change, so it stays short.
 pub const PRUNE_BATCH: u64 = 10_000;
 
+/// A prune in both stores' SQL (`?1` the bound, `?2` the batch): of the
+/// oldest entries by place, those from before the bound. Places follow
+/// commit order and times nearly so, so this reads a batch of rows rather
+/// than an index on the time that every insert would pay for. The newest
+/// entry stays: SQLite gives the next row the highest id plus one, which
+/// must never be one a client has seen.
+pub(crate) const PRUNE_EVENTS: &str = "DELETE FROM thing_events WHERE seq IN \
+    (SELECT seq FROM (SELECT seq, at FROM thing_events ORDER BY seq LIMIT ?2) AS oldest \
+     WHERE at < ?1 AND seq < (SELECT max(seq) FROM thing_events))";
+
 /// What a commit did beyond writing: where its journal entries landed
 /// and how many old ones it pruned.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

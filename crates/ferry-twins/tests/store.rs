@@ -183,26 +183,30 @@ async fn journal_conformance(store: &Store) {
     assert_eq!(store.events_after(0, 1).await.unwrap(), [(one, first)]);
 
     // Pruning takes what is older than its bound, oldest first, a batch
-    // at most.
+    // at most, and leaves the newest entry.
     let pruned = store.commit_journaled(vec![Write::PruneEvents { before: 200 }]).await.unwrap();
     assert_eq!(pruned.pruned, 1);
-    assert_eq!(store.events_after(0, 10).await.unwrap(), [(two, second)]);
+    assert_eq!(store.events_after(0, 10).await.unwrap(), [(two, second.clone())]);
     let pruned = store.commit_journaled(vec![Write::PruneEvents { before: i64::MAX }]);
-    assert_eq!(pruned.await.unwrap().pruned, 1);
+    assert_eq!(pruned.await.unwrap().pruned, 0, "the newest stays");
     let many: Vec<Write> =
         (0..=PRUNE_BATCH).map(|n| Write::Event(event("a:c", n + 1, 400))).collect();
     store.commit(many).await.unwrap();
     let pruned = store.commit_journaled(vec![Write::PruneEvents { before: 500 }]);
     assert_eq!(pruned.await.unwrap().pruned, PRUNE_BATCH);
+    assert_eq!(store.events_after(0, 10).await.unwrap().len(), 2);
 
-    // A place is never handed out again, even after the journal emptied.
+    // A place is never handed out again, even after pruning all it may.
     store.commit(vec![Write::PruneEvents { before: i64::MAX }]).await.unwrap();
-    assert!(store.events_after(0, 10).await.unwrap().is_empty());
+    let [(newest, _)] = store.events_after(0, 10).await.unwrap()[..] else {
+        panic!("the newest entry stays")
+    };
     let [three] =
         store.commit_journaled(vec![Write::Event(event("a:b", 3, 600))]).await.unwrap().events[..]
     else {
         panic!("one place")
     };
+    assert!(three > newest);
     assert!(three > two + PRUNE_BATCH);
 }
 

@@ -14,7 +14,7 @@ use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_
 use super::search::{Found, SearchRequest};
 use super::{
     check_expectation, Committed, EventRecord, PolicyRecord, StoreError, ThingRecord, Write,
-    PRUNE_BATCH,
+    PRUNE_BATCH, PRUNE_EVENTS,
 };
 use crate::rql::{Filter, TimePlaceholders};
 use serde_json::Value;
@@ -88,7 +88,6 @@ CREATE TABLE IF NOT EXISTS thing_events (
     path TEXT NOT NULL,
     value TEXT
 );
-CREATE INDEX IF NOT EXISTS thing_events_at ON thing_events (at);
 ";
 
 struct Job {
@@ -463,8 +462,8 @@ async fn apply(
         Write::PruneEvents { before } => {
             let pruned = client
                 .execute(
-                    "DELETE FROM thing_events WHERE seq IN \
-                     (SELECT seq FROM thing_events WHERE at < $1 ORDER BY at LIMIT $2)",
+                    // PostgreSQL writes the parameters `$1`, `$2`.
+                    &PRUNE_EVENTS.replace('?', "$"),
                     &[before, &i64::try_from(PRUNE_BATCH).unwrap_or(i64::MAX)],
                 )
                 .await

@@ -22,7 +22,7 @@ use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_
 use super::search::{Found, SearchRequest};
 use super::{
     check_expectation, Committed, EventRecord, PolicyRecord, StoreError, ThingRecord, Write,
-    PRUNE_BATCH,
+    PRUNE_BATCH, PRUNE_EVENTS,
 };
 use crate::rql::{Filter, TimePlaceholders};
 use parking_lot::Mutex;
@@ -96,11 +96,13 @@ CREATE TABLE IF NOT EXISTS policies (
     modified TEXT NOT NULL,
     doc TEXT NOT NULL
 );
--- The event journal. AUTOINCREMENT: a sequence number is never handed
--- out twice, even after pruning emptied the table, since a client resumes
--- from the last one it saw.
+-- The event journal. A sequence number must never be handed out twice,
+-- since a client resumes from the last one it saw: pruning keeps the
+-- newest entry, so the next row id is always above every one given out
+-- (without AUTOINCREMENT, whose bookkeeping row costs a write per insert).
+-- Pruning reads the oldest entries by `seq`, so `at` needs no index.
 CREATE TABLE IF NOT EXISTS thing_events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,
     thing_id TEXT NOT NULL,
     policy_id TEXT,
     revision INTEGER NOT NULL,
@@ -110,7 +112,6 @@ CREATE TABLE IF NOT EXISTS thing_events (
     path TEXT NOT NULL,
     value TEXT
 );
-CREATE INDEX IF NOT EXISTS thing_events_at ON thing_events (at);
 ";
 
 struct Job {
@@ -471,13 +472,8 @@ fn apply(
             Ok(())
         }
         Write::PruneEvents { before } => {
-            let pruned = transaction
-                .execute(
-                    "DELETE FROM thing_events WHERE seq IN \
-                     (SELECT seq FROM thing_events WHERE at < ?1 ORDER BY at LIMIT ?2)",
-                    params![before, PRUNE_BATCH],
-                )
-                .map_err(backend)?;
+            let pruned =
+                transaction.execute(PRUNE_EVENTS, params![before, PRUNE_BATCH]).map_err(backend)?;
             committed.pruned += pruned as u64;
             Ok(())
         }
