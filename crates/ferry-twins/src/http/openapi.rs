@@ -17,12 +17,12 @@ pub(super) const ROUTES: &[Route] = &[
     Route {
         path: "/api/2/things",
         methods: &["get", "post"],
-        summary: "Things by id (`ids=`), or a new thing with a generated id",
+        summary: "Things by id (`ids=`), or a new thing with a generated id; with `Accept: text/event-stream`, Server-Sent Events of changes",
     },
     Route {
         path: "/api/2/things/{thingId}",
         methods: &["get", "put", "patch", "delete"],
-        summary: "A thing",
+        summary: "A thing; with `Accept: text/event-stream` (here and below), its changes as Server-Sent Events",
     },
     Route {
         path: "/api/2/things/{thingId}/policyId",
