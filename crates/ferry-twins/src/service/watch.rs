@@ -23,13 +23,15 @@
 //!   drops the event.
 //! - **Policies**: an event reaches a caller who may READ something at or
 //!   below the path it changed (Ditto's read-granted and partial subjects),
-//!   under the thing's policy at the time of the change; what it shows is
-//!   cut to the leaves the caller may read, as a `GET` of the thing is
-//!   (`view`), with the thing's id and housekeeping always shown. A merge
-//!   none of whose leaves the caller may read is not shown at all (Ditto
-//!   drops an event whose partial-access filtering left nothing). The
-//!   filter sees only what the caller may read, so it cannot be used to
-//!   probe hidden values.
+//!   under the policy the thing had at the change (a deleted thing has no
+//!   other), as that policy reads when the event is sent: a reader whose
+//!   access was revoked since is not sent old events on resuming. What it
+//!   shows is cut to the leaves the caller may read, as a `GET` of the
+//!   thing is (`view`), with the thing's id and housekeeping always shown.
+//!   A merge none of whose leaves the caller may read is not shown at all
+//!   (Ditto drops an event whose partial-access filtering left nothing).
+//!   The filter sees only what the caller may read, so it cannot be used
+//!   to probe hidden values.
 
 use super::events::{ThingAction, ThingEvent};
 use super::things::{readable_thing, view};
