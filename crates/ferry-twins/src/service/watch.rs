@@ -444,8 +444,16 @@ mod tests {
         let probe = watch(&[("filter", "eq(attributes/secret,5)")]).unwrap();
         assert_eq!(seen(&twins, &bob, &merged, &probe).await, None);
         assert!(seen(&twins, &alice, &merged, &probe).await.is_some());
+        // Extra fields are bob's view of them too.
+        let enriched = watch(&[("extraFields", "attributes"), ("fields", "attributes")]).unwrap();
+        let public =
+            change(&twins, &alice, "ns:x", "attributes/public", ThingWrite::Put(&json!(7))).await;
+        assert_eq!(
+            seen(&twins, &bob, &public, &enriched).await,
+            Some(json!({"attributes": {"public": 7}}))
+        );
         // Nothing for someone the policy does not name.
-        assert_eq!(seen(&twins, &caller("nginx:carol"), &merged, &everything).await, None);
+        assert_eq!(seen(&twins, &caller("nginx:carol"), &public, &everything).await, None);
     }
 
     #[tokio::test]
