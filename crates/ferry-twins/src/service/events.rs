@@ -11,7 +11,7 @@
 //! things it cares about, rather than slowing every writer down. Nobody
 //! listening costs one failed `send`.
 
-use crate::id::ThingId;
+use crate::id::{PolicyId, ThingId};
 use crate::pointer::JsonPointer;
 use crate::policy::Timestamp;
 use serde_json::Value;
@@ -29,10 +29,25 @@ pub enum ThingAction {
     Deleted,
 }
 
+impl ThingAction {
+    /// The action of its Ditto protocol event (`…/twin/events/modified`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThingAction::Created => "created",
+            ThingAction::Modified => "modified",
+            ThingAction::Merged => "merged",
+            ThingAction::Deleted => "deleted",
+        }
+    }
+}
+
 /// One committed change of a thing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThingEvent {
     pub thing_id: ThingId,
+    /// The policy guarding the thing when it changed (the one it had
+    /// before a deletion), which decides who may see the event.
+    pub policy_id: Option<PolicyId>,
     /// The thing's revision after the change (a deletion counts one more).
     pub revision: u64,
     pub timestamp: Timestamp,

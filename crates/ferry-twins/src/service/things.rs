@@ -652,7 +652,15 @@ fn event(
     path: JsonPointer,
     value: Option<Value>,
 ) -> ThingEvent {
-    ThingEvent { thing_id: thing.id().clone(), revision, timestamp, action, path, value }
+    ThingEvent {
+        thing_id: thing.id().clone(),
+        policy_id: thing.policy_id(),
+        revision,
+        timestamp,
+        action,
+        path,
+        value,
+    }
 }
 
 fn thing_record(thing: &Thing) -> ThingRecord {
