@@ -8,9 +8,11 @@
 //!   (`ditto/in` is the usual one). A QoS 1 or 2 command is acknowledged
 //!   once its change is committed to the store (Ditto's `twin-persisted`).
 //! - **Responses** go to the command's MQTT 5 Response Topic (with its
-//!   Correlation Data), else to its `reply-to` header, else to
-//!   `ditto/replies/{clientId}`; only the client that sent the command, or
-//!   one proving the same user, receives them.
+//!   Correlation Data), else to its `reply-to` header, published there as
+//!   the sender's own publish would be (only where the ACL lets it
+//!   publish); without either, to `ditto/replies/{clientId}`, which only
+//!   the client that sent the command, or one proving the same user, can
+//!   receive.
 //! - **Twin events** go to `ditto/things/{thingId}/twin/events/{action}`,
 //!   each subscriber getting the part its policy lets it read, or nothing.
 //!
@@ -130,20 +132,32 @@ impl TwinTopics {
 
     async fn apply(&self, request: ServiceRequest) {
         let ServiceRequest { message, principal, reply } = request;
-        let answer = match Envelope::parse(&message.payload) {
-            Err(error) => Some(crate::protocol::error_response(None, &Default::default(), &error)),
-            Ok(envelope) => match self.enforce_own_thing(&principal, &envelope) {
-                Err(refusal) => Some(*refusal),
-                Ok(()) => {
-                    let caller = self.caller(Some(&principal));
-                    self.twins.apply_envelope(&caller, &envelope).await
-                }
-            },
+        let (answer, reply_to) = match Envelope::parse(&message.payload) {
+            Err(error) => {
+                (Some(crate::protocol::error_response(None, &Default::default(), &error)), None)
+            }
+            Ok(envelope) => (self.answer(&principal, &envelope).await, envelope.header("reply-to")),
         };
         reply.answer(ReasonCode::Success);
         if let Some(answer) = answer {
-            self.respond(&message, &principal, answer);
+            self.respond(&message, reply_to, &principal, answer);
         }
+    }
+
+    /// What a Ditto protocol message from `principal` is answered with.
+    async fn answer(&self, principal: &Principal, envelope: &Envelope) -> Option<Envelope> {
+        let refusal = match self.enforce_own_thing(principal, envelope) {
+            Err(refusal) => refusal,
+            Ok(()) => {
+                let caller = self.caller(Some(principal));
+                if !caller.subjects.is_empty() {
+                    return self.twins.apply_envelope(&caller, envelope).await;
+                }
+                crate::DittoError::unauthenticated()
+            }
+        };
+        let topic = Topic::parse(&envelope.topic).ok();
+        Some(crate::protocol::error_response(topic.as_ref(), &envelope.headers, &refusal))
     }
 
     /// Ditto's source enforcement (`{{ header:device_id }}` must be the
@@ -153,42 +167,66 @@ impl TwinTopics {
         &self,
         principal: &Principal,
         envelope: &Envelope,
-    ) -> Result<(), Box<Envelope>> {
+    ) -> Result<(), crate::DittoError> {
         let Some(identity) = self.own_thing(principal) else { return Ok(()) };
-        let topic = Topic::parse(&envelope.topic).ok();
-        let entity = topic.as_ref().and_then(Topic::entity_id);
+        let entity = Topic::parse(&envelope.topic).ok().and_then(|topic| topic.entity_id());
         if identity.is_some() && entity.as_deref() == identity {
             return Ok(());
         }
-        let error = crate::protocol::id_enforcement_failed(entity.as_deref().unwrap_or(""));
-        Err(Box::new(crate::protocol::error_response(topic.as_ref(), &envelope.headers, &error)))
+        Err(crate::protocol::id_enforcement_failed(entity.as_deref().unwrap_or("")))
     }
 
-    /// Sends `answer` where the command asked, for its sender only.
-    fn respond(&self, command: &Message, principal: &Arc<Principal>, answer: Envelope) {
+    /// Sends `answer` where the command asked: to its MQTT 5 response
+    /// topic or its `reply-to` header as any publish of the sender's (so
+    /// only where the ACL lets the sender publish), else to its replies
+    /// topic under the prefix, which only the sender may read.
+    fn respond(
+        &self,
+        command: &Message,
+        reply_to: Option<String>,
+        principal: &Arc<Principal>,
+        answer: Envelope,
+    ) {
         let Some(broker) = self.broker.upgrade() else { return };
         let mut properties = Properties::default();
-        let topic = match &command.properties.response_topic {
+        properties.content_type = Some(ByteStr::from(DITTO_CONTENT_TYPE));
+        let payload = Bytes::from(answer.to_bytes());
+        let qos = command.qos.min(QoS::AtLeastOnce);
+        let asked = match &command.properties.response_topic {
             Some(topic) => {
                 if let Some(correlation) = &command.properties.correlation_data {
                     properties.correlation_data = Some(correlation.clone());
                 }
-                topic.as_str().to_owned()
+                Some(topic.as_str().to_owned())
             }
-            None => answer
-                .header("reply-to")
-                .filter(|topic| ferry_mqtt::topic::is_valid_topic_name(topic))
-                .unwrap_or_else(|| {
-                    format!("{}/replies/{}", self.settings.prefix, principal.client_id)
-                }),
+            None => reply_to,
         };
-        if !ferry_mqtt::topic::is_valid_topic_name(&topic) {
-            tracing::debug!(client_id = %principal.client_id, %topic, "no valid topic to answer a Ditto protocol message on");
+        let outside_prefix = |topic: &str| {
+            topic != self.settings.prefix
+                && !topic.starts_with(&format!("{}/", self.settings.prefix))
+        };
+        if let Some(topic) = asked.filter(|topic| outside_prefix(topic)) {
+            if !ferry_mqtt::topic::is_valid_topic_name(&topic)
+                || !broker.may_publish(principal, &topic)
+            {
+                tracing::info!(client_id = %principal.client_id, %topic, "Ditto protocol answer not sent: the client may not publish on its reply topic");
+                return;
+            }
+            broker.publish(Message::new(
+                ByteStr::from(topic.as_str()),
+                payload,
+                qos,
+                false,
+                properties,
+                0,
+            ));
             return;
         }
-        properties.content_type = Some(ByteStr::from(DITTO_CONTENT_TYPE));
-        let payload = Bytes::from(answer.to_bytes());
-        let qos = command.qos.min(QoS::AtLeastOnce);
+        let topic = format!("{}/replies/{}", self.settings.prefix, principal.client_id);
+        if !ferry_mqtt::topic::is_valid_topic_name(&topic) {
+            tracing::debug!(client_id = %principal.client_id, "no replies topic for a client id that cannot be in a topic name");
+            return;
+        }
         let message =
             Message::new(ByteStr::from(topic.as_str()), Bytes::new(), qos, false, properties, 0);
         broker.publish_signal(message, &ForSender { sender: principal.clone(), payload });

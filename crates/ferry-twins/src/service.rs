@@ -20,6 +20,8 @@ mod policies;
 pub mod search;
 mod things;
 
+pub(crate) use things::with_always_shown;
+
 pub use events::{ThingAction, ThingEvent, EVENT_BUFFER};
 pub use policies::PolicyResource;
 pub use things::{
