@@ -15,13 +15,16 @@ use crate::durable::{Store, StoreError};
 use crate::message::Message;
 use crate::retained::RetainedStore;
 use crate::routing::{EndpointCap, EndpointTarget, RouteSource, Router, Routing, WhenFull};
+use crate::service::{Services, Signal, TopicService};
 use crate::session::{Delivery, Enqueued, Publisher, Reply, Session, SessionState};
 use crate::shed_log::ShedLog;
 use crate::stats::Stats;
 use crate::token_bucket::TokenBucket;
 use crate::topic_tree::{Match, TopicTree};
 use crate::will::PendingWill;
-use ferry_auth::{Acl, Authenticator, Credentials, ListenerAuth, Principal, SubscribeVerdict, Verdict};
+use ferry_auth::{
+    Acl, Authenticator, Credentials, ListenerAuth, Principal, SubscribeVerdict, Verdict,
+};
 use ferry_mqtt::{ByteStr, Packet, PubAck, QoS, ReasonCode, RetainHandling, SubscriptionOptions};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -50,6 +53,9 @@ pub(crate) struct Subscription {
     /// Set when the ACL grants only part of the filter: each message is
     /// checked against this principal's read permission.
     pub reader: Option<Arc<Principal>>,
+    /// Who made it, kept when it can receive a service's signals
+    /// (`service.rs`), whose payload depends on the reader.
+    pub viewer: Option<Arc<Principal>>,
 }
 
 pub struct Broker {
@@ -82,6 +88,7 @@ pub struct Broker {
     pub(crate) authentication: Authentication,
     pub(crate) authorization: Authorization,
     pub(crate) routing: Routing,
+    pub(crate) services: Services,
     /// Connections admitted and not yet closed, over every listener.
     pub(crate) open_connections: AtomicUsize,
     pub(crate) connection_rate: Mutex<TokenBucket>,
@@ -167,7 +174,7 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
-    fn packet(&self, reason: ReasonCode) -> Packet {
+    pub(crate) fn packet(&self, reason: ReasonCode) -> Packet {
         let ack = PubAck::new(self.packet_id, reason);
         if self.exactly_once {
             Packet::PubRec(ack)
@@ -220,6 +227,7 @@ impl Broker {
             authentication: Default::default(),
             authorization: Default::default(),
             routing: Default::default(),
+            services: Default::default(),
             open_connections: AtomicUsize::new(0),
             connection_rate: Mutex::new(TokenBucket::new(
                 f64::from(config.max_connection_rate),
@@ -268,6 +276,19 @@ impl Broker {
     /// nowhere). Routed messages are stored, so routes need durability.
     pub fn set_router(&self, router: Option<Arc<dyn Router>>) {
         self.routing.set(router);
+    }
+
+    /// Whether the ACL in force lets `principal` publish on `topic`: for a
+    /// service publishing where a client asked it to (an MQTT 5 response
+    /// topic), which must not reach further than the client itself.
+    pub fn may_publish(&self, principal: &Principal, topic: &str) -> bool {
+        self.authorization.may_publish(principal, topic)
+    }
+
+    /// The topics served inside the process from now on (`None`: none);
+    /// see `service.rs`.
+    pub fn set_service(&self, service: Option<Arc<dyn TopicService>>) {
+        self.services.set(service);
     }
 
     /// Caps the log bytes `endpoint` may hold, and says what happens past
@@ -590,6 +611,7 @@ impl Broker {
         options: SubscriptionOptions,
         identifier: Option<u32>,
         reader: Option<Arc<Principal>>,
+        viewer: Option<Arc<Principal>>,
     ) -> ReasonCode {
         if self.config.deny_subscribe.iter().any(|denied| denied.as_str() == filter.as_str()) {
             return ReasonCode::UnspecifiedError;
@@ -600,6 +622,7 @@ impl Broker {
             options,
             identifier,
             reader: reader.clone(),
+            viewer,
         };
         let previous = self.subscriptions.write().insert(filter, session.id, subscription);
         session.lock().subscriptions.insert(filter.clone());
@@ -746,6 +769,40 @@ impl Broker {
         let waiter = Some(Acknowledgement::Waiter(waiter));
         self.publish_with(Arc::new(message), None, waiter, Routes::Except(endpoint));
         answered
+    }
+
+    /// Publishes a service's message (`service.rs`) to its subscribers,
+    /// each getting the payload `signal` gives its subscription's maker,
+    /// or nothing. Not stored and not routed: a signal is about a moment
+    /// (a twin's change, a command for a device) and is made again from
+    /// the service's own state if it matters later. Not retained either,
+    /// since a retained copy could be read by anyone later.
+    pub fn publish_signal(&self, message: Message, signal: &dyn Signal) {
+        let message = Arc::new(message);
+        let tree = self.subscriptions.read();
+        let targets = self.targets(&tree, &message);
+        for_each_delivery(&message, &targets, |subscription, mut delivery| {
+            let Some(payload) = signal.view(subscription.viewer.as_deref()) else { return };
+            delivery.message = Arc::new(message.with_payload(payload));
+            self.enqueue(&subscription.session, delivery, None);
+        });
+    }
+
+    /// Remembers who is now connected to a resumed session on its
+    /// subscriptions that can receive signals, whose makers a restart
+    /// forgot (`service.rs`).
+    pub(crate) fn renew_viewers(&self, session: &Arc<Session>, principal: &Arc<Principal>) {
+        if !self.services.is_active() {
+            return;
+        }
+        let filters: Vec<ByteStr> = session.lock().subscriptions.iter().cloned().collect();
+        let mut tree = self.subscriptions.write();
+        for filter in filters.iter().filter(|filter| self.services.may_signal(filter)) {
+            if let Some(mut subscription) = tree.remove(filter, &session.id) {
+                subscription.viewer = Some(principal.clone());
+                tree.insert(filter, session.id, subscription);
+            }
+        }
     }
 
     /// Publishes without asking the routes: for what an endpoint republishes

@@ -15,6 +15,7 @@ use crate::held::{self, HeldPublish};
 use crate::listener::Origin;
 use crate::message::Message;
 use crate::publish_limits::{Over, PublishLimits, MEMORY_PAUSE};
+use crate::service::{ServiceReply, ServiceRequest};
 use crate::session::{Inflight, Reply, Session};
 use crate::will::PendingWill;
 use bytes::BytesMut;
@@ -337,6 +338,9 @@ impl Client {
         };
         if attached.session_present && broker.authorization.is_active() {
             broker.recheck_subscriptions(&client.session, &client.shared_principal());
+        }
+        if attached.session_present {
+            broker.renew_viewers(&client.session, &client.shared_principal());
         }
         let connack = Packet::ConnAck(ConnAck {
             session_present: attached.session_present,
@@ -783,6 +787,15 @@ impl Client {
             exactly_once: acknowledge == Acknowledge::PubRec,
         });
         let acknowledged = answer.is_some();
+        if let Some(service) = broker.services.for_topic(&message.topic) {
+            if let Some(answer) = &answer {
+                self.session.lock().replies.push_back((answer.generation, Reply::Waiting));
+                self.replies_held += 1;
+            }
+            let principal = self.shared_principal();
+            service.take(ServiceRequest { message, principal, reply: ServiceReply::new(answer) });
+            return None;
+        }
         let username = self
             .particulars
             .as_ref()
@@ -837,7 +850,9 @@ impl Client {
             broker.stats.held_endpoint_full.inc();
             broker.shed_log.refused(
                 &self.session.client_id,
-                &format!("PUBLISH held for up to {timeout:?}: a route endpoint holds its max_bytes"),
+                &format!(
+                    "PUBLISH held for up to {timeout:?}: a route endpoint holds its max_bytes"
+                ),
                 &message.topic,
             );
             now_ms.saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
@@ -1097,7 +1112,11 @@ impl Client {
             .filters
             .iter()
             .map(|(filter, options)| match self.admit_subscription(broker, filter) {
-                Ok(reader) => broker.subscribe(&self.session, filter, *options, identifier, reader),
+                Ok(reader) => {
+                    let viewer =
+                        broker.services.may_signal(filter).then(|| self.shared_principal());
+                    broker.subscribe(&self.session, filter, *options, identifier, reader, viewer)
+                }
                 Err(reason) => reason,
             })
             .collect();

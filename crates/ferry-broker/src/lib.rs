@@ -33,6 +33,7 @@ mod publish_limits;
 mod restore;
 pub mod retained;
 pub mod routing;
+pub mod service;
 mod session;
 mod shed_log;
 mod stats;

@@ -64,6 +64,21 @@ impl Message {
         )
     }
 
+    /// The same message with another payload (a signal's view of it for
+    /// one reader), encoded afresh.
+    pub(crate) fn with_payload(&self, payload: Bytes) -> Message {
+        Message {
+            topic: self.topic.clone(),
+            payload,
+            qos: self.qos,
+            retain: self.retain,
+            properties: self.properties.clone(),
+            origin_session: self.origin_session,
+            received_at: self.received_at,
+            encoded: EncodeOnce::default(),
+        }
+    }
+
     /// When the Message Expiry Interval runs out, if it has one.
     pub fn expires_at(&self) -> Option<Instant> {
         self.properties

@@ -91,6 +91,7 @@ impl Broker {
                 // Who made it is not stored: it was allowed then, and is
                 // checked again when its client next connects.
                 reader: None,
+                viewer: None,
             };
             tree.insert(&filter, session.id, subscription);
         }

@@ -85,11 +85,8 @@ pub struct EndpointCap {
 
 impl EndpointCap {
     /// No cap beyond the disk's own watermarks.
-    pub const NONE: EndpointCap = EndpointCap {
-        max_bytes: 0,
-        when_full: WhenFull::Reject,
-        block_timeout: Duration::ZERO,
-    };
+    pub const NONE: EndpointCap =
+        EndpointCap { max_bytes: 0, when_full: WhenFull::Reject, block_timeout: Duration::ZERO };
 
     /// Whether a publish meets the cap itself, rather than the endpoint
     /// trimming its queue afterwards.

@@ -49,5 +49,5 @@ pub fn public_router() -> Router {
 /// The caller of a request, or Ditto's 401 if the listener's
 /// authentication put none in (a route reached without it).
 fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, crate::DittoError> {
-    caller.map(|axum::Extension(caller)| caller).ok_or_else(reply::unauthorized)
+    caller.map(|axum::Extension(caller)| caller).ok_or_else(crate::DittoError::unauthenticated)
 }

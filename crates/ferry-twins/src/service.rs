@@ -22,6 +22,8 @@ pub mod search;
 mod things;
 pub mod watch;
 
+pub(crate) use things::with_always_shown;
+
 pub use events::{ThingAction, ThingEvent, EVENT_BUFFER};
 pub use policies::PolicyResource;
 pub use things::{

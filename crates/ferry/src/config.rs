@@ -69,9 +69,27 @@ pub struct TwinsSettings {
     pub pre_authenticated: bool,
     /// Policies kept in memory, compiled.
     pub cached_policies: usize,
+    /// The topic level under which MQTT clients speak the Ditto protocol
+    /// (`ditto/…`); `""` turns the Ditto protocol over MQTT off.
+    pub mqtt_prefix: String,
+    /// `<prefix>:<user>` for an MQTT client's verified user name.
+    pub mqtt_subject_prefix: String,
+    /// Which identity of an MQTT client names the only thing it may send
+    /// commands for: `none`, `client_id`, `username` or `certificate`.
+    pub mqtt_own_thing: OwnThingSetting,
     /// How long the event journal keeps twin events for streams that
     /// resume (`Last-Event-ID`); `"0s"` keeps none.
     pub event_retention: ferry_routes::Span,
+}
+
+/// `[twins] mqtt_own_thing`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnThingSetting {
+    None,
+    ClientId,
+    Username,
+    Certificate,
 }
 
 impl Default for TwinsSettings {
@@ -84,6 +102,9 @@ impl Default for TwinsSettings {
             jwt_subject_prefix: "jwt".into(),
             pre_authenticated: false,
             cached_policies: 100_000,
+            mqtt_prefix: "ditto".into(),
+            mqtt_subject_prefix: "nginx".into(),
+            mqtt_own_thing: OwnThingSetting::None,
             event_retention: ferry_routes::Span(std::time::Duration::from_secs(24 * 3600)),
         }
     }
@@ -346,6 +367,15 @@ impl Config {
                 "durability.enabled".into(),
                 "routes and endpoints need durability: routed messages wait in the durable log"
                     .into(),
+            ));
+        }
+        let prefix = &self.twins.mqtt_prefix;
+        if !prefix.is_empty()
+            && (!ferry_mqtt::topic::is_valid_topic_name(prefix) || prefix.ends_with('/'))
+        {
+            return Err(semantic(
+                "twins.mqtt_prefix".into(),
+                format!("{prefix:?} is not a topic prefix like \"ditto\" (whole topic levels, no wildcards)"),
             ));
         }
         for (key, value) in [

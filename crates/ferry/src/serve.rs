@@ -3,9 +3,9 @@
 
 use crate::config::{Config, ListenerProtocol};
 use crate::reload::Reloader;
-use crate::twins::TwinAuth;
 use crate::security::Security;
 use crate::tls_listener::TlsListener;
+use crate::twins::TwinAuth;
 use anyhow::Context;
 use ferry_broker::{
     accept, keep_alive, memory_watermark, sys, Broker, Cores, Listener, Protocol, Tls,
@@ -72,6 +72,12 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         .context("cannot start the routes")?;
     let reloader = Arc::new(Reloader::new(security, routes, config_file));
     let twins = crate::twins::start(&config).await?;
+    if let Some(twins) = &twins {
+        let loopback_only = bound
+            .iter()
+            .all(|(_, _, tcp, _)| tcp.local_addr().is_ok_and(|address| address.ip().is_loopback()));
+        crate::twins::serve_mqtt(&config, twins, &broker, loopback_only);
+    }
     let mut http = Vec::new();
     for (settings, name, tcp, tls) in bound {
         let address = tcp.local_addr()?;

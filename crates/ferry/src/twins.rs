@@ -17,7 +17,7 @@
 //!   (`nginx:ditto`), so that Ditto's documentation examples run against
 //!   a fresh `ferry serve`. Never beyond loopback.
 
-use crate::config::{Config, TwinsStore};
+use crate::config::{Config, OwnThingSetting, TwinsStore};
 use anyhow::Context;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -27,6 +27,7 @@ use axum::response::Response;
 use base64::Engine;
 use ferry_auth::{Credentials, ListenerAuth, Verdict};
 use ferry_broker::{Broker, Fsync};
+use ferry_twins::mqtt::{MqttSettings, OwnThing, TwinTopics};
 use ferry_twins::service::{Caller, Twins, TwinsConfig};
 use ferry_twins::store::postgres::PostgresStore;
 use ferry_twins::store::sqlite::SqliteStore;
@@ -72,6 +73,38 @@ pub async fn start(config: &Config) -> anyhow::Result<Option<Arc<Twins>>> {
     let twins = Arc::new(Twins::new(store, service));
     tokio::spawn(twins.clone().run_journal_pruning());
     Ok(Some(twins))
+}
+
+/// Serves the Ditto protocol on the broker's `[twins] mqtt_prefix` topics
+/// (`ferry_twins::mqtt`), unless the prefix is empty. A client without a
+/// verified user name is `anonymous_subject` under the HTTP API's rule:
+/// only with no password file or JWT keys set up and every listener on a
+/// loopback address (`loopback_only`), which is Ferry with no
+/// configuration.
+pub fn serve_mqtt(config: &Config, twins: &Arc<Twins>, broker: &Arc<Broker>, loopback_only: bool) {
+    let settings = &config.twins;
+    if settings.mqtt_prefix.is_empty() {
+        return;
+    }
+    let no_credentials_configured =
+        config.auth.password_file.is_none() && config.auth.jwt.is_none();
+    let anonymous_subject =
+        (loopback_only && no_credentials_configured && !settings.anonymous_subject.is_empty())
+            .then(|| settings.anonymous_subject.clone());
+    let own_thing = match settings.mqtt_own_thing {
+        OwnThingSetting::None => OwnThing::Any,
+        OwnThingSetting::ClientId => OwnThing::ClientId,
+        OwnThingSetting::Username => OwnThing::Username,
+        OwnThingSetting::Certificate => OwnThing::Certificate,
+    };
+    let mqtt = MqttSettings {
+        prefix: settings.mqtt_prefix.clone(),
+        subject_prefix: settings.mqtt_subject_prefix.clone(),
+        anonymous_subject,
+        own_thing,
+    };
+    tracing::info!(prefix = %mqtt.prefix, "the Ditto protocol is served over MQTT under {}/", mqtt.prefix);
+    TwinTopics::start(twins.clone(), broker, mqtt);
 }
 
 /// How one HTTP listener tells who a request to the twin API is from.
@@ -153,8 +186,10 @@ impl TwinAuth {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(value.trim())
                 .map_err(|_| "Basic credentials are not base64")?;
-            let decoded = String::from_utf8(decoded).map_err(|_| "Basic credentials are not UTF-8")?;
-            let (user, password) = decoded.split_once(':').ok_or("Basic credentials without ':'")?;
+            let decoded =
+                String::from_utf8(decoded).map_err(|_| "Basic credentials are not UTF-8")?;
+            let (user, password) =
+                decoded.split_once(':').ok_or("Basic credentials without ':'")?;
             self.basic(user, password, peer).await.map(|subject| Caller::new(vec![subject]))
         } else if scheme.eq_ignore_ascii_case("bearer") {
             let policy = ListenerAuth { allow_anonymous: false, password: false, ..self.listener };
@@ -176,7 +211,12 @@ impl TwinAuth {
         }
     }
 
-    async fn basic(&self, user: &str, password: &str, peer: SocketAddr) -> Result<String, &'static str> {
+    async fn basic(
+        &self,
+        user: &str,
+        password: &str,
+        peer: SocketAddr,
+    ) -> Result<String, &'static str> {
         let key = {
             let text = (user, password);
             u128::from(self.keys.0.hash_one(text)) << 64 | u128::from(self.keys.1.hash_one(text))
@@ -186,8 +226,12 @@ impl TwinAuth {
                 return Ok(subject);
             }
         }
-        let policy =
-            ListenerAuth { allow_anonymous: false, jwt: false, certificate: false, ..self.listener };
+        let policy = ListenerAuth {
+            allow_anonymous: false,
+            jwt: false,
+            certificate: false,
+            ..self.listener
+        };
         let credentials = Credentials {
             peer: peer.ip(),
             username: Some(user),
@@ -211,7 +255,8 @@ impl TwinAuth {
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub SocketAddr);
 
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
+impl
+    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
     for Peer
 {
     fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Peer {
@@ -219,8 +264,10 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, toki
     }
 }
 
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, crate::tls_listener::TlsListener>>
-    for Peer
+impl
+    axum::extract::connect_info::Connected<
+        axum::serve::IncomingStream<'_, crate::tls_listener::TlsListener>,
+    > for Peer
 {
     fn connect_info(
         stream: axum::serve::IncomingStream<'_, crate::tls_listener::TlsListener>,

@@ -30,7 +30,7 @@ pub enum ThingAction {
 }
 
 impl ThingAction {
-    /// The name the journal keeps, the Ditto protocol's action.
+    /// The action of its Ditto protocol event (`…/twin/events/modified`).
     pub fn as_str(self) -> &'static str {
         match self {
             ThingAction::Created => "created",
@@ -51,6 +51,9 @@ impl ThingAction {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThingEvent {
     pub thing_id: ThingId,
+    /// The policy guarding the thing when it changed (the one it had
+    /// before a deletion), which decides who may see the event.
+    pub policy_id: Option<PolicyId>,
     /// The thing's revision after the change (a deletion counts one more).
     pub revision: u64,
     pub timestamp: Timestamp,
@@ -61,9 +64,6 @@ pub struct ThingEvent {
     /// What was written there: the value of a PUT, the patch of a merge;
     /// `None` for a deletion.
     pub value: Option<Value>,
-    /// The thing's policy when the change was made, which decides who
-    /// may see the event (a deleted thing has no other).
-    pub policy_id: Option<PolicyId>,
     /// The event's place in the event journal (`journal.rs`): store-wide,
     /// increasing in commit order; `None` with the journal off.
     pub journal: Option<u64>,

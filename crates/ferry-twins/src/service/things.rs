@@ -89,30 +89,30 @@ pub fn view(
         return Ok(None);
     }
     let value = thing.retrieve(resource, fields)?;
-    Ok(match resource {
-        ThingResource::Thing => readable_thing(&who, &value),
-        _ => who.view("thing", &pointer, &value),
-    })
+    let Some(shown) = who.view("thing", &pointer, &value) else { return Ok(None) };
+    Ok(Some(match resource {
+        ThingResource::Thing => with_always_shown(&value, shown),
+        _ => shown,
+    }))
 }
 
-/// What `who` may read of a whole thing's JSON, in the thing's own order,
-/// the always-shown fields included; `None` when it may read nothing of
-/// it. What a read of the thing and an event's partial thing both show.
-pub(crate) fn readable_thing(who: &crate::policy::Caller<'_>, value: &Value) -> Option<Value> {
-    match (who.view("thing", &JsonPointer::root(), value)?, value) {
-        (Value::Object(mut shown), Value::Object(whole)) => {
-            let mut ordered = serde_json::Map::new();
-            for (key, field) in whole {
-                if ALWAYS_SHOWN.contains(&key.as_str()) {
-                    ordered.insert(key.clone(), field.clone());
-                } else if let Some(kept) = shown.remove(key) {
-                    ordered.insert(key.clone(), kept);
-                }
-            }
-            Some(Value::Object(ordered))
+/// A reader's view of a whole thing (`shown`, cut from `whole`) with the
+/// fields every reader gets added back, in the thing's own order.
+pub(crate) fn with_always_shown(whole: &Value, shown: Value) -> Value {
+    let Value::Object(whole) = whole else { return shown };
+    let mut shown = match shown {
+        Value::Object(shown) => shown,
+        other => return other,
+    };
+    let mut ordered = serde_json::Map::new();
+    for (key, field) in whole {
+        if ALWAYS_SHOWN.contains(&key.as_str()) {
+            ordered.insert(key.clone(), field.clone());
+        } else if let Some(kept) = shown.remove(key) {
+            ordered.insert(key.clone(), kept);
         }
-        (shown, _) => Some(shown),
     }
+    Value::Object(ordered)
 }
 
 /// `If-Match` or `If-None-Match`: `*`, or entity tags as written
@@ -665,12 +665,12 @@ fn event(
 ) -> ThingEvent {
     ThingEvent {
         thing_id: thing.id().clone(),
+        policy_id: thing.policy_id(),
         revision,
         timestamp,
         action,
         path,
         value,
-        policy_id: thing.policy_id(),
         journal: None,
     }
 }

@@ -34,7 +34,7 @@
 //!   to probe hidden values.
 
 use super::events::{ThingAction, ThingEvent};
-use super::things::{readable_thing, view};
+use super::things::{view, with_always_shown};
 use super::{Caller, Twins};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
@@ -146,9 +146,11 @@ impl Twins {
         {
             return Ok(None);
         }
-        let Some(mut thing) = readable_thing(&who, &partial_thing(event)) else {
+        let partial = partial_thing(event);
+        let Some(shown) = who.view("thing", &JsonPointer::root(), &partial) else {
             return Ok(None);
         };
+        let mut thing = with_always_shown(&partial, shown);
         if let Some(extra_fields) = &watch.extra_fields {
             let extra = self.extra_fields(caller, &event.thing_id, extra_fields, now).await?;
             if let Value::Object(members) = &mut thing {

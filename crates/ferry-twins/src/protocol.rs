@@ -1,0 +1,27 @@
+//! The Ditto protocol: the JSON envelope (`topic`, `headers`, `path`,
+//! `value`, `status`, …) in which Ditto's clients send twin and policy
+//! commands and receive responses, errors and events over a message
+//! channel (MQTT, WebSocket) rather than HTTP.
+//!
+//! - `envelope.rs`: the message itself, read and written as Ditto does.
+//! - `topic.rs`: its topic path, `{namespace}/{name}/{group}/{channel}/
+//!   {criterion}/{action}`.
+//! - `commands.rs`: a command applied to the twin service, as the HTTP API
+//!   applies its requests, answered by a response or an error response.
+//! - `events.rs`: a committed change as a twin event, as each reader's
+//!   policy lets it see it.
+//!
+//! Not supported yet, and answered with Ditto's
+//! `protocoladapter:unknown.topicpath`: search over the protocol
+//! (`_/_/things/twin/search/…`), streaming of persisted events, and
+//! announcements.
+
+mod commands;
+mod envelope;
+mod events;
+mod topic;
+
+pub use commands::{error_response, id_enforcement_failed};
+pub use envelope::Envelope;
+pub use events::EventView;
+pub use topic::{Channel, Criterion, Group, Topic};
