@@ -287,7 +287,7 @@ impl Twins {
         let state = if response.status == Some(408) && response.topic.ends_with("/errors") {
             OutcomeState::Expired
         } else {
-            OutcomeState::Answered(response)
+            OutcomeState::Answered(Box::new(response))
         };
         self.live().outcomes.settle(&correlation_id, state);
     }
@@ -402,5 +402,152 @@ mod tests {
         assert!(!check("a/b/things/live/messages/ask", None));
         assert!(!check("a/b/things/live/events/modified", Some(200)));
         assert!(!check("a/b/things/twin/commands/modify", Some(204)));
+    }
+}
+
+#[cfg(test)]
+mod hub_tests {
+    use super::*;
+    use crate::service::TwinsConfig;
+    use crate::store::{sqlite::SqliteStore, Store};
+    use serde_json::json;
+
+    const TOPIC: &str = "org.acme/lamp/things/live/messages/ask";
+
+    /// A service with the thing `org.acme:lamp`, owned by `nginx:alice`,
+    /// whose inbox `nginx:dev` may read.
+    async fn twins(dir: &tempfile::TempDir) -> Arc<Twins> {
+        let store = SqliteStore::open(&dir.path().join("twins.db"), false).unwrap();
+        let twins = Arc::new(Twins::new(Store::Sqlite(store), TwinsConfig::default()));
+        let grant = |subject: &str, resources: serde_json::Value| json!({"subjects": {subject: {"type": "generated"}}, "resources": resources});
+        let all = json!({"grant": ["READ", "WRITE"], "revoke": []});
+        let policy = json!({"entries": {
+            "OWNER": grant("nginx:alice", json!({"thing:/": all, "policy:/": all, "message:/": all})),
+            "DEVICE": grant("nginx:dev", json!({"message:/inbox": {"grant": ["READ"], "revoke": []}})),
+        }});
+        let mut create = Envelope::new("org.acme/lamp/policies/commands/create", "/");
+        create.value = Some(policy);
+        let created = twins.apply_envelope(&caller("alice"), &create).await.unwrap();
+        assert_eq!(created.status, Some(201), "{created:?}");
+        let mut create = Envelope::new("org.acme/lamp/things/twin/commands/create", "/");
+        create.value = Some(json!({"policyId": "org.acme:lamp"}));
+        let created = twins.apply_envelope(&caller("alice"), &create).await.unwrap();
+        assert_eq!(created.status, Some(201), "{created:?}");
+        twins
+    }
+
+    fn caller(user: &str) -> Caller {
+        Caller::new(vec![format!("nginx:{user}")])
+    }
+
+    fn message(headers: serde_json::Value) -> (Topic, Envelope) {
+        let mut envelope = Envelope::new(TOPIC, "/inbox/messages/ask");
+        envelope.headers = headers.as_object().unwrap().clone();
+        envelope.value = Some(json!("what time is it?"));
+        (Topic::parse(TOPIC).unwrap(), envelope)
+    }
+
+    /// A subscriber of messages, and the queue it reads.
+    fn listen(twins: &Arc<Twins>, user: &str) -> (Subscription, mpsc::Receiver<String>) {
+        let (out, queue) = mpsc::channel(4);
+        let subscription = twins.subscribe_live(caller(user), out);
+        subscription.subscriber.set(Kind::Messages, Some(Vec::new()));
+        (subscription, queue)
+    }
+
+    #[tokio::test]
+    async fn a_response_is_correlated_to_its_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir).await;
+        let (_device, mut inbox) = listen(&twins, "dev");
+        let (topic, envelope) = message(json!({"correlation-id": "c1"}));
+        let call = twins
+            .send_live(&caller("alice"), topic, Kind::Messages, envelope, Sending::default())
+            .await
+            .unwrap()
+            .expect("a response is wanted");
+        let received: Envelope = serde_json::from_str(&inbox.recv().await.unwrap()).unwrap();
+        assert_eq!(received.correlation_id().as_deref(), Some("c1"));
+
+        let mut other = received.clone();
+        other.status = Some(200);
+        other.headers.insert("correlation-id".into(), "c2".into());
+        assert!(!twins.answer_live(other), "no call waits for c2");
+        let mut response = received;
+        response.status = Some(201);
+        response.value = Some(json!("noon"));
+        assert!(twins.answer_live(response));
+        let answered = call.response().await;
+        assert_eq!((answered.status, answered.value), (Some(201), Some(json!("noon"))));
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_call_times_out_with_dittos_408_and_frees_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir).await;
+        let (topic, envelope) = message(json!({"correlation-id": "c1", "timeout": "50ms"}));
+        let call = twins
+            .send_live(
+                &caller("alice"),
+                topic.clone(),
+                Kind::Messages,
+                envelope.clone(),
+                Sending::default(),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let timed_out = call.response().await;
+        assert_eq!(timed_out.topic, "org.acme/lamp/things/live/errors");
+        assert_eq!(timed_out.status, Some(408));
+        assert_eq!(timed_out.value.unwrap()["error"], "command.timeout");
+        // The correlation id may be used again.
+        let alice = caller("alice");
+        let again = twins.send_live(&alice, topic, Kind::Messages, envelope, Sending::default());
+        assert!(again.await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn senders_need_write_and_readers_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir).await;
+        let (_device, mut device) = listen(&twins, "dev");
+        let (_stranger, mut stranger) = listen(&twins, "eve");
+        let (topic, envelope) = message(json!({"timeout": "0"}));
+        let refused = twins
+            .send_live(
+                &caller("dev"),
+                topic.clone(),
+                Kind::Messages,
+                envelope.clone(),
+                Sending::default(),
+            )
+            .await
+            .err()
+            .unwrap();
+        assert_eq!((refused.status, refused.error), (403, "messages:send.notallowed"));
+        let sent = twins
+            .send_live(&caller("alice"), topic, Kind::Messages, envelope, Sending::default())
+            .await
+            .unwrap();
+        assert!(sent.is_none(), "timeout 0 waits for nothing");
+        assert!(device.try_recv().is_ok());
+        assert!(stranger.try_recv().is_err(), "no READ on the message: nothing");
+    }
+
+    #[tokio::test]
+    async fn a_full_session_queue_drops_and_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir).await;
+        let (_device, _unread) = listen(&twins, "dev");
+        for _ in 0..6 {
+            let (topic, envelope) = message(json!({"timeout": "0"}));
+            let caller = caller("alice");
+            twins
+                .send_live(&caller, topic, Kind::Messages, envelope, Sending::default())
+                .await
+                .unwrap();
+        }
+        assert_eq!(twins.live().dropped.load(Ordering::Relaxed), 2, "4 fit in the queue");
     }
 }

@@ -54,6 +54,7 @@ struct Calls {
 
 /// A registration: its serial, for [`Pending::forget`], and where its
 /// response arrives.
+#[derive(Debug)]
 pub struct Registered {
     pub serial: u64,
     pub response: oneshot::Receiver<Envelope>,
@@ -123,7 +124,7 @@ pub enum State {
     /// Sent; neither answered nor past its TTL.
     Pending,
     /// The device's response (or error response).
-    Answered(Envelope),
+    Answered(Box<Envelope>),
     /// The TTL passed without a response.
     Expired,
 }
@@ -273,8 +274,8 @@ mod tests {
         }
         assert!(outcomes.get("c0").is_none(), "the oldest was forgotten");
         assert_eq!(outcomes.get("c1").unwrap().state, State::Pending);
-        outcomes.settle("c1", State::Answered(response(200)));
-        assert_eq!(outcomes.get("c1").unwrap().state, State::Answered(response(200)));
+        outcomes.settle("c1", State::Answered(Box::new(response(200))));
+        assert_eq!(outcomes.get("c1").unwrap().state, State::Answered(Box::new(response(200))));
         outcomes.settle("c2", State::Expired);
         assert_eq!(outcomes.get("c2").unwrap().state, State::Expired);
     }
