@@ -34,15 +34,15 @@ pub fn router(twins: Arc<Twins>) -> Router {
         .route("/api/2/things", get(things::list).post(things::create))
         .route("/api/2/things/{thing_id}", any(things::thing))
         .route("/api/2/things/{thing_id}/{*rest}", any(things::part))
-        .route("/api/2/things/{thing_id}/inbox/messages/{*subject}", any(messages::thing_inbox))
-        .route("/api/2/things/{thing_id}/outbox/messages/{*subject}", any(messages::thing_outbox))
+        .route("/api/2/things/{thing_id}/inbox/messages/{*subject}", any(messages::thing))
+        .route("/api/2/things/{thing_id}/outbox/messages/{*subject}", any(messages::thing))
         .route(
             "/api/2/things/{thing_id}/features/{feature_id}/inbox/messages/{*subject}",
-            any(messages::feature_inbox),
+            any(messages::feature),
         )
         .route(
             "/api/2/things/{thing_id}/features/{feature_id}/outbox/messages/{*subject}",
-            any(messages::feature_outbox),
+            any(messages::feature),
         )
         .route("/ws/2", get(crate::ws::upgrade))
         .route("/api/2/search/things", get(search::search_get).post(search::search_post))

@@ -9,11 +9,12 @@
 //! **Order and flow.** One task per session reads the client's frames and
 //! applies them one after another, writing each answer before reading
 //! on, so a client that does not read its answers is slowed by TCP rather
-//! than buffered. What is pushed — live signals and the answers to this
-//! session's live calls — waits in bounded queues; Ditto's gateway drops
-//! what its session's buffer (`publisher.backpressure-buffer-size`, 200)
-//! cannot hold, and so does this one, counting the drops in
-//! `Live::dropped`. Twin events are read from the change feed by the same
+//! than buffered. Live signals pushed to the session wait in a bounded
+//! queue ([`PUSH_QUEUE`]); Ditto's gateway drops what its session's
+//! buffer (`publisher.backpressure-buffer-size`, 200) cannot hold, and so
+//! does this one, counting the drops in `Live::dropped`. The answers to
+//! the session's own live calls go through the same queue but wait for
+//! room instead. Twin events are read from the change feed by the same
 //! task; a session that falls [`EVENT_BUFFER`] events behind loses the
 //! oldest, counted the same way.
 //!
@@ -289,4 +290,12 @@ async fn next_event(
 
 fn text_of(envelope: &Envelope) -> String {
     String::from_utf8(envelope.to_bytes()).expect("JSON is UTF-8")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    /// Control message parameters from literals.
+    pub(crate) fn params(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect()
+    }
 }

@@ -24,8 +24,8 @@ use crate::id::ThingId;
 use crate::live::{Kind, OutcomeState, Sending};
 use crate::protocol::{Envelope, Topic};
 use crate::service::{Caller, Twins};
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{MatchedPath, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
@@ -33,6 +33,10 @@ use base64::Engine;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The largest payload a message may have: Ditto's `limits.messages.max-size`
+/// (250k).
+const MAX_PAYLOAD_BYTES: usize = 250 * 1024;
 
 /// How long a persistent message is kept by default.
 const DEFAULT_TTL: Duration = Duration::from_secs(3600);
@@ -49,56 +53,35 @@ struct Mailbox {
     subject: String,
 }
 
-pub(super) async fn thing_inbox(
+/// `POST /things/{thingId}/{inbox|outbox}/messages/{subject}`, and `GET`
+/// of a persistent message's outcome.
+pub(super) async fn thing(
     state: State<Arc<Twins>>,
     caller: Option<Extension<Caller>>,
     Path((thing_id, subject)): Path<(String, String)>,
-    method: Method,
-    headers: HeaderMap,
-    query: RawQuery,
-    body: Bytes,
+    route: MatchedPath,
+    request: Request,
 ) -> Reply {
-    let mailbox = Mailbox { thing_id, feature_id: None, inbox: true, subject };
-    message(state, caller, mailbox, method, headers, query, body).await
+    let mailbox = Mailbox { thing_id, feature_id: None, inbox: is_inbox(&route), subject };
+    message(state, caller, mailbox, request).await
 }
 
-pub(super) async fn thing_outbox(
-    state: State<Arc<Twins>>,
-    caller: Option<Extension<Caller>>,
-    Path((thing_id, subject)): Path<(String, String)>,
-    method: Method,
-    headers: HeaderMap,
-    query: RawQuery,
-    body: Bytes,
-) -> Reply {
-    let mailbox = Mailbox { thing_id, feature_id: None, inbox: false, subject };
-    message(state, caller, mailbox, method, headers, query, body).await
-}
-
-pub(super) async fn feature_inbox(
+/// The same for a feature: `/things/{thingId}/features/{featureId}/…`.
+pub(super) async fn feature(
     state: State<Arc<Twins>>,
     caller: Option<Extension<Caller>>,
     Path((thing_id, feature_id, subject)): Path<(String, String, String)>,
-    method: Method,
-    headers: HeaderMap,
-    query: RawQuery,
-    body: Bytes,
+    route: MatchedPath,
+    request: Request,
 ) -> Reply {
-    let mailbox = Mailbox { thing_id, feature_id: Some(feature_id), inbox: true, subject };
-    message(state, caller, mailbox, method, headers, query, body).await
+    let inbox = is_inbox(&route);
+    let mailbox = Mailbox { thing_id, feature_id: Some(feature_id), inbox, subject };
+    message(state, caller, mailbox, request).await
 }
 
-pub(super) async fn feature_outbox(
-    state: State<Arc<Twins>>,
-    caller: Option<Extension<Caller>>,
-    Path((thing_id, feature_id, subject)): Path<(String, String, String)>,
-    method: Method,
-    headers: HeaderMap,
-    query: RawQuery,
-    body: Bytes,
-) -> Reply {
-    let mailbox = Mailbox { thing_id, feature_id: Some(feature_id), inbox: false, subject };
-    message(state, caller, mailbox, method, headers, query, body).await
+/// Whether the route is an inbox's (else an outbox's).
+fn is_inbox(route: &MatchedPath) -> bool {
+    route.as_str().contains("/inbox/")
 }
 
 /// A request's parameter by name: the query's (the last given), else the
@@ -116,13 +99,12 @@ async fn message(
     State(twins): State<Arc<Twins>>,
     caller: Option<Extension<Caller>>,
     mailbox: Mailbox,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    request: Request,
 ) -> Reply {
     let caller = super::caller(caller)?;
-    let query = pairs(query.unwrap_or_default().as_bytes(), Plus::Literal);
+    let (parts, body) = request.into_parts();
+    let (method, headers) = (parts.method, parts.headers);
+    let query = pairs(parts.uri.query().unwrap_or_default().as_bytes(), Plus::Literal);
     let thing_id = ThingId::parse(&mailbox.thing_id)?;
     let subject = mailbox.subject.trim_start_matches('/');
     if subject.is_empty() {
@@ -146,6 +128,7 @@ async fn message(
         .and_then(|value| value.to_str().ok())
         .unwrap_or("application/octet-stream")
         .to_owned();
+    let body = read_body(&headers, body).await?;
     let value = if body.is_empty() { None } else { Some(payload(&content_type, &body)?) };
 
     let direction = if mailbox.inbox { "inbox" } else { "outbox" };
@@ -195,6 +178,36 @@ async fn message(
     let mut response = http_response(&call.response().await);
     add_correlation_id(&mut response, &correlation_id);
     Ok(response)
+}
+
+/// The payload, at most [`MAX_PAYLOAD_BYTES`] (Ditto's
+/// `MessageCommandSizeValidator`), refused by its `Content-Length` before
+/// it is read where it has one.
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, DittoError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok())
+        .and_then(|length| length.parse::<usize>().ok());
+    if let Some(length) = declared.filter(|&length| length > MAX_PAYLOAD_BYTES) {
+        return Err(payload_too_large(length));
+    }
+    axum::body::to_bytes(body, MAX_PAYLOAD_BYTES)
+        .await
+        .map_err(|_| payload_too_large(MAX_PAYLOAD_BYTES + 1))
+}
+
+/// Ditto's `MessagePayloadSizeTooLargeException`.
+fn payload_too_large(bytes: usize) -> DittoError {
+    DittoError::new(
+        413,
+        "messages:payload.toolarge",
+        format!(
+            "The message payload size of '{}' kB exceeds the maximal allowed size of '{}' kB.",
+            bytes / 1024,
+            MAX_PAYLOAD_BYTES / 1024
+        ),
+        "Reduce the message payload in the bounds of the specified limit".to_string(),
+    )
 }
 
 /// A persistent message's TTL in seconds: default 1 h, at most 24 h.

@@ -87,18 +87,9 @@ impl DittoError {
     }
 }
 
-/// A number as Java's `MessageFormat` writes one: digits grouped by three
-/// with commas (`10,000`), which is how Ditto's messages show durations.
-fn java_grouped(number: u128) -> String {
-    let digits = number.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
+/// Milliseconds as Java's `MessageFormat` writes them (`10,000`).
+fn java_grouped(millis: u128) -> String {
+    crate::rql::grouped(i64::try_from(millis).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]
@@ -107,10 +98,6 @@ mod tests {
 
     #[test]
     fn durations_are_written_as_java_writes_them() {
-        assert_eq!(java_grouped(0), "0");
-        assert_eq!(java_grouped(999), "999");
-        assert_eq!(java_grouped(10_000), "10,000");
-        assert_eq!(java_grouped(1_234_567), "1,234,567");
         assert_eq!(
             DittoError::command_timeout(Duration::from_secs(10)).message,
             "The Command reached the specified timeout of 10,000ms."

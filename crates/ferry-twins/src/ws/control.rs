@@ -130,10 +130,7 @@ fn url_decode(text: &str) -> Result<String, Malformed> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-        list.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
-    }
+    use crate::ws::tests::params as pairs;
 
     #[test]
     fn every_start_and_stop_with_its_ack() {

@@ -69,10 +69,7 @@ fn unsupported_option(name: &str) -> DittoError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn params(list: &[(&str, &str)]) -> Vec<(String, String)> {
-        list.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
-    }
+    use crate::ws::tests::params;
 
     #[test]
     fn namespaces_are_read_and_unapplied_options_refused() {
