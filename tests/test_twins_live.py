@@ -362,3 +362,37 @@ def test_live_commands_and_events_between_websocket_and_mqtt(tmp_path, broker_fa
     mqtt_device.close()
     for ws in (app, device, eve):
         ws.close()
+
+
+def test_http_live_commands_are_answered_by_the_device(tmp_path, broker_factory, twin_store):
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    device = _ws(broker, "dev")
+    device.control("START-SEND-LIVE-COMMANDS")
+
+    answer = _in_background(lambda: alice.put(f"{T}/attributes/public", 9,
+                                              params={"channel": "live"}))
+    command = device.recv()
+    assert (command["topic"], command["path"], command["value"]) == (
+        f"{LIVE}/commands/modify", "/attributes/public", 9)
+    device.send({"topic": command["topic"], "path": command["path"], "status": 204,
+                 "headers": {"correlation-id": command["headers"]["correlation-id"]}})
+    assert answer().status_code == 204
+    assert alice.get(f"{T}/attributes/public").json() == 0, "the twin is left alone"
+
+    eve = _http(broker, "eve")
+    answer = _in_background(lambda: eve.get(f"{T}/attributes", headers={"channel": "live"}))
+    command = device.recv()
+    assert command["topic"] == f"{LIVE}/commands/retrieve"
+    device.send({"topic": command["topic"], "path": command["path"], "status": 200,
+                 "headers": {"correlation-id": command["headers"]["correlation-id"]},
+                 "value": {"public": 9, "secret": 1}})
+    response = answer()
+    assert (response.status_code, response.json()) == (200, {"public": 9})
+
+    refused = eve.put(f"{T}/attributes/public", 1, params={"channel": "live"})
+    assert (refused.status_code, refused.json()["error"]) == (
+        403, "things:attribute.notmodifiable")
+    timed_out = alice.delete(f"{T}/attributes/public", params={"channel": "live",
+                                                               "timeout": "100ms"})
+    assert (timed_out.status_code, timed_out.json()["error"]) == (408, "command.timeout")
+    device.close()

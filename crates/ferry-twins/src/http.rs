@@ -5,6 +5,7 @@
 //! subjects into each request as a [`Caller`] extension before these
 //! routes see it, so this module only enforces.
 
+mod live;
 mod messages;
 mod openapi;
 mod params;

@@ -86,7 +86,7 @@ fn is_inbox(route: &MatchedPath) -> bool {
 
 /// A request's parameter by name: the query's (the last given), else the
 /// header of the same name, as Ditto reads headers from either.
-fn param(query: &[(String, String)], headers: &HeaderMap, name: &str) -> Option<String> {
+pub(super) fn param(query: &[(String, String)], headers: &HeaderMap, name: &str) -> Option<String> {
     query
         .iter()
         .rev()
@@ -258,7 +258,7 @@ fn media(content_type: &str) -> Media {
 /// `handleMessageResponseMessage`: its status (502, which Ditto keeps for
 /// itself, becomes 200), its payload in its content type, nothing for
 /// 204; an error response is the error.
-fn http_response(response: &Envelope) -> Response {
+pub(super) fn http_response(response: &Envelope) -> Response {
     let status = match response.status {
         Some(502) | None => StatusCode::OK,
         Some(status) => StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
@@ -283,7 +283,7 @@ fn http_response(response: &Envelope) -> Response {
     answer
 }
 
-fn add_correlation_id(response: &mut Response, correlation_id: &str) {
+pub(super) fn add_correlation_id(response: &mut Response, correlation_id: &str) {
     if let Ok(value) = HeaderValue::from_str(correlation_id) {
         response.headers_mut().insert("correlation-id", value);
     }
