@@ -92,7 +92,7 @@ pub struct Subscriber {
     /// Per kind ([`Kind::index`]): `None` when off, else the namespaces it
     /// is limited to (empty: all).
     wants: RwLock<[Option<Vec<String>>; 3]>,
-    out: mpsc::Sender<String>,
+    out: mpsc::Sender<Envelope>,
 }
 
 impl Subscriber {
@@ -153,8 +153,7 @@ impl Live {
                 continue;
             }
             let Some(envelope) = audience.envelope_for(&subscriber.caller) else { continue };
-            let text = String::from_utf8(envelope.to_bytes()).expect("JSON is UTF-8");
-            if subscriber.out.try_send(text).is_err() {
+            if subscriber.out.try_send(envelope).is_err() {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!("live signal dropped: a WebSocket session's queue is full");
             }
@@ -181,11 +180,14 @@ impl Call {
     /// The response as the sender may see it, or Ditto's 408 error
     /// response once the timeout passes.
     pub async fn response(mut self) -> Envelope {
-        let response = self.response.take().expect("awaited once, by value");
-        match tokio::time::timeout(self.timeout, response).await {
-            Ok(Ok(response)) => self.audience.response_for(&self.sender, response),
-            _ => self.error(&DittoError::command_timeout(self.timeout)),
+        // `take`, since a `Drop` type's fields cannot be moved out; it is
+        // there, as this consumes the call.
+        if let Some(response) = self.response.take() {
+            if let Ok(Ok(response)) = tokio::time::timeout(self.timeout, response).await {
+                return self.audience.response_for(&self.sender, response);
+            }
         }
+        self.error(&DittoError::command_timeout(self.timeout))
     }
 
     /// `error` as the response to this call.
@@ -218,7 +220,7 @@ impl Twins {
     pub fn subscribe_live(
         self: &Arc<Self>,
         caller: Caller,
-        out: mpsc::Sender<String>,
+        out: mpsc::Sender<Envelope>,
     ) -> Subscription {
         let live = self.live();
         let id = live.next_subscriber.fetch_add(1, Ordering::Relaxed);
@@ -254,7 +256,7 @@ impl Twins {
         };
         let wants_response =
             kind != Kind::LiveEvents && envelope.response_required() && !timeout.is_zero();
-        if !wants_response {
+        if !wants_response && kind != Kind::LiveEvents {
             envelope.headers.insert("response-required".into(), false.into());
         }
         let audience = Arc::new(self.authorize_live(caller, topic, kind, envelope).await?);
@@ -448,7 +450,7 @@ mod hub_tests {
     }
 
     /// A subscriber of messages, and the queue it reads.
-    fn listen(twins: &Arc<Twins>, user: &str) -> (Subscription, mpsc::Receiver<String>) {
+    fn listen(twins: &Arc<Twins>, user: &str) -> (Subscription, mpsc::Receiver<Envelope>) {
         let (out, queue) = mpsc::channel(4);
         let subscription = twins.subscribe_live(caller(user), out);
         subscription.subscriber.set(Kind::Messages, Some(Vec::new()));
@@ -466,7 +468,7 @@ mod hub_tests {
             .await
             .unwrap()
             .expect("a response is wanted");
-        let received: Envelope = serde_json::from_str(&inbox.recv().await.unwrap()).unwrap();
+        let received = inbox.recv().await.unwrap();
         assert_eq!(received.correlation_id().as_deref(), Some("c1"));
 
         let mut other = received.clone();

@@ -77,8 +77,8 @@ struct Session {
     caller: Caller,
     socket: WebSocket,
     /// Live signals for this session, and the answers to its live calls.
-    pushed: mpsc::Receiver<String>,
-    answers: mpsc::Sender<String>,
+    pushed: mpsc::Receiver<Envelope>,
+    answers: mpsc::Sender<Envelope>,
     subscription: Subscription,
     calls: Arc<Semaphore>,
     /// The change feed and the session's options, while it wants events.
@@ -118,7 +118,7 @@ impl Session {
                     // protocol is text only.
                     Some(Ok(_)) => Next::Continue,
                 },
-                Some(text) = self.pushed.recv() => self.send_text(text).await,
+                Some(pushed) = self.pushed.recv() => self.send(&pushed).await,
                 event = next_event(&mut self.events) => self.on_event(event).await,
                 // The guard `wait_for` returns is not `Send`: dropped at once.
                 () = async { drop(closing.wait_for(|&closed| closed).await) } => Next::Close(CloseFrame {
@@ -235,7 +235,7 @@ impl Session {
                     let _permit = permit;
                     tokio::select! {
                         response = call.response() => {
-                            let _ = answers.send(text_of(&response)).await;
+                            let _ = answers.send(response).await;
                         }
                         // The session ended: nobody is left to answer.
                         _ = answers.closed() => {}
@@ -267,7 +267,8 @@ impl Session {
     }
 
     async fn send(&mut self, envelope: &Envelope) -> Next {
-        self.send_text(text_of(envelope)).await
+        let text = String::from_utf8(envelope.to_bytes()).expect("JSON is UTF-8");
+        self.send_text(text).await
     }
 
     async fn send_text(&mut self, text: String) -> Next {
@@ -286,10 +287,6 @@ async fn next_event(
         Some((feed, _)) => feed.recv().await,
         None => std::future::pending().await,
     }
-}
-
-fn text_of(envelope: &Envelope) -> String {
-    String::from_utf8(envelope.to_bytes()).expect("JSON is UTF-8")
 }
 
 #[cfg(test)]

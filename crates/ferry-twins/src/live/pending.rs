@@ -95,11 +95,10 @@ impl Pending {
     /// never sent), as Ditto drops a live response nobody waits for.
     pub fn answer(&self, correlation_id: &str, thing_id: &ThingId, response: Envelope) -> bool {
         let mut calls = self.calls.lock();
-        let Some(waiting) = calls.by_id.get(correlation_id) else { return false };
-        if waiting.thing_id != *thing_id {
+        if calls.by_id.get(correlation_id).is_none_or(|waiting| waiting.thing_id != *thing_id) {
             return false;
         }
-        let waiting = calls.by_id.remove(correlation_id).expect("looked up under the same lock");
+        let Some(waiting) = calls.by_id.remove(correlation_id) else { return false };
         drop(calls);
         waiting.answer.send(response).is_ok()
     }
