@@ -396,3 +396,17 @@ def test_http_live_commands_are_answered_by_the_device(tmp_path, broker_factory,
                                                                "timeout": "100ms"})
     assert (timed_out.status_code, timed_out.json()["error"]) == (408, "command.timeout")
     device.close()
+
+
+def test_twin_events_over_mqtt_keep_their_per_reader_views(tmp_path, broker_factory,
+                                                           twin_store):
+    """The MQTT publication path live signals share with twin events."""
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    eve = MqttDevice(broker, "eve", "eve-1")
+    eve.subscribe("ditto/things/+/twin/events/#")
+    assert alice.put(f"{T}/attributes/secret", 1).status_code == 201
+    assert alice.put(f"{T}/attributes", {"public": 2, "secret": 3}).status_code == 204
+    received = eve.next()  # the first change is not hers to see
+    assert received.topic == f"ditto/things/{TID}/twin/events/modified"
+    assert json.loads(received.payload)["value"] == {"public": 2}
+    eve.close()
