@@ -67,7 +67,8 @@ pub struct Live {
     pending: Arc<Pending>,
     outcomes: Outcomes,
     closing: watch::Sender<bool>,
-    /// Signals a WebSocket session did not get because its queue was full.
+    /// Live signals and twin events WebSocket sessions did not get because
+    /// they fell behind (a full push queue, a lagging change feed).
     pub dropped: AtomicU64,
 }
 
