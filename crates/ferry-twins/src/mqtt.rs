@@ -15,6 +15,12 @@
 //!   receive.
 //! - **Twin events** go to `ditto/things/{thingId}/twin/events/{action}`,
 //!   each subscriber getting the part its policy lets it read, or nothing.
+//! - **Live signals** (`mqtt/live.rs`): live messages, commands and events
+//!   go to `ditto/things/{thingId}/live/messages/{subject}`,
+//!   `…/live/commands/{action}` and `…/live/events/{action}`, to readers
+//!   the policy lets READ them; a client's own live signals go out through
+//!   the live hub (`live.rs`), and a live response it publishes (`status`
+//!   on a `things/live/…` topic) answers the call waiting for it.
 //!
 //! **Who a client is** to the policies: `<subject_prefix>:<user>` for a
 //! user name the broker verified (a password, a JWT or a certificate);
@@ -23,6 +29,8 @@
 //!
 //! **Order:** one client's messages are applied one after another, in the
 //! order they arrived; different clients' run side by side.
+
+mod live;
 
 use crate::id::ThingId;
 use crate::protocol::{Envelope, EventView, Topic};
@@ -106,6 +114,8 @@ impl TwinTopics {
             events_missed: AtomicU64::new(0),
         });
         broker.set_service(Some(topics.clone()));
+        let outlet: Weak<dyn crate::live::Outlet> = Arc::downgrade(&topics) as _;
+        topics.twins.live().attach(outlet);
         tokio::spawn(publish_events(topics.clone(), topics.twins.subscribe()));
         topics
     }
@@ -136,7 +146,10 @@ impl TwinTopics {
             Err(error) => {
                 (Some(crate::protocol::error_response(None, &Default::default(), &error)), None)
             }
-            Ok(envelope) => (self.answer(&principal, &envelope).await, envelope.header("reply-to")),
+            Ok(envelope) => {
+                let reply_to = envelope.header("reply-to");
+                (self.answer(&message, &principal, reply_to.clone(), envelope).await, reply_to)
+            }
         };
         reply.answer(ReasonCode::Success);
         if let Some(answer) = answer {
@@ -144,14 +157,27 @@ impl TwinTopics {
         }
     }
 
-    /// What a Ditto protocol message from `principal` is answered with.
-    async fn answer(&self, principal: &Principal, envelope: &Envelope) -> Option<Envelope> {
-        let refusal = match self.enforce_own_thing(principal, envelope) {
+    /// What a Ditto protocol message from `principal` is answered with at
+    /// once; the answer to a live signal comes later (`mqtt/live.rs`).
+    async fn answer(
+        &self,
+        command: &Arc<Message>,
+        principal: &Arc<Principal>,
+        reply_to: Option<String>,
+        envelope: Envelope,
+    ) -> Option<Envelope> {
+        let refusal = match self.enforce_own_thing(principal, &envelope) {
             Err(refusal) => refusal,
             Ok(()) => {
                 let caller = self.caller(Some(principal));
                 if !caller.subjects.is_empty() {
-                    return self.twins.apply_envelope(&caller, envelope).await;
+                    return match crate::live::Route::of(&envelope) {
+                        Some(route) => {
+                            let asked = live::Asked { command, principal, reply_to };
+                            self.apply_live(route, &caller, envelope, asked).await
+                        }
+                        None => self.twins.apply_envelope(&caller, &envelope).await,
+                    };
                 }
                 crate::DittoError::unauthenticated()
             }
@@ -329,18 +355,9 @@ async fn publish_events(
         let Some(broker) = topics.broker.upgrade() else { return };
         let Some(topic) = event_topic(&topics.settings.prefix, &event) else { continue };
         let view = EventView::load(&topics.twins, event).await;
-        let signal = EventSignal { topics: &topics, view, shown: Mutex::new(Vec::new()) };
-        let mut properties = Properties::default();
-        properties.content_type = Some(ByteStr::from(DITTO_CONTENT_TYPE));
-        let message = Message::new(
-            ByteStr::from(topic.as_str()),
-            Bytes::new(),
-            QoS::AtLeastOnce,
-            false,
-            properties,
-            0,
-        );
-        broker.publish_signal(message, &signal);
+        topics.publish_view(&broker, &topic, QoS::AtLeastOnce, None, |caller| {
+            view.envelope_for(caller)
+        });
     }
 }
 
@@ -355,15 +372,40 @@ fn event_topic(prefix: &str, event: &ThingEvent) -> Option<String> {
     Some(format!("{prefix}/things/{id}/twin/events/{}", event.action.as_str()))
 }
 
-/// An event as each subscriber may see it; one view per set of subjects,
+impl TwinTopics {
+    /// Publishes on `topic` what `view` shows each subscriber, with the
+    /// Message Expiry Interval `expiry`.
+    fn publish_view(
+        &self,
+        broker: &Broker,
+        topic: &str,
+        qos: QoS,
+        expiry: Option<Duration>,
+        view: impl Fn(&Caller) -> Option<Envelope> + Send + Sync,
+    ) {
+        let mut properties = Properties::default();
+        properties.content_type = Some(ByteStr::from(DITTO_CONTENT_TYPE));
+        if let Some(expiry) = expiry {
+            // Whole seconds, rounded up: a call of 500 ms is still worth a
+            // second's delivery.
+            let seconds = expiry.as_millis().div_ceil(1000).max(1);
+            properties.message_expiry_interval = Some(u32::try_from(seconds).unwrap_or(u32::MAX));
+        }
+        let message = Message::new(ByteStr::from(topic), Bytes::new(), qos, false, properties, 0);
+        let signal = CallerSignal { topics: self, view, shown: Mutex::new(Vec::new()) };
+        broker.publish_signal(message, &signal);
+    }
+}
+
+/// A signal as each subscriber may see it; one view per set of subjects,
 /// since many subscribers are often the same user.
-struct EventSignal<'t> {
+struct CallerSignal<'t, F> {
     topics: &'t TwinTopics,
-    view: EventView,
+    view: F,
     shown: Mutex<Vec<(Vec<String>, Option<Bytes>)>>,
 }
 
-impl Signal for EventSignal<'_> {
+impl<F: Fn(&Caller) -> Option<Envelope> + Send + Sync> Signal for CallerSignal<'_, F> {
     fn view(&self, reader: Option<&Principal>) -> Option<Bytes> {
         let caller = self.topics.caller(reader);
         let mut shown = self.shown.lock();
@@ -371,8 +413,7 @@ impl Signal for EventSignal<'_> {
         {
             return payload.clone();
         }
-        let payload =
-            self.view.envelope_for(&caller).map(|envelope| Bytes::from(envelope.to_bytes()));
+        let payload = (self.view)(&caller).map(|envelope| Bytes::from(envelope.to_bytes()));
         shown.push((caller.subjects, payload.clone()));
         payload
     }

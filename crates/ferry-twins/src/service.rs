@@ -26,6 +26,7 @@ pub(crate) use things::with_always_shown;
 
 pub use events::{ThingAction, ThingEvent, EVENT_BUFFER};
 pub use policies::PolicyResource;
+pub(crate) use things::{not_accessible, not_modifiable};
 pub use things::{
     view, Conditions, Outcome as ThingOutcome, Refused, Retrieved as RetrievedThing, TagMatch,
     ThingWrite, Written as ThingWritten,
@@ -112,6 +113,7 @@ pub struct Twins {
     closing: tokio::sync::watch::Sender<bool>,
     /// Event subscribers that fell behind the feed (`watch.rs`).
     lagged: std::sync::atomic::AtomicU64,
+    live: crate::live::Live,
 }
 
 impl Twins {
@@ -126,6 +128,7 @@ impl Twins {
             events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
             closing: tokio::sync::watch::channel(false).0,
             lagged: std::sync::atomic::AtomicU64::new(0),
+            live: crate::live::Live::default(),
         }
     }
 
@@ -144,6 +147,11 @@ impl Twins {
     /// revision order per thing (`events.rs`).
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ThingEvent> {
         self.events.subscribe()
+    }
+
+    /// The live channel's hub: subscribers and pending calls (`live.rs`).
+    pub fn live(&self) -> &crate::live::Live {
+        &self.live
     }
 
     pub fn config(&self) -> &TwinsConfig {

@@ -155,10 +155,12 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     }
     tracing::info!("shutting down");
     broker.begin_shutdown();
-    // Event streams never end by themselves, and the HTTP listeners wait
-    // for every response to end.
+    // Event streams never end by themselves and the HTTP listeners wait
+    // for every response to end; WebSocket sessions are no longer the
+    // HTTP server's to wait for, so they are closed here too.
     if let Some(twins) = &twins {
         twins.close();
+        twins.live().close();
     }
     for task in tasks {
         let _ = task.await;

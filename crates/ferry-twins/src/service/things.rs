@@ -720,7 +720,7 @@ fn policy_gone(thing: &Thing, write: bool) -> DittoError {
 
 /// The 404 of a resource the caller may not read anything of
 /// (`ThingCommandToAccessExceptionRegistry`).
-fn not_accessible(thing_id: &ThingId, resource: &ThingResource) -> DittoError {
+pub(crate) fn not_accessible(thing_id: &ThingId, resource: &ThingResource) -> DittoError {
     match resource {
         ThingResource::Thing => DittoError::thing_not_found(thing_id),
         ThingResource::PolicyId => DittoError::policy_id_not_found(thing_id),
@@ -750,7 +750,7 @@ fn not_accessible(thing_id: &ThingId, resource: &ThingResource) -> DittoError {
 /// The 403 of a write the caller may not make
 /// (`ThingCommandToModifyExceptionRegistry`; a merge falls back to the
 /// thing's).
-fn not_modifiable(
+pub(crate) fn not_modifiable(
     thing_id: &ThingId,
     resource: &ThingResource,
     write: ThingWrite<'_>,
