@@ -157,13 +157,31 @@ def test_events_of_other_namespaces_are_left_out(tmp_path, broker_factory, twin_
     ws.close()
 
 
-def test_an_event_option_not_applied_is_refused_without_ack(tmp_path, broker_factory,
-                                                            twin_store):
+def test_events_filtered_by_rql_with_extra_fields(tmp_path, broker_factory, twin_store):
+    broker = _start(tmp_path, broker_factory, twin_store)
+    alice = _alice(broker)
+    assert alice.put(f"/things/{TID}", {"attributes": {"room": "hall", "on": False}}
+                     ).status_code == 201
+    ws = DittoWs(broker, "alice", "a-secret")
+    # The filter sees the event's partial thing with its extra fields, as
+    # Ditto's StreamingSession: the room comes from extraFields.
+    ws.control("START-SEND-EVENTS?filter=and(eq(attributes/on,true),eq(attributes/room,%22hall%22))"
+               "&extraFields=attributes/room")
+    assert alice.put(f"/things/{TID}/attributes/on", False).status_code == 204
+    assert alice.put(f"/things/{TID}/attributes/on", True).status_code == 204
+    event = ws.recv()
+    assert (event["path"], event["value"]) == ("/attributes/on", True)
+    assert event["extra"] == {"attributes": {"room": "hall"}}
+    ws.close()
+
+
+def test_a_malformed_filter_is_refused_without_ack(tmp_path, broker_factory, twin_store):
     broker = _start(tmp_path, broker_factory, twin_store)
     ws = DittoWs(broker, "alice", "a-secret")
-    ws.send_text("START-SEND-EVENTS?filter=eq(attributes/on,true)&correlation-id=c-f")
+    ws.send_text("START-SEND-EVENTS?filter=eq(attributes/on&correlation-id=c-f")
     refused = ws.recv()
-    assert refused["status"] == 501 and refused["headers"]["correlation-id"] == "c-f"
+    assert refused["status"] == 400 and refused["headers"]["correlation-id"] == "c-f"
+    assert refused["value"]["error"] == "rql.expression.invalid"
     ws.control("START-SEND-EVENTS")
     ws.close()
 
