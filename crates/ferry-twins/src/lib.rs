@@ -19,6 +19,7 @@ pub mod policy;
 pub mod protocol;
 pub mod rql;
 pub mod service;
+pub mod shadow;
 pub mod store;
 pub mod thing;
 

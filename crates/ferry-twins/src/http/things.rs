@@ -302,6 +302,9 @@ async fn handle(
 ) -> Reply {
     let caller = super::caller(caller)?;
     let thing_id = thing_id(id)?;
+    if let Some(feature_id) = crate::shadow::delta_path(rest)? {
+        return delta(&twins, &caller, &thing_id, &feature_id, &method).await;
+    }
     let Some(resource) = ThingResource::parse(rest)? else {
         return Ok(unknown_resource());
     };
@@ -368,4 +371,22 @@ async fn handle(
     };
     with_etag(&mut response, outcome.etag.as_ref());
     Ok(response)
+}
+
+/// `GET /api/2/things/{thingId}/features/{featureId}/delta`: Ferry's
+/// device-shadow delta (`shadow.rs`), not a Ditto route.
+async fn delta(
+    twins: &Twins,
+    caller: &Caller,
+    thing_id: &ThingId,
+    feature_id: &str,
+    method: &Method,
+) -> Reply {
+    if method != Method::GET {
+        return Err(reply::method_not_allowed(method));
+    }
+    Ok(match twins.retrieve_delta(caller, thing_id, feature_id).await {
+        Ok(delta) => reply::json(StatusCode::OK, &delta),
+        Err(refusal) => refused(refusal),
+    })
 }
