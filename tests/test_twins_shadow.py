@@ -121,27 +121,28 @@ def sdk(ferry):
         device.close()
 
 
-def _classic(device: SdkDevice, thing: str) -> None:
-    s = device.shadow
-    for name, subscribe, request in [
-        ("update/accepted", s.subscribe_to_update_shadow_accepted,
-         iotshadow.UpdateShadowSubscriptionRequest(thing_name=thing)),
-        ("update/rejected", s.subscribe_to_update_shadow_rejected,
-         iotshadow.UpdateShadowSubscriptionRequest(thing_name=thing)),
-        ("get/accepted", s.subscribe_to_get_shadow_accepted,
-         iotshadow.GetShadowSubscriptionRequest(thing_name=thing)),
-        ("get/rejected", s.subscribe_to_get_shadow_rejected,
-         iotshadow.GetShadowSubscriptionRequest(thing_name=thing)),
-        ("delete/accepted", s.subscribe_to_delete_shadow_accepted,
-         iotshadow.DeleteShadowSubscriptionRequest(thing_name=thing)),
-        ("delete/rejected", s.subscribe_to_delete_shadow_rejected,
-         iotshadow.DeleteShadowSubscriptionRequest(thing_name=thing)),
-        ("delta", s.subscribe_to_shadow_delta_updated_events,
-         iotshadow.ShadowDeltaUpdatedSubscriptionRequest(thing_name=thing)),
-        ("documents", s.subscribe_to_shadow_updated_events,
-         iotshadow.ShadowUpdatedSubscriptionRequest(thing_name=thing)),
-    ]:
-        device.on(name, subscribe, request)
+# (event, the shadow client's subscribe method, its request class); `{n}`
+# is `named_` / `Named` for a named shadow, empty for the classic one.
+EVENTS = [
+    ("update/accepted", "update_{n}shadow_accepted", "Update{N}ShadowSubscriptionRequest"),
+    ("update/rejected", "update_{n}shadow_rejected", "Update{N}ShadowSubscriptionRequest"),
+    ("get/accepted", "get_{n}shadow_accepted", "Get{N}ShadowSubscriptionRequest"),
+    ("get/rejected", "get_{n}shadow_rejected", "Get{N}ShadowSubscriptionRequest"),
+    ("delete/accepted", "delete_{n}shadow_accepted", "Delete{N}ShadowSubscriptionRequest"),
+    ("delete/rejected", "delete_{n}shadow_rejected", "Delete{N}ShadowSubscriptionRequest"),
+    ("delta", "{n}shadow_delta_updated_events", "{N}ShadowDeltaUpdatedSubscriptionRequest"),
+    ("documents", "{n}shadow_updated_events", "{N}ShadowUpdatedSubscriptionRequest"),
+]
+
+
+def _subscribe(device: SdkDevice, thing: str, shadow: str | None = None, prefix: str = ""):
+    """Every event of one shadow, as `{prefix}{event}` in the device's queues."""
+    n, big_n = ("named_", "Named") if shadow else ("", "")
+    names = {"thing_name": thing, **({"shadow_name": shadow} if shadow else {})}
+    for event, method, request in EVENTS:
+        subscribe = getattr(device.shadow, "subscribe_to_" + method.format(n=n))
+        device.on(prefix + event, subscribe,
+                  getattr(iotshadow, request.format(N=big_n))(**names))
 
 
 def _update(device: SdkDevice, thing: str, **kw) -> None:
@@ -156,7 +157,7 @@ def _update(device: SdkDevice, thing: str, **kw) -> None:
 
 def test_classic_shadow_with_the_aws_sdk(ferry, sdk):
     device = sdk("device-1")
-    _classic(device, "device-1")
+    _subscribe(device, "device-1")
     s = device.shadow
 
     s.publish_get_shadow(iotshadow.GetShadowRequest(thing_name="device-1", client_token="g0"),
@@ -242,24 +243,8 @@ def test_named_shadows_with_the_aws_sdk(ferry, sdk):
     device = sdk("device-1")
     s = device.shadow
     thing, name = "device-1", "config"
-    subscriptions = [
-        ("update/accepted", s.subscribe_to_update_named_shadow_accepted,
-         iotshadow.UpdateNamedShadowSubscriptionRequest),
-        ("get/accepted", s.subscribe_to_get_named_shadow_accepted,
-         iotshadow.GetNamedShadowSubscriptionRequest),
-        ("get/rejected", s.subscribe_to_get_named_shadow_rejected,
-         iotshadow.GetNamedShadowSubscriptionRequest),
-        ("delete/accepted", s.subscribe_to_delete_named_shadow_accepted,
-         iotshadow.DeleteNamedShadowSubscriptionRequest),
-        ("delta", s.subscribe_to_named_shadow_delta_updated_events,
-         iotshadow.NamedShadowDeltaUpdatedSubscriptionRequest),
-        ("documents", s.subscribe_to_named_shadow_updated_events,
-         iotshadow.NamedShadowUpdatedSubscriptionRequest),
-    ]
-    for event, subscribe, request in subscriptions:
-        device.on(event, subscribe, request(thing_name=thing, shadow_name=name))
-    device.on("classic get/accepted", s.subscribe_to_get_shadow_accepted,
-              iotshadow.GetShadowSubscriptionRequest(thing_name=thing))
+    _subscribe(device, thing, name)
+    _subscribe(device, thing, prefix="classic ")
 
     update = iotshadow.UpdateNamedShadowRequest(
         thing_name=thing, shadow_name=name, client_token="n1",

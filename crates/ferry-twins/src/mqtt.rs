@@ -36,7 +36,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
 /// Which identity names the one thing a device may touch, when devices
@@ -327,16 +326,9 @@ async fn publish_events(
     topics: Arc<TwinTopics>,
     mut feed: tokio::sync::broadcast::Receiver<ThingEvent>,
 ) {
-    loop {
-        let event = match feed.recv().await {
-            Ok(event) => event,
-            Err(RecvError::Closed) => return,
-            Err(RecvError::Lagged(missed)) => {
-                topics.events_missed.fetch_add(missed, Ordering::Relaxed);
-                tracing::warn!(missed, "twin events not published over MQTT: the feed ran ahead");
-                continue;
-            }
-        };
+    while let Some(event) =
+        crate::service::next_event(&mut feed, &topics.events_missed, "MQTT twin events").await
+    {
         let Some(broker) = topics.broker.upgrade() else { return };
         let Some(topic) = event_topic(&topics.settings.prefix, &event) else { continue };
         let view = EventView::load(&topics.twins, event).await;

@@ -20,7 +20,7 @@ mod policies;
 pub mod search;
 mod things;
 
-pub use events::{ThingAction, ThingEvent, EVENT_BUFFER};
+pub use events::{next_event, ThingAction, ThingEvent, EVENT_BUFFER};
 pub use policies::PolicyResource;
 pub use things::{
     view, Conditions, Outcome as ThingOutcome, Refused, Retrieved as RetrievedThing, TagMatch,

@@ -18,7 +18,7 @@
 //!   A device held to its own thing (`[twins] mqtt_own_thing`) may use
 //!   the shadows of that thing only (its name or its id), else 403.
 
-use super::document::{self, Rejected, ShadowError, Snapshot, Update};
+use super::document::{self, Rejected, RequestHeader, ShadowError, Snapshot, Update};
 use super::implicit::{self, Template};
 use super::topic::{self, Op, ShadowTopic};
 use super::ShadowSettings;
@@ -28,7 +28,9 @@ use crate::merge::merge_patch;
 use crate::mqtt::{ForSender, MqttSettings};
 use crate::pointer::JsonPointer;
 use crate::policy::{Enforcer, Permission, Timestamp};
-use crate::service::{view, Caller, Conditions, TagMatch, ThingEvent, ThingWrite, Twins};
+use crate::service::{
+    next_event, view, Caller, Conditions, TagMatch, ThingEvent, ThingWrite, Twins,
+};
 use crate::thing::{EntityTag, Thing, ThingResource};
 use bytes::Bytes;
 use ferry_auth::Principal;
@@ -36,9 +38,8 @@ use ferry_broker::service::{ServiceRequest, Signal};
 use ferry_broker::{Broker, Message};
 use ferry_mqtt::{ByteStr, Properties, QoS, ReasonCode};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Weak};
-use tokio::sync::broadcast::error::RecvError;
 
 /// How many times an update is made again when another writer changed
 /// the thing between reading it and writing (the update names no
@@ -105,10 +106,18 @@ impl Shadows {
                 let client_token = document::parse_plain(payload).ok().and_then(|h| h.client_token);
                 Err(Rejected { error: ShadowError::forbidden(), client_token })
             }
-            _ => match topic.op {
-                Op::Update => self.update(&caller, &topic, payload).await,
-                Op::Get => self.get(&caller, &topic, payload).await,
-                Op::Delete => self.delete(&caller, &topic, payload).await,
+            _ if topic.op == Op::Update => self.update(&caller, &topic, payload).await,
+            _ => match document::parse_plain(payload) {
+                Err(rejected) => Err(rejected),
+                Ok(header) => {
+                    let outcome = if topic.op == Op::Get {
+                        self.get(&caller, &topic, &header).await
+                    } else {
+                        self.delete(&caller, &topic, &header).await
+                    };
+                    let client_token = header.client_token;
+                    outcome.map_err(|error| Rejected { error, client_token })
+                }
             },
         };
         reply.answer(ReasonCode::Success);
@@ -230,18 +239,16 @@ impl Shadows {
         &self,
         caller: &Caller,
         topic: &ShadowTopic<'_>,
-        payload: &[u8],
-    ) -> Result<Accepted, Rejected> {
-        let header = document::parse_plain(payload)?;
-        let refuse = |error| Rejected { error, client_token: header.client_token.clone() };
-        let (thing, enforcer) = self.readable_thing(caller, topic).await.map_err(refuse)?;
+        header: &RequestHeader,
+    ) -> Result<Accepted, ShadowError> {
+        let (thing, enforcer) = self.readable_thing(caller, topic).await?;
         let feature_id = topic.feature_id(&self.settings);
         let resource = ThingResource::Feature(feature_id.to_owned());
         let now = Timestamp::now();
         let shown = view(&enforcer, caller, &thing, &resource, None, now)
             .ok()
             .flatten()
-            .ok_or_else(|| refuse(ShadowError::no_shadow(topic.display_name())))?;
+            .ok_or_else(|| ShadowError::no_shadow(topic.display_name()))?;
         let shadow = Snapshot {
             feature: &shown,
             metadata: feature_metadata(&thing, feature_id),
@@ -256,18 +263,16 @@ impl Shadows {
         &self,
         caller: &Caller,
         topic: &ShadowTopic<'_>,
-        payload: &[u8],
-    ) -> Result<Accepted, Rejected> {
-        let header = document::parse_plain(payload)?;
-        let refuse = |error| Rejected { error, client_token: header.client_token.clone() };
+        header: &RequestHeader,
+    ) -> Result<Accepted, ShadowError> {
         let feature_id = topic.feature_id(&self.settings);
         for _ in 0..CONFLICT_RETRIES {
-            let (thing, _) = self.readable_thing(caller, topic).await.map_err(refuse)?;
+            let (thing, _) = self.readable_thing(caller, topic).await?;
             if feature_of(&thing, feature_id).is_none() {
-                return Err(refuse(ShadowError::no_shadow(topic.display_name())));
+                return Err(ShadowError::no_shadow(topic.display_name()));
             }
             if header.version.is_some_and(|version| version != thing.revision()) {
-                return Err(refuse(ShadowError::version_conflict()));
+                return Err(ShadowError::version_conflict());
             }
             let resource = ThingResource::Feature(feature_id.to_owned());
             // The feature as read, so that a delete is a Ditto
@@ -286,10 +291,10 @@ impl Shadows {
                     return Ok(Accepted { answer, documents: None });
                 }
                 Err(refused) if refused.error.status == 412 && header.version.is_none() => {}
-                Err(refused) => return Err(refuse(shadow_error(&refused.error, topic))),
+                Err(refused) => return Err(shadow_error(&refused.error, topic)),
             }
         }
-        Err(refuse(ShadowError::internal()))
+        Err(ShadowError::internal())
     }
 
     /// The thing a request names, when the caller has subjects at all.
@@ -498,16 +503,7 @@ async fn publish_deltas(
     shadows: Arc<Shadows>,
     mut feed: tokio::sync::broadcast::Receiver<ThingEvent>,
 ) {
-    loop {
-        let event = match feed.recv().await {
-            Ok(event) => event,
-            Err(RecvError::Closed) => return,
-            Err(RecvError::Lagged(missed)) => {
-                shadows.deltas_missed.fetch_add(missed, Ordering::Relaxed);
-                tracing::warn!(missed, "shadow deltas not published: the feed ran ahead");
-                continue;
-            }
-        };
+    while let Some(event) = next_event(&mut feed, &shadows.deltas_missed, "shadow deltas").await {
         if shadows.broker.strong_count() == 0 {
             return;
         }
