@@ -105,7 +105,9 @@ class SdkDevice:
         return self.events[name].qsize()
 
     def close(self) -> None:
-        self.connection.disconnect().result(TIMEOUT)
+        if self.connection is not None:
+            self.connection.disconnect().result(TIMEOUT)
+            self.connection = None
 
 
 @pytest.fixture
@@ -194,6 +196,15 @@ def test_classic_shadow_with_the_aws_sdk(ferry, sdk):
     assert isinstance(delta.metadata["on"]["timestamp"], int)
     http_delta = ditto.get("/things/devices:device-1/features/shadow/delta", headers=as_device)
     assert (http_delta.status_code, http_delta.json()) == (200, {"on": True})
+
+    # A device that comes back learns the delta it missed when it
+    # subscribes to it, without asking.
+    device.close()
+    device = sdk("device-1")
+    _subscribe(device, "device-1")
+    s = device.shadow
+    missed = device.next("delta")
+    assert missed.state == {"on": True} and missed.version == 2
 
     s.publish_get_shadow(iotshadow.GetShadowRequest(thing_name="device-1", client_token="g1"),
                          crt_mqtt.QoS.AT_LEAST_ONCE).result(TIMEOUT)

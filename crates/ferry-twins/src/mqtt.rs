@@ -273,6 +273,12 @@ impl TopicService for TwinTopics {
             None => request.reply.answer(ReasonCode::ServerUnavailable),
         }
     }
+
+    fn subscribed(&self, filter: &str, subscriber: &Arc<Principal>) {
+        if let Some(shadows) = &self.shadows {
+            shadows.subscribed(&self.runtime, filter, subscriber);
+        }
+    }
 }
 
 /// Applies one client's messages in order, until it has none for

@@ -57,11 +57,23 @@ impl<'t> ShadowTopic<'t> {
     /// `$aws/things` (the answer topics included, which only the service
     /// publishes to). Names are held to AWS's characters (and `.`) and lengths.
     pub fn parse(topic: &'t str) -> Option<ShadowTopic<'t>> {
-        let rest = topic.strip_prefix(AWS_THINGS)?.strip_prefix('/')?;
+        let (shadow, op) = topic.rsplit_once('/')?;
+        ShadowTopic::of_shadow(shadow, Op::parse(op)?)
+    }
+
+    /// The shadow whose `/update/delta` topic `topic` is, as a `get` of
+    /// it: what a device subscribing there is sent first.
+    pub(crate) fn of_delta_topic(topic: &'t str) -> Option<ShadowTopic<'t>> {
+        ShadowTopic::of_shadow(topic.strip_suffix("/update/delta")?, Op::Get)
+    }
+
+    /// `op` on the shadow `$aws/things/{thing}/shadow[/name/{shadow}]`.
+    fn of_shadow(shadow: &'t str, op: Op) -> Option<ShadowTopic<'t>> {
+        let rest = shadow.strip_prefix(AWS_THINGS)?.strip_prefix('/')?;
         let levels: Vec<&str> = rest.split('/').collect();
-        let (thing_name, shadow_name, op) = match levels.as_slice() {
-            [thing, "shadow", op] => (*thing, None, *op),
-            [thing, "shadow", "name", shadow, op] => (*thing, Some(*shadow), *op),
+        let (thing_name, shadow_name) = match levels.as_slice() {
+            [thing, "shadow"] => (*thing, None),
+            [thing, "shadow", "name", shadow] => (*thing, Some(*shadow)),
             _ => return None,
         };
         if !is_aws_name(thing_name, MAX_THING_NAME_BYTES)
@@ -69,7 +81,7 @@ impl<'t> ShadowTopic<'t> {
         {
             return None;
         }
-        Some(ShadowTopic { thing_name, shadow_name, op: Op::parse(op)? })
+        Some(ShadowTopic { thing_name, shadow_name, op })
     }
 
     /// The thing the name stands for: `{namespace}:{name}`, or the name
@@ -183,6 +195,24 @@ mod tests {
         assert!(ShadowTopic::parse(&longest).is_some());
         let long_shadow = format!("$aws/things/a/shadow/name/{}/get", "s".repeat(65));
         assert_eq!(ShadowTopic::parse(&long_shadow), None);
+    }
+
+    #[test]
+    fn a_delta_topic_names_its_shadow() {
+        let named = ShadowTopic::of_delta_topic("$aws/things/a/shadow/name/cfg/update/delta");
+        assert_eq!(
+            named,
+            Some(ShadowTopic { thing_name: "a", shadow_name: Some("cfg"), op: Op::Get })
+        );
+        let classic = ShadowTopic::of_delta_topic("$aws/things/a/shadow/update/delta").unwrap();
+        assert_eq!(classic.shadow_name, None);
+        for other in [
+            "$aws/things/+/shadow/update/delta",
+            "$aws/things/a/shadow/update/#",
+            "$aws/things/a/shadow/update/documents",
+        ] {
+            assert_eq!(ShadowTopic::of_delta_topic(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -361,6 +361,51 @@ impl Shadows {
         broker.publish_signal(signal_message(topic), &signal);
     }
 
+    /// A device subscribing to a shadow's `/update/delta` (after a
+    /// reconnect, typically) is sent the shadow's delta as it is now, if
+    /// there is one and it may read the feature, so it learns what it
+    /// missed without a `get`. Only for a topic name, not a filter with
+    /// wildcards; only to the subscribing client.
+    pub(crate) fn subscribed(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        filter: &str,
+        subscriber: &Arc<Principal>,
+    ) {
+        if ShadowTopic::of_delta_topic(filter).is_none() {
+            return;
+        }
+        let (shadows, filter, subscriber) = (self.clone(), filter.to_owned(), subscriber.clone());
+        runtime.spawn(async move { shadows.publish_current_delta(&filter, subscriber).await });
+    }
+
+    async fn publish_current_delta(&self, delta_topic: &str, subscriber: Arc<Principal>) {
+        let Some(topic) = ShadowTopic::of_delta_topic(delta_topic) else { return };
+        let caller = self.identities.caller(Some(&subscriber));
+        if let Some(identity) = self.identities.own_thing(&subscriber) {
+            if identity.is_none_or(|id| !names_thing(&topic, id, &self.settings)) {
+                return;
+            }
+        }
+        let Ok((thing, enforcer)) = self.readable_thing(&caller, &topic).await else { return };
+        let feature_id = topic.feature_id(&self.settings);
+        let feature = JsonPointer::from_levels(["features", feature_id]);
+        let now = Timestamp::now();
+        if !enforcer.caller(&caller.subjects, now).has_permission(
+            "thing",
+            &feature,
+            Permission::Read,
+        ) {
+            return;
+        }
+        let Some(shadow) = snapshot(&thing, feature_id) else { return };
+        let Some(delta) = document::delta_document(shadow, now.unix_seconds()) else { return };
+        let Some(broker) = self.broker.upgrade() else { return };
+        let signal =
+            ToClient { client_id: subscriber.client_id.clone(), payload: json_bytes(&delta) };
+        broker.publish_signal(signal_message(delta_topic.to_owned()), &signal);
+    }
+
     /// `/update/delta` for each shadow a committed change touched whose
     /// desired and reported now differ.
     async fn publish_delta(&self, event: &ThingEvent) {
@@ -494,6 +539,19 @@ impl Signal for Readers<'_> {
         let caller = self.identities.caller(reader);
         let who = self.enforcer.caller(&caller.subjects, self.now);
         who.has_permission("thing", &self.feature, Permission::Read).then(|| self.payload.clone())
+    }
+}
+
+/// A publication for one client only (not others proving the same user,
+/// who did not just subscribe).
+struct ToClient {
+    client_id: Arc<str>,
+    payload: Bytes,
+}
+
+impl Signal for ToClient {
+    fn view(&self, reader: Option<&Principal>) -> Option<Bytes> {
+        (reader?.client_id == self.client_id).then(|| self.payload.clone())
     }
 }
 
