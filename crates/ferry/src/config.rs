@@ -655,4 +655,36 @@ mod tests {
                 .unwrap_err();
         assert!(error.to_string().starts_with("ferry.toml:4: key `listener[0].tls`"), "{error}");
     }
+
+    #[test]
+    fn shadow_keys_are_checked_naming_the_key() {
+        let refused = |text: &str, key: &str| {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.contains(key), "{text}: {error}");
+        };
+        refused("[twins]\nshadow_namespace = \"not a namespace\"\n", "twins.shadow_namespace");
+        refused("[twins]\nshadow_feature = \"a/b\"\n", "twins.shadow_feature");
+        refused("[twins]\nimplicit_creation = true\n", "twins.implicit_creation");
+        refused(
+            "[twins]\nshadows = true\nimplicit_creation = true\nimplicit_template_file = \"/nonexistent/t.json\"\n",
+            "twins.implicit_template_file",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let template = dir.path().join("t.json");
+        std::fs::write(&template, r#"{"thingId": "a:b"}"#).unwrap();
+        let with_template = format!(
+            "[twins]\nshadows = true\nimplicit_creation = true\nimplicit_template_file = {:?}\n",
+            template.display().to_string()
+        );
+        refused(&with_template, "twins.implicit_template_file");
+        std::fs::write(&template, r#"{"attributes": {"model": "x"}}"#).unwrap();
+        let config = parse(&with_template).unwrap();
+        assert!(config.twins.implicit_template().unwrap().is_some());
+        assert!(parse("[twins]\nshadows = true\n")
+            .unwrap()
+            .twins
+            .implicit_template()
+            .unwrap()
+            .is_none());
+    }
 }

@@ -12,6 +12,9 @@
 //!   HTTP API, the Ditto protocol) that leaves desired and reported
 //!   differing: each subscriber gets them only when its policy lets it
 //!   READ the whole feature.
+//! - **A new `/update/delta` subscriber** (a device back from being
+//!   offline) is sent the shadow's current delta, to it alone, so it
+//!   learns what it missed without a `get` (docs/twins.md says why).
 //! - **Enforcement** is the twin API's: an update is a merge patch of the
 //!   feature and needs WRITE on every leaf it writes; a get shows what the
 //!   caller may READ of the feature; a delete needs WRITE on the feature.
