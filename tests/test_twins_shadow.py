@@ -408,3 +408,32 @@ def test_ditto_protocol_creates_a_devices_thing_implicitly(ferry):
     thing = ditto.get("/things/devices:device-3", headers=as_device).json()
     assert thing["attributes"] == {"model": "ferry-sim", "location": "lab"}
     assert thing["features"] == TEMPLATE["features"]
+
+
+def test_delta_and_documents_reach_readers_of_the_feature_only(ferry):
+    one = _paho(ferry, "device-1", "paho-device-1")
+    classic, named = "$aws/things/device-1/shadow", "$aws/things/device-1/shadow/name/cfg"
+    one.subscribe(f"{classic}/update/accepted", qos=1)
+    one.subscribe(f"{named}/update/accepted", qos=1)
+
+    def update(shadow: str, state: dict) -> None:
+        one.publish(f"{shadow}/update", json.dumps({"state": state}).encode(), qos=1)
+        assert _answer(one)[0] == f"{shadow}/update/accepted"
+
+    update(classic, {"reported": {"x": 1}})
+    # The device, owner of its thing's policy, lets device-2 read one shadow.
+    ditto, as_device = _http(ferry, "nginx:device-1")
+    entry = {"subjects": {"nginx:device-2": {"type": "app"}},
+             "resources": {"thing:/features/cfg": {"grant": ["READ"], "revoke": []}}}
+    r = ditto.put("/policies/devices:device-1/entries/watcher", entry, headers=as_device)
+    assert r.status_code == 201, r.text
+
+    two = _paho(ferry, "device-2", "paho-device-2")
+    two.subscribe("$aws/things/device-1/shadow/#", qos=1)
+    update(classic, {"desired": {"x": 2}})
+    update(named, {"desired": {"rate": 5}})
+    # Had the classic shadow's delta or documents reached device-2, they
+    # would come before these.
+    received = {message.topic: json.loads(message.payload) for message in two.get_n(2, TIMEOUT)}
+    assert set(received) == {f"{named}/update/delta", f"{named}/update/documents"}
+    assert received[f"{named}/update/delta"]["state"] == {"rate": 5}
