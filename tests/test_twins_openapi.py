@@ -22,6 +22,7 @@ SAMPLES = {
     "label": "DEFAULT",
     "subjectId": "nginx:ditto",
     "resourcePath": "thing:/",
+    "messageSubject": "ask",
 }
 
 

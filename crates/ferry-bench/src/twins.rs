@@ -8,6 +8,8 @@
 //! - `search`: `GET /api/2/search/things?filter=eq(thingId,"{id}")`.
 //! - `modify`: `PUT …/features/coffee-brewer/properties/brewed-coffees`
 //!   of random things, which Ferry answers once the change is durable.
+//! - `modify-mqtt`: the same change as a Ditto protocol command over MQTT,
+//!   with an event sink (`twins/mqtt.rs`).
 //!
 //! Each connection is one kept-alive HTTP/1.1 connection (hyper's client)
 //! running requests one after the other: closed loop by default, or at a
@@ -33,13 +35,18 @@ use tokio::net::TcpStream;
 
 /// What each request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum TwinsOp {
     Create,
     Read,
     Search,
     Modify,
+    ModifyMqtt,
 }
+
+mod mqtt;
+
+pub use mqtt::EventFigures;
 
 /// `ferry bench twins <op>`.
 #[derive(Debug, Clone, Args, Serialize)]
@@ -57,7 +64,11 @@ pub struct TwinsArgs {
     pub namespace: String,
     #[arg(long, default_value = "bench-thing-")]
     pub prefix: String,
-    /// Kept-alive connections, each with one request at a time.
+    /// The MQTT listener, for `modify-mqtt`.
+    #[arg(long, default_value = "127.0.0.1:1883")]
+    pub mqtt: String,
+    /// Kept-alive connections (MQTT devices for `modify-mqtt`), each with
+    /// one request at a time.
     #[arg(long, default_value_t = 32)]
     pub connections: usize,
     /// Seconds to run read, search and modify for.
@@ -90,6 +101,8 @@ pub struct TwinsReport {
     pub seconds: f64,
     pub per_second: f64,
     pub latency: LatencySummary,
+    /// `modify-mqtt`: the events the sink received.
+    pub events: Option<EventFigures>,
     pub broker_before: Option<Sample>,
     pub broker_after: Option<Sample>,
 }
@@ -136,23 +149,25 @@ pub async fn run(args: TwinsArgs) -> Result<TwinsReport, BenchError> {
     let deadline = started + Duration::from_secs(args.duration);
     let interval = (args.rate > 0)
         .then(|| Duration::from_secs_f64(args.connections as f64 / args.rate as f64));
-    let mut workers = Vec::with_capacity(args.connections);
-    for worker in 0..args.connections {
-        let (target, next, args) = (target.clone(), next.clone(), args.clone());
-        workers.push(tokio::spawn(async move {
-            let offset = interval.map(|i| i.mul_f64(worker as f64 / args.connections as f64));
-            work(&target, &args, &next, deadline, interval, offset, worker as u64).await
-        }));
-    }
-    let mut latency = Latency::new();
-    let mut statuses = BTreeMap::new();
-    for worker in workers {
-        let done = worker.await.map_err(|error| BenchError::Task(error.to_string()))??;
-        latency.merge(&done.latency);
-        for (status, count) in done.statuses {
-            *statuses.entry(status).or_default() += count;
+    let (done, events) = if args.op == TwinsOp::ModifyMqtt {
+        let (done, events) = mqtt::run(&args, deadline, interval).await?;
+        (done, Some(events))
+    } else {
+        let mut workers = Vec::with_capacity(args.connections);
+        for worker in 0..args.connections {
+            let (target, next, args) = (target.clone(), next.clone(), args.clone());
+            let pace = Pace::new(interval, worker, args.connections);
+            workers.push(tokio::spawn(async move {
+                work(&target, &args, &next, deadline, pace, worker as u64).await
+            }));
         }
-    }
+        let mut done = Done { latency: Latency::new(), statuses: BTreeMap::new() };
+        for worker in workers {
+            done.merge(worker.await.map_err(|error| BenchError::Task(error.to_string()))??);
+        }
+        (done, None)
+    };
+    let Done { latency, statuses } = done;
     let seconds = started.elapsed().as_secs_f64();
     let requests = latency.len();
     let broker_after = broker.and_then(|pid| pid.sample().ok());
@@ -163,6 +178,7 @@ pub async fn run(args: TwinsArgs) -> Result<TwinsReport, BenchError> {
         seconds,
         per_second: requests as f64 / seconds,
         latency: latency.summary(),
+        events,
         broker_before,
         broker_after,
     })
@@ -173,20 +189,51 @@ struct Done {
     statuses: BTreeMap<u16, u64>,
 }
 
-#[allow(clippy::too_many_arguments)]
+impl Done {
+    fn merge(&mut self, other: Done) {
+        self.latency.merge(&other.latency);
+        for (status, count) in other.statuses {
+            *self.statuses.entry(status).or_default() += count;
+        }
+    }
+}
+
+/// When each request of one connection is due: closed loop (now, when
+/// the previous one is answered), or every `interval` from an offset
+/// spreading the connections over it, so that a request's latency counts
+/// from when it was due.
+struct Pace {
+    interval: Option<Duration>,
+    due: Instant,
+}
+
+impl Pace {
+    fn new(interval: Option<Duration>, worker: usize, workers: usize) -> Pace {
+        let offset = interval.map(|i| i.mul_f64(worker as f64 / workers as f64));
+        Pace { interval, due: Instant::now() + offset.unwrap_or_default() }
+    }
+
+    /// Waits until the next request is due; returns when that was.
+    async fn next(&mut self) -> Instant {
+        let Some(interval) = self.interval else { return Instant::now() };
+        tokio::time::sleep_until(self.due.into()).await;
+        let due = self.due;
+        self.due += interval;
+        due
+    }
+}
+
 async fn work(
     target: &Server,
     args: &TwinsArgs,
     next: &AtomicU64,
     deadline: Instant,
-    interval: Option<Duration>,
-    offset: Option<Duration>,
+    mut pace: Pace,
     worker: u64,
 ) -> Result<Done, BenchError> {
     let mut sender = connect(&target.authority).await?;
     let mut done = Done { latency: Latency::new(), statuses: BTreeMap::new() };
     let mut random = Random::new(worker);
-    let mut due = Instant::now() + offset.unwrap_or_default();
     loop {
         let n = match args.op {
             TwinsOp::Create => {
@@ -203,11 +250,7 @@ async fn work(
                 random.below(args.things)
             }
         };
-        if interval.is_some() {
-            tokio::time::sleep_until(due.into()).await;
-        } else {
-            due = Instant::now();
-        }
+        let due = pace.next().await;
         let id = format!("{}:{}{n}", args.namespace, args.prefix);
         let request = build(target, args.op, &id, n)?;
         let status = match send(&mut sender, request).await {
@@ -219,9 +262,6 @@ async fn work(
         };
         done.latency.record_ns(due.elapsed().as_nanos() as u64);
         *done.statuses.entry(status).or_default() += 1;
-        if let Some(interval) = interval {
-            due += interval;
-        }
     }
     Ok(done)
 }
@@ -240,7 +280,7 @@ fn build(
         TwinsOp::Search => {
             (Method::GET, format!("/api/2/search/things?filter=eq(thingId,%22{id}%22)"), None)
         }
-        TwinsOp::Modify => (
+        TwinsOp::Modify | TwinsOp::ModifyMqtt => (
             Method::PUT,
             format!("/api/2/things/{id}/features/coffee-brewer/properties/brewed-coffees"),
             Some(n.to_string()),
@@ -316,6 +356,19 @@ impl fmt::Display for TwinsReport {
             "  latency (µs)      p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}",
             l.p50_us, l.p90_us, l.p99_us, l.p99_9_us, l.max_us
         )?;
+        if let Some(events) = &self.events {
+            let e = &events.latency;
+            writeln!(
+                f,
+                "  events            {} of {} received at the sink",
+                events.received, events.expected
+            )?;
+            writeln!(
+                f,
+                "  command → event   p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0} (µs)",
+                e.p50_us, e.p90_us, e.p99_us, e.p99_9_us, e.max_us
+            )?;
+        }
         if let (Some(before), Some(after)) = (self.broker_before, self.broker_after) {
             let cpu = after.cpu_seconds - before.cpu_seconds;
             writeln!(

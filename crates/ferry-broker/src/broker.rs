@@ -278,6 +278,13 @@ impl Broker {
         self.routing.set(router);
     }
 
+    /// Whether the ACL in force lets `principal` publish on `topic`: for a
+    /// service publishing where a client asked it to (an MQTT 5 response
+    /// topic), which must not reach further than the client itself.
+    pub fn may_publish(&self, principal: &Principal, topic: &str) -> bool {
+        self.authorization.may_publish(principal, topic)
+    }
+
     /// The topics served inside the process from now on (`None`: none);
     /// see `service.rs`.
     pub fn set_service(&self, service: Option<Arc<dyn TopicService>>) {

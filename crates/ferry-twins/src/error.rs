@@ -49,6 +49,17 @@ impl DittoError {
         self
     }
 
+    /// Ditto's 401 (`gateway:authentication.failed`) for a request or a
+    /// message no authentication vouched for.
+    pub fn unauthenticated() -> Self {
+        DittoError::new(
+            401,
+            "gateway:authentication.failed",
+            "No applicable authentication provider was found!",
+            "Check if your credentials were correct.".to_string(),
+        )
+    }
+
     /// The body an HTTP response or a Ditto protocol error carries.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("an error serialises: it holds only strings and numbers")

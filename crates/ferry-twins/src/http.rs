@@ -5,6 +5,8 @@
 //! subjects into each request as a [`Caller`] extension before these
 //! routes see it, so this module only enforces.
 
+mod live;
+mod messages;
 mod openapi;
 mod params;
 mod policies;
@@ -33,6 +35,17 @@ pub fn router(twins: Arc<Twins>) -> Router {
         .route("/api/2/things", get(things::list).post(things::create))
         .route("/api/2/things/{thing_id}", any(things::thing))
         .route("/api/2/things/{thing_id}/{*rest}", any(things::part))
+        .route("/api/2/things/{thing_id}/inbox/messages/{*subject}", any(messages::thing))
+        .route("/api/2/things/{thing_id}/outbox/messages/{*subject}", any(messages::thing))
+        .route(
+            "/api/2/things/{thing_id}/features/{feature_id}/inbox/messages/{*subject}",
+            any(messages::feature),
+        )
+        .route(
+            "/api/2/things/{thing_id}/features/{feature_id}/outbox/messages/{*subject}",
+            any(messages::feature),
+        )
+        .route("/ws/2", get(crate::ws::upgrade))
         .route("/api/2/search/things", get(search::search_get).post(search::search_post))
         .route("/api/2/search/things/", get(search::search_get).post(search::search_post))
         .route("/api/2/search/things/count", get(search::count_get).post(search::count_post))
@@ -47,6 +60,6 @@ pub fn public_router() -> Router {
 
 /// The caller of a request, or Ditto's 401 if the listener's
 /// authentication put none in (a route reached without it).
-fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, crate::DittoError> {
-    caller.map(|axum::Extension(caller)| caller).ok_or_else(reply::unauthorized)
+pub(crate) fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, crate::DittoError> {
+    caller.map(|axum::Extension(caller)| caller).ok_or_else(crate::DittoError::unauthenticated)
 }

@@ -183,7 +183,7 @@ impl ThingId {
 }
 
 /// A version 4 UUID in its canonical lowercase form.
-fn random_uuid() -> String {
+pub(crate) fn random_uuid() -> String {
     let mut bytes = [0u8; 16];
     // Not user input: the operating system's random source failing means
     // the machine cannot create anything safely, and there is no answer

@@ -12,6 +12,7 @@ pub mod error;
 pub mod fields;
 pub mod http;
 pub mod id;
+pub mod live;
 pub mod merge;
 pub mod mqtt;
 pub mod pointer;
@@ -22,6 +23,7 @@ pub mod service;
 pub mod shadow;
 pub mod store;
 pub mod thing;
+pub mod ws;
 
 pub use error::DittoError;
 pub use id::{PolicyId, ThingId};

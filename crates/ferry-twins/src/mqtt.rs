@@ -8,11 +8,19 @@
 //!   (`ditto/in` is the usual one). A QoS 1 or 2 command is acknowledged
 //!   once its change is committed to the store (Ditto's `twin-persisted`).
 //! - **Responses** go to the command's MQTT 5 Response Topic (with its
-//!   Correlation Data), else to its `reply-to` header, else to
-//!   `ditto/replies/{clientId}`; only the client that sent the command, or
-//!   one proving the same user, receives them.
+//!   Correlation Data), else to its `reply-to` header, published there as
+//!   the sender's own publish would be (only where the ACL lets it
+//!   publish); without either, to `ditto/replies/{clientId}`, which only
+//!   the client that sent the command, or one proving the same user, can
+//!   receive.
 //! - **Twin events** go to `ditto/things/{thingId}/twin/events/{action}`,
 //!   each subscriber getting the part its policy lets it read, or nothing.
+//! - **Live signals** (`mqtt/live.rs`): live messages, commands and events
+//!   go to `ditto/things/{thingId}/live/messages/{subject}`,
+//!   `…/live/commands/{action}` and `…/live/events/{action}`, to readers
+//!   the policy lets READ them; a client's own live signals go out through
+//!   the live hub (`live.rs`), and a live response it publishes (`status`
+//!   on a `things/live/…` topic) answers the call waiting for it.
 //!
 //! **Who a client is** to the policies: `<subject_prefix>:<user>` for a
 //! user name the broker verified (a password, a JWT or a certificate);
@@ -21,6 +29,8 @@
 //!
 //! **Order:** one client's messages are applied one after another, in the
 //! order they arrived; different clients' run side by side.
+
+mod live;
 
 use crate::id::ThingId;
 use crate::protocol::{Envelope, EventView, Topic};
@@ -138,6 +148,8 @@ impl TwinTopics {
             events_missed: AtomicU64::new(0),
         });
         broker.set_service(Some(topics.clone()));
+        let outlet: Weak<dyn crate::live::Outlet> = Arc::downgrade(&topics) as _;
+        topics.twins.live().attach(outlet);
         tokio::spawn(publish_events(topics.clone(), topics.twins.subscribe()));
         topics
     }
@@ -158,32 +170,65 @@ impl TwinTopics {
             }
         }
         let ServiceRequest { message, principal, reply } = request;
-        let answer = match Envelope::parse(&message.payload) {
-            Err(error) => Some(crate::protocol::error_response(None, &Default::default(), &error)),
-            Ok(envelope) => match self.enforce_own_thing(&principal, &envelope) {
-                Err(refusal) => Some(*refusal),
-                Ok(()) => {
-                    let caller = self.caller(Some(&principal));
-                    let held_to_own_thing = self.own_thing(&principal).is_some();
-                    if let Some(template) =
-                        self.settings.implicit_template.as_ref().filter(|_| held_to_own_thing)
-                    {
-                        crate::shadow::prepare_for_command(
-                            &self.twins,
-                            &caller,
-                            &envelope,
-                            template,
-                        )
-                        .await;
-                    }
-                    self.twins.apply_envelope(&caller, &envelope).await
-                }
-            },
+        let (answer, reply_to) = match Envelope::parse(&message.payload) {
+            Err(error) => {
+                (Some(crate::protocol::error_response(None, &Default::default(), &error)), None)
+            }
+            Ok(envelope) => {
+                let reply_to = envelope.header("reply-to");
+                (self.answer(&message, &principal, reply_to.clone(), envelope).await, reply_to)
+            }
         };
         reply.answer(ReasonCode::Success);
         if let Some(answer) = answer {
-            self.respond(&message, &principal, answer);
+            self.respond(&message, reply_to, &principal, answer);
         }
+    }
+
+    /// What a Ditto protocol message from `principal` is answered with at
+    /// once; the answer to a live signal comes later (`mqtt/live.rs`).
+    async fn answer(
+        &self,
+        command: &Arc<Message>,
+        principal: &Arc<Principal>,
+        reply_to: Option<String>,
+        envelope: Envelope,
+    ) -> Option<Envelope> {
+        let refusal = match self.enforce_own_thing(principal, &envelope) {
+            Err(refusal) => refusal,
+            Ok(()) => {
+                let caller = self.caller(Some(principal));
+                if !caller.subjects.is_empty() {
+                    return match crate::live::Route::of(&envelope) {
+                        Some(route) => {
+                            let asked = live::Asked { command, principal, reply_to };
+                            self.apply_live(route, &caller, envelope, asked).await
+                        }
+                        None => {
+                            let held_to_own_thing = self.own_thing(principal).is_some();
+                            if let Some(template) = self
+                                .settings
+                                .implicit_template
+                                .as_ref()
+                                .filter(|_| held_to_own_thing)
+                            {
+                                crate::shadow::prepare_for_command(
+                                    &self.twins,
+                                    &caller,
+                                    &envelope,
+                                    template,
+                                )
+                                .await;
+                            }
+                            self.twins.apply_envelope(&caller, &envelope).await
+                        }
+                    };
+                }
+                crate::DittoError::unauthenticated()
+            }
+        };
+        let topic = Topic::parse(&envelope.topic).ok();
+        Some(crate::protocol::error_response(topic.as_ref(), &envelope.headers, &refusal))
     }
 
     /// Ditto's source enforcement (`{{ header:device_id }}` must be the
@@ -193,42 +238,66 @@ impl TwinTopics {
         &self,
         principal: &Principal,
         envelope: &Envelope,
-    ) -> Result<(), Box<Envelope>> {
+    ) -> Result<(), crate::DittoError> {
         let Some(identity) = self.own_thing(principal) else { return Ok(()) };
-        let topic = Topic::parse(&envelope.topic).ok();
-        let entity = topic.as_ref().and_then(Topic::entity_id);
+        let entity = Topic::parse(&envelope.topic).ok().and_then(|topic| topic.entity_id());
         if identity.is_some() && entity.as_deref() == identity {
             return Ok(());
         }
-        let error = crate::protocol::id_enforcement_failed(entity.as_deref().unwrap_or(""));
-        Err(Box::new(crate::protocol::error_response(topic.as_ref(), &envelope.headers, &error)))
+        Err(crate::protocol::id_enforcement_failed(entity.as_deref().unwrap_or("")))
     }
 
-    /// Sends `answer` where the command asked, for its sender only.
-    fn respond(&self, command: &Message, principal: &Arc<Principal>, answer: Envelope) {
+    /// Sends `answer` where the command asked: to its MQTT 5 response
+    /// topic or its `reply-to` header as any publish of the sender's (so
+    /// only where the ACL lets the sender publish), else to its replies
+    /// topic under the prefix, which only the sender may read.
+    fn respond(
+        &self,
+        command: &Message,
+        reply_to: Option<String>,
+        principal: &Arc<Principal>,
+        answer: Envelope,
+    ) {
         let Some(broker) = self.broker.upgrade() else { return };
         let mut properties = Properties::default();
-        let topic = match &command.properties.response_topic {
+        properties.content_type = Some(ByteStr::from(DITTO_CONTENT_TYPE));
+        let payload = Bytes::from(answer.to_bytes());
+        let qos = command.qos.min(QoS::AtLeastOnce);
+        let asked = match &command.properties.response_topic {
             Some(topic) => {
                 if let Some(correlation) = &command.properties.correlation_data {
                     properties.correlation_data = Some(correlation.clone());
                 }
-                topic.as_str().to_owned()
+                Some(topic.as_str().to_owned())
             }
-            None => answer
-                .header("reply-to")
-                .filter(|topic| ferry_mqtt::topic::is_valid_topic_name(topic))
-                .unwrap_or_else(|| {
-                    format!("{}/replies/{}", self.settings.prefix, principal.client_id)
-                }),
+            None => reply_to,
         };
-        if !ferry_mqtt::topic::is_valid_topic_name(&topic) {
-            tracing::debug!(client_id = %principal.client_id, %topic, "no valid topic to answer a Ditto protocol message on");
+        let outside_prefix = |topic: &str| {
+            topic != self.settings.prefix
+                && !topic.starts_with(&format!("{}/", self.settings.prefix))
+        };
+        if let Some(topic) = asked.filter(|topic| outside_prefix(topic)) {
+            if !ferry_mqtt::topic::is_valid_topic_name(&topic)
+                || !broker.may_publish(principal, &topic)
+            {
+                tracing::info!(client_id = %principal.client_id, %topic, "Ditto protocol answer not sent: the client may not publish on its reply topic");
+                return;
+            }
+            broker.publish(Message::new(
+                ByteStr::from(topic.as_str()),
+                payload,
+                qos,
+                false,
+                properties,
+                0,
+            ));
             return;
         }
-        properties.content_type = Some(ByteStr::from(DITTO_CONTENT_TYPE));
-        let payload = Bytes::from(answer.to_bytes());
-        let qos = command.qos.min(QoS::AtLeastOnce);
+        let topic = format!("{}/replies/{}", self.settings.prefix, principal.client_id);
+        if !ferry_mqtt::topic::is_valid_topic_name(&topic) {
+            tracing::debug!(client_id = %principal.client_id, "no replies topic for a client id that cannot be in a topic name");
+            return;
+        }
         let message =
             Message::new(ByteStr::from(topic.as_str()), Bytes::new(), qos, false, properties, 0);
         broker.publish_signal(message, &ForSender { sender: principal.clone(), payload });
@@ -338,18 +407,9 @@ async fn publish_events(
         let Some(broker) = topics.broker.upgrade() else { return };
         let Some(topic) = event_topic(&topics.settings.prefix, &event) else { continue };
         let view = EventView::load(&topics.twins, event).await;
-        let signal = EventSignal { topics: &topics, view, shown: Mutex::new(Vec::new()) };
-        let mut properties = Properties::default();
-        properties.content_type = Some(ByteStr::from(DITTO_CONTENT_TYPE));
-        let message = Message::new(
-            ByteStr::from(topic.as_str()),
-            Bytes::new(),
-            QoS::AtLeastOnce,
-            false,
-            properties,
-            0,
-        );
-        broker.publish_signal(message, &signal);
+        topics.publish_view(&broker, &topic, QoS::AtLeastOnce, None, |caller| {
+            view.envelope_for(caller)
+        });
     }
 }
 
@@ -364,15 +424,40 @@ fn event_topic(prefix: &str, event: &ThingEvent) -> Option<String> {
     Some(format!("{prefix}/things/{id}/twin/events/{}", event.action.as_str()))
 }
 
-/// An event as each subscriber may see it; one view per set of subjects,
+impl TwinTopics {
+    /// Publishes on `topic` what `view` shows each subscriber, with the
+    /// Message Expiry Interval `expiry`.
+    fn publish_view(
+        &self,
+        broker: &Broker,
+        topic: &str,
+        qos: QoS,
+        expiry: Option<Duration>,
+        view: impl Fn(&Caller) -> Option<Envelope> + Send + Sync,
+    ) {
+        let mut properties = Properties::default();
+        properties.content_type = Some(ByteStr::from(DITTO_CONTENT_TYPE));
+        if let Some(expiry) = expiry {
+            // Whole seconds, rounded up: a call of 500 ms is still worth a
+            // second's delivery.
+            let seconds = expiry.as_millis().div_ceil(1000).max(1);
+            properties.message_expiry_interval = Some(u32::try_from(seconds).unwrap_or(u32::MAX));
+        }
+        let message = Message::new(ByteStr::from(topic), Bytes::new(), qos, false, properties, 0);
+        let signal = CallerSignal { topics: self, view, shown: Mutex::new(Vec::new()) };
+        broker.publish_signal(message, &signal);
+    }
+}
+
+/// A signal as each subscriber may see it; one view per set of subjects,
 /// since many subscribers are often the same user.
-struct EventSignal<'t> {
+struct CallerSignal<'t, F> {
     topics: &'t TwinTopics,
-    view: EventView,
+    view: F,
     shown: Mutex<Vec<(Vec<String>, Option<Bytes>)>>,
 }
 
-impl Signal for EventSignal<'_> {
+impl<F: Fn(&Caller) -> Option<Envelope> + Send + Sync> Signal for CallerSignal<'_, F> {
     fn view(&self, reader: Option<&Principal>) -> Option<Bytes> {
         let caller = self.topics.caller(reader);
         let mut shown = self.shown.lock();
@@ -380,8 +465,7 @@ impl Signal for EventSignal<'_> {
         {
             return payload.clone();
         }
-        let payload =
-            self.view.envelope_for(&caller).map(|envelope| Bytes::from(envelope.to_bytes()));
+        let payload = (self.view)(&caller).map(|envelope| Bytes::from(envelope.to_bytes()));
         shown.push((caller.subjects, payload.clone()));
         payload
     }

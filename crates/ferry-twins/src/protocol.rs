@@ -22,6 +22,8 @@ mod events;
 mod topic;
 
 pub use commands::{error_response, id_enforcement_failed};
-pub use envelope::Envelope;
+pub(crate) use commands::{unknown_command, unknown_path};
+pub use envelope::{Envelope, MAX_ENVELOPE_BYTES};
 pub use events::EventView;
+pub(crate) use topic::unknown_topic_path;
 pub use topic::{Channel, Criterion, Group, Topic};

@@ -110,6 +110,7 @@ pub use ast::{CompareOp, Filter, Placeholder, Value};
 pub use error::{ErrorKind, RqlError};
 pub use eval::{NoPlaceholders, Placeholders, Semantics, TimePlaceholders};
 pub use field::{FeaturePart, Field, FieldKind, Scope, ANY_FEATURE};
+pub(crate) use java_text::grouped;
 pub use like::{CaseFold, LikePattern};
 pub use options::{SearchOptions, SearchQuery, SortEntry};
 

@@ -20,8 +20,11 @@ mod policies;
 pub mod search;
 mod things;
 
+pub(crate) use things::with_always_shown;
+
 pub use events::{next_event, ThingAction, ThingEvent, EVENT_BUFFER};
 pub use policies::PolicyResource;
+pub(crate) use things::{not_accessible, not_modifiable};
 pub use things::{
     view, Conditions, Outcome as ThingOutcome, Refused, Retrieved as RetrievedThing, TagMatch,
     ThingWrite, Written as ThingWritten,
@@ -100,6 +103,7 @@ pub struct Twins {
     stripes: Vec<Mutex<()>>,
     hasher: RandomState,
     events: tokio::sync::broadcast::Sender<ThingEvent>,
+    live: crate::live::Live,
 }
 
 impl Twins {
@@ -112,6 +116,7 @@ impl Twins {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             hasher: RandomState::new(),
             events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
+            live: crate::live::Live::default(),
         }
     }
 
@@ -119,6 +124,11 @@ impl Twins {
     /// revision order per thing (`events.rs`).
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ThingEvent> {
         self.events.subscribe()
+    }
+
+    /// The live channel's hub: subscribers and pending calls (`live.rs`).
+    pub fn live(&self) -> &crate::live::Live {
+        &self.live
     }
 
     pub fn config(&self) -> &TwinsConfig {

@@ -155,6 +155,10 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     }
     tracing::info!("shutting down");
     broker.begin_shutdown();
+    // WebSocket sessions are no longer the HTTP server's to wait for.
+    if let Some(twins) = &twins {
+        twins.live().close();
+    }
     for task in tasks {
         let _ = task.await;
     }

@@ -80,6 +80,26 @@ pub(super) const ROUTES: &[Route] = &[
         summary: "One desired property, at any depth",
     },
     Route {
+        path: "/api/2/things/{thingId}/inbox/messages/{messageSubject}",
+        methods: &["post", "get"],
+        summary: "A live message to the thing, answered by the device (GET with `correlation-id`: the outcome of a `qos=1` message, Ferry's extension)",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/outbox/messages/{messageSubject}",
+        methods: &["post"],
+        summary: "A live message from the thing",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/features/{featureId}/inbox/messages/{messageSubject}",
+        methods: &["post"],
+        summary: "A live message to a feature",
+    },
+    Route {
+        path: "/api/2/things/{thingId}/features/{featureId}/outbox/messages/{messageSubject}",
+        methods: &["post"],
+        summary: "A live message from a feature",
+    },
+    Route {
         path: "/api/2/things/{thingId}/features/{featureId}/delta",
         methods: &["get"],
         summary:

@@ -42,16 +42,6 @@ pub fn no_content() -> Response {
     StatusCode::NO_CONTENT.into_response()
 }
 
-/// Ditto's 401 for a request no authentication vouched for.
-pub fn unauthorized() -> DittoError {
-    DittoError::new(
-        401,
-        "gateway:authentication.failed",
-        "No applicable authentication provider was found!",
-        "Check if your credentials were correct.".to_string(),
-    )
-}
-
 /// A request body as JSON, or Ditto's `json.invalid`.
 pub fn parse_body(body: &[u8]) -> Result<Value, DittoError> {
     serde_json::from_slice(body).map_err(DittoError::json_invalid)

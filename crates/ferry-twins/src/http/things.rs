@@ -300,6 +300,11 @@ async fn handle(
     uri: Uri,
     body: Bytes,
 ) -> Reply {
+    let pairs = query_pairs(query.as_deref());
+    if super::live::requested(&pairs, &headers) {
+        return super::live::command(&twins, caller, &method, id, rest, &pairs, &headers, &body)
+            .await;
+    }
     let caller = super::caller(caller)?;
     let thing_id = thing_id(id)?;
     if let Some(feature_id) = crate::shadow::delta_path(rest)? {

@@ -283,7 +283,7 @@ pub fn id_enforcement_failed(entity_id: &str) -> DittoError {
 }
 
 /// Ditto's `UnknownPathException`.
-fn unknown_path(path: &str) -> DittoError {
+pub(crate) fn unknown_path(path: &str) -> DittoError {
     DittoError::new(
         400,
         "protocoladapter:unknown.path",
@@ -293,7 +293,7 @@ fn unknown_path(path: &str) -> DittoError {
 }
 
 /// Ditto's `UnknownCommandException`.
-fn unknown_command(topic: &str) -> DittoError {
+pub(crate) fn unknown_command(topic: &str) -> DittoError {
     DittoError::new(
         400,
         "protocoladapter:unknown.command",

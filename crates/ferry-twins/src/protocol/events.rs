@@ -7,7 +7,7 @@
 
 use super::envelope::Envelope;
 use crate::policy::{Enforcer, Permission, Timestamp};
-use crate::service::{Caller, ThingEvent, Twins};
+use crate::service::{with_always_shown, Caller, ThingEvent, Twins};
 use std::sync::Arc;
 
 /// An event with the policy that decides who sees it, ready to be shown
@@ -44,6 +44,9 @@ impl EventView {
             return None;
         }
         let value = match &event.value {
+            Some(value) if event.path.is_root() => {
+                Some(with_always_shown(value, who.view("thing", &event.path, value)?))
+            }
             Some(value) => Some(who.view("thing", &event.path, value)?),
             None => None,
         };

@@ -172,6 +172,22 @@ pub(crate) fn big_decimal_text(value: f64) -> JavaText {
     text
 }
 
+/// A number as Java's `MessageFormat` writes it: `1,234,567`.
+pub(crate) fn grouped(value: i64) -> String {
+    let digits = value.unsigned_abs().to_string();
+    let mut text = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if value < 0 {
+        text.push('-');
+    }
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            text.push(',');
+        }
+        text.push(digit);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 use super::ast::Filter;
 use super::error::{ErrorKind, RqlError};
 use super::field::{Field, FieldKind, Scope, Usage};
+use super::java_text::grouped;
 use super::limits::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use super::parser::{Parser, RawOption};
 use std::fmt;
@@ -223,22 +224,6 @@ fn check_range(param: &str, value: i64, max: i64) -> Result<u32, RqlError> {
         ));
     }
     Ok(u32::try_from(value).expect("checked against an int's range"))
-}
-
-/// A number as Java's `MessageFormat` writes it: `1,234,567`.
-fn grouped(value: i64) -> String {
-    let digits = value.unsigned_abs().to_string();
-    let mut text = String::with_capacity(digits.len() + digits.len() / 3 + 1);
-    if value < 0 {
-        text.push('-');
-    }
-    for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            text.push(',');
-        }
-        text.push(digit);
-    }
-    text
 }
 
 impl fmt::Display for SortEntry {

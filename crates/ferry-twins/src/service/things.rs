@@ -90,21 +90,29 @@ pub fn view(
     }
     let value = thing.retrieve(resource, fields)?;
     let Some(shown) = who.view("thing", &pointer, &value) else { return Ok(None) };
-    match (resource, shown, &value) {
-        (ThingResource::Thing, Value::Object(mut shown), Value::Object(whole)) => {
-            // In the thing's own order, the always-shown fields included.
-            let mut ordered = serde_json::Map::new();
-            for (key, field) in whole {
-                if ALWAYS_SHOWN.contains(&key.as_str()) {
-                    ordered.insert(key.clone(), field.clone());
-                } else if let Some(kept) = shown.remove(key) {
-                    ordered.insert(key.clone(), kept);
-                }
-            }
-            Ok(Some(Value::Object(ordered)))
+    Ok(Some(match resource {
+        ThingResource::Thing => with_always_shown(&value, shown),
+        _ => shown,
+    }))
+}
+
+/// A reader's view of a whole thing (`shown`, cut from `whole`) with the
+/// fields every reader gets added back, in the thing's own order.
+pub(crate) fn with_always_shown(whole: &Value, shown: Value) -> Value {
+    let Value::Object(whole) = whole else { return shown };
+    let mut shown = match shown {
+        Value::Object(shown) => shown,
+        other => return other,
+    };
+    let mut ordered = serde_json::Map::new();
+    for (key, field) in whole {
+        if ALWAYS_SHOWN.contains(&key.as_str()) {
+            ordered.insert(key.clone(), field.clone());
+        } else if let Some(kept) = shown.remove(key) {
+            ordered.insert(key.clone(), kept);
         }
-        (_, shown, _) => Ok(Some(shown)),
     }
+    Value::Object(ordered)
 }
 
 /// `If-Match` or `If-None-Match`: `*`, or entity tags as written
@@ -708,7 +716,7 @@ fn policy_gone(thing: &Thing, write: bool) -> DittoError {
 
 /// The 404 of a resource the caller may not read anything of
 /// (`ThingCommandToAccessExceptionRegistry`).
-fn not_accessible(thing_id: &ThingId, resource: &ThingResource) -> DittoError {
+pub(crate) fn not_accessible(thing_id: &ThingId, resource: &ThingResource) -> DittoError {
     match resource {
         ThingResource::Thing => DittoError::thing_not_found(thing_id),
         ThingResource::PolicyId => DittoError::policy_id_not_found(thing_id),
@@ -738,7 +746,7 @@ fn not_accessible(thing_id: &ThingId, resource: &ThingResource) -> DittoError {
 /// The 403 of a write the caller may not make
 /// (`ThingCommandToModifyExceptionRegistry`; a merge falls back to the
 /// thing's).
-fn not_modifiable(
+pub(crate) fn not_modifiable(
     thing_id: &ThingId,
     resource: &ThingResource,
     write: ThingWrite<'_>,

@@ -1,0 +1,556 @@
+//! Live signals: messages to and from devices, live commands and live
+//! events (Ditto's `live` channel). Nothing of them is stored; the hub
+//! routes each one from its sender to the devices and applications that
+//! asked for its kind and may READ it, and routes a response back to the
+//! call waiting for it, by `correlation-id`.
+//!
+//! - **Senders** are the HTTP API (`http/messages.rs`), WebSocket clients
+//!   (`ws.rs`) and MQTT clients (`mqtt/live.rs`); each calls
+//!   [`Twins::send_live`], which checks the signal against the thing's
+//!   policy (`live/signal.rs`) and, when a response is wanted, returns a
+//!   [`Call`] to await.
+//! - **Receivers** are the WebSocket sessions that sent
+//!   `START-SEND-MESSAGES`, `START-SEND-LIVE-COMMANDS` or
+//!   `START-SEND-LIVE-EVENTS` ([`Subscriber`]), and the MQTT subscribers of
+//!   `{prefix}/things/{thingId}/live/…` (the [`Outlet`] `mqtt.rs`
+//!   attaches); each gets the view of the signal its subjects may see.
+//! - **Responses** (a Ditto protocol message with `status` on the live
+//!   topic, or on `…/things/live/errors`) come back through
+//!   [`Twins::answer_live`] from any of them; one for no waiting call is
+//!   dropped, as Ditto drops it.
+//!
+//! A call waits `timeout` (Ditto's header: default 10 s, at most 60 s)
+//! and then answers Ditto's 408 `command.timeout`. With `timeout` 0 or
+//! `response-required: false` nothing waits. A *persistent* message
+//! (Ferry's `qos=1`) goes to MQTT at QoS 1 with its TTL as the Message
+//! Expiry Interval, so a device's persistent session keeps it while the
+//! device is away, and its outcome is kept for polling (`pending.rs`).
+
+mod errors;
+mod pending;
+mod signal;
+
+pub use pending::{Outcome, State as OutcomeState, MAX_PENDING};
+pub use signal::{Audience, Kind};
+
+use crate::error::DittoError;
+use crate::protocol::{Channel, Criterion, Envelope, Group, Topic};
+use crate::service::{Caller, Twins};
+use parking_lot::RwLock;
+use pending::{Outcomes, Pending};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// Ditto's default timeout of a live call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Ditto's `messages.max-timeout` (and the commands' default maximum).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where live signals go besides WebSocket sessions: the MQTT broker.
+pub trait Outlet: Send + Sync {
+    /// Publishes the signal to its readers, each getting what `audience`
+    /// shows its subjects. `expiry` is how long it is worth delivering: a
+    /// call's timeout, or a persistent message's TTL, during which a
+    /// device that is away keeps it in its session.
+    fn publish(&self, audience: &Arc<Audience>, expiry: Option<Duration>);
+}
+
+/// The hub: who listens for what, and the calls waiting for responses.
+pub struct Live {
+    subscribers: RwLock<HashMap<u64, Arc<Subscriber>>>,
+    next_subscriber: AtomicU64,
+    outlet: RwLock<Option<Weak<dyn Outlet>>>,
+    pending: Arc<Pending>,
+    outcomes: Outcomes,
+    closing: watch::Sender<bool>,
+    /// Live signals and twin events WebSocket sessions did not get because
+    /// they fell behind (a full push queue, a lagging change feed).
+    pub dropped: AtomicU64,
+}
+
+impl Default for Live {
+    fn default() -> Self {
+        Live {
+            subscribers: RwLock::new(HashMap::new()),
+            next_subscriber: AtomicU64::new(0),
+            outlet: RwLock::new(None),
+            pending: Arc::default(),
+            outcomes: Outcomes::default(),
+            closing: watch::channel(false).0,
+            dropped: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A WebSocket session as the hub sees it: its caller, what it asked for
+/// and where its signals go.
+pub struct Subscriber {
+    pub caller: Caller,
+    /// Per kind ([`Kind::index`]): `None` when off, else the namespaces it
+    /// is limited to (empty: all).
+    wants: RwLock<[Option<Vec<String>>; 3]>,
+    out: mpsc::Sender<Envelope>,
+}
+
+impl Subscriber {
+    /// Starts (`Some`, with its namespaces) or stops (`None`) a kind.
+    pub fn set(&self, kind: Kind, namespaces: Option<Vec<String>>) {
+        self.wants.write()[kind.index()] = namespaces;
+    }
+
+    fn wants(&self, kind: Kind, namespace: &str) -> bool {
+        self.wants.read()[kind.index()].as_ref().is_some_and(|namespaces| {
+            namespaces.is_empty() || namespaces.iter().any(|n| n == namespace)
+        })
+    }
+}
+
+/// A session's registration, ended when dropped.
+pub struct Subscription {
+    twins: Arc<Twins>,
+    id: u64,
+    pub subscriber: Arc<Subscriber>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.twins.live().subscribers.write().remove(&self.id);
+    }
+}
+
+impl Live {
+    /// Sends live signals to MQTT through `outlet` from now on.
+    pub fn attach(&self, outlet: Weak<dyn Outlet>) {
+        *self.outlet.write() = Some(outlet);
+    }
+
+    /// Ends every WebSocket session, for a shutdown: an upgraded
+    /// connection is no longer the HTTP server's to wait for.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Turns `true` when the sessions must end.
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+
+    /// The outcome of the persistent message `correlation_id`, if `caller`
+    /// sent it and it is still known.
+    pub fn outcome(&self, caller: &Caller, correlation_id: &str) -> Option<Outcome> {
+        self.outcomes.get(correlation_id).filter(|outcome| outcome.subjects == caller.subjects)
+    }
+
+    /// Hands `audience` to every session that asked for its kind and may
+    /// read it, and to the outlet.
+    fn deliver(&self, audience: &Arc<Audience>, expiry: Option<Duration>) {
+        let namespace = audience.thing_id.namespace();
+        for subscriber in self.subscribers.read().values() {
+            if !subscriber.wants(audience.kind, namespace) {
+                continue;
+            }
+            let Some(envelope) = audience.envelope_for(&subscriber.caller) else { continue };
+            if subscriber.out.try_send(envelope).is_err() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("live signal dropped: a WebSocket session's queue is full");
+            }
+        }
+        let outlet = self.outlet.read().as_ref().and_then(Weak::upgrade);
+        if let Some(outlet) = outlet {
+            outlet.publish(audience, expiry);
+        }
+    }
+}
+
+/// A call waiting for its response; dropping it stops waiting.
+pub struct Call {
+    pending: Arc<Pending>,
+    serial: u64,
+    pub correlation_id: String,
+    response: Option<tokio::sync::oneshot::Receiver<crate::protocol::Envelope>>,
+    timeout: Duration,
+    audience: Arc<Audience>,
+    sender: Caller,
+}
+
+impl Call {
+    /// The response as the sender may see it, or Ditto's 408 error
+    /// response once the timeout passes.
+    pub async fn response(mut self) -> Envelope {
+        // `take`, since a `Drop` type's fields cannot be moved out; it is
+        // there, as this consumes the call.
+        if let Some(response) = self.response.take() {
+            if let Ok(Ok(response)) = tokio::time::timeout(self.timeout, response).await {
+                return self.audience.response_for(&self.sender, response);
+            }
+        }
+        self.error(&DittoError::command_timeout(self.timeout))
+    }
+
+    /// `error` as the response to this call.
+    pub fn error(&self, error: &DittoError) -> Envelope {
+        crate::protocol::error_response(
+            Some(&self.audience.topic),
+            &self.audience.envelope.headers,
+            error,
+        )
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.pending.forget(&self.correlation_id, self.serial);
+    }
+}
+
+/// How a signal is to be sent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sending {
+    /// Ferry's `qos=1`: keep the message this long for devices that are
+    /// away, and its outcome for polling; the call then waits this long.
+    pub persistent: Option<Duration>,
+}
+
+impl Twins {
+    /// Registers a WebSocket session's `caller` and the queue its signals
+    /// go to.
+    pub fn subscribe_live(
+        self: &Arc<Self>,
+        caller: Caller,
+        out: mpsc::Sender<Envelope>,
+    ) -> Subscription {
+        let live = self.live();
+        let id = live.next_subscriber.fetch_add(1, Ordering::Relaxed);
+        let subscriber =
+            Arc::new(Subscriber { caller, wants: RwLock::new([None, None, None]), out });
+        live.subscribers.write().insert(id, subscriber.clone());
+        Subscription { twins: self.clone(), id, subscriber }
+    }
+
+    /// Sends the live signal `envelope` (of `topic` and `kind`) from
+    /// `caller`: checked against the thing's policy, given a correlation id
+    /// if it has none, handed to its receivers. Returns the call to await
+    /// when a response is wanted.
+    pub async fn send_live(
+        &self,
+        caller: &Caller,
+        topic: Topic,
+        kind: Kind,
+        mut envelope: Envelope,
+        sending: Sending,
+    ) -> Result<Option<Call>, DittoError> {
+        let correlation_id = match envelope.correlation_id() {
+            Some(id) => id,
+            None => {
+                let id = crate::id::random_uuid();
+                envelope.headers.insert("correlation-id".into(), id.clone().into());
+                id
+            }
+        };
+        let timeout = match sending.persistent {
+            Some(ttl) => ttl,
+            None => timeout(envelope.header("timeout").as_deref())?,
+        };
+        let wants_response =
+            kind != Kind::LiveEvents && envelope.response_required() && !timeout.is_zero();
+        if !wants_response && kind != Kind::LiveEvents {
+            envelope.headers.insert("response-required".into(), false.into());
+        }
+        let audience = Arc::new(self.authorize_live(caller, topic, kind, envelope).await?);
+        let live = self.live();
+        let call = if wants_response {
+            let registered = live.pending.register(&correlation_id, &audience.thing_id)?;
+            if let Some(ttl) = sending.persistent {
+                live.outcomes.sent(&correlation_id, &audience.thing_id, &caller.subjects, ttl);
+            }
+            Some(Call {
+                pending: live.pending.clone(),
+                serial: registered.serial,
+                correlation_id,
+                response: Some(registered.response),
+                timeout,
+                audience: audience.clone(),
+                sender: caller.clone(),
+            })
+        } else {
+            None
+        };
+        live.deliver(&audience, wants_response.then_some(timeout));
+        Ok(call)
+    }
+
+    /// Awaits a persistent message's response and records it for polling.
+    pub async fn settle_persistent(&self, call: Call) {
+        let correlation_id = call.correlation_id.clone();
+        let response = call.response().await;
+        let state = if response.status == Some(408) && response.topic.ends_with("/errors") {
+            OutcomeState::Expired
+        } else {
+            OutcomeState::Answered(Box::new(response))
+        };
+        self.live().outcomes.settle(&correlation_id, state);
+    }
+
+    /// Takes `envelope` as the response to a waiting live call, if it is
+    /// one; `false` when nobody waits for it.
+    pub fn answer_live(&self, envelope: Envelope) -> bool {
+        let Ok(topic) = Topic::parse(&envelope.topic) else { return false };
+        let (Some(correlation_id), Some(entity)) = (envelope.correlation_id(), topic.entity_id())
+        else {
+            return false;
+        };
+        let Ok(thing_id) = crate::id::ThingId::parse(&entity) else { return false };
+        let answered = self.live().pending.answer(&correlation_id, &thing_id, envelope);
+        if !answered {
+            tracing::debug!(%correlation_id, "a live response no call waits for, dropped");
+        }
+        answered
+    }
+}
+
+/// Where a Ditto protocol message on the live channel goes.
+pub enum Route {
+    /// A response to a live call: to the call ([`Twins::answer_live`]).
+    Response,
+    /// A live signal: to its receivers ([`Twins::send_live`]).
+    Signal(Topic, Kind),
+}
+
+impl Route {
+    /// The route of `envelope`, or `None` for a message that is not
+    /// live (a twin or policy command, or one whose topic is unreadable).
+    pub fn of(envelope: &Envelope) -> Option<Route> {
+        let topic = Topic::parse(&envelope.topic).ok()?;
+        if is_response(&topic, envelope) {
+            return Some(Route::Response);
+        }
+        Kind::of(&topic).map(|kind| Route::Signal(topic, kind))
+    }
+}
+
+/// Whether `envelope` (of `topic`) answers a live call: a message or a
+/// live command with a `status`, or an error on the live channel.
+fn is_response(topic: &Topic, envelope: &Envelope) -> bool {
+    if (topic.group, topic.channel) != (Group::Things, Channel::Live) {
+        return false;
+    }
+    match topic.criterion {
+        Criterion::Errors => true,
+        Criterion::Messages | Criterion::Commands => envelope.status.is_some(),
+        _ => false,
+    }
+}
+
+/// A call's timeout from Ditto's `timeout` header (`10`, `10s`, `500ms`,
+/// `1m`, as `DittoDuration` reads them): default 10 s, at most 60 s.
+pub fn timeout(header: Option<&str>) -> Result<Duration, DittoError> {
+    let Some(text) = header else { return Ok(DEFAULT_TIMEOUT) };
+    let invalid = || DittoError::header_invalid("timeout", text, "duration");
+    let digits = text.trim_start_matches(['+', '-']);
+    let split = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+    let (amount, unit) = digits.split_at(split);
+    if amount.is_empty() || text.starts_with('-') {
+        return Err(invalid());
+    }
+    let amount: u64 = amount.parse().map_err(|_| invalid())?;
+    let timeout = match unit {
+        "" | "s" => Duration::from_secs(amount),
+        "ms" => Duration::from_millis(amount),
+        "m" => Duration::from_secs(amount.saturating_mul(60)),
+        "h" => Duration::from_secs(amount.saturating_mul(3600)),
+        _ => return Err(invalid()),
+    };
+    if timeout > MAX_TIMEOUT {
+        return Err(DittoError::timeout_invalid(timeout, MAX_TIMEOUT));
+    }
+    Ok(timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_read_as_ditto_reads_them() {
+        assert_eq!(timeout(None).unwrap(), DEFAULT_TIMEOUT);
+        assert_eq!(timeout(Some("0")).unwrap(), Duration::ZERO);
+        assert_eq!(timeout(Some("5")).unwrap(), Duration::from_secs(5));
+        assert_eq!(timeout(Some("250ms")).unwrap(), Duration::from_millis(250));
+        assert_eq!(timeout(Some("1m")).unwrap(), Duration::from_secs(60));
+        for bad in ["", "s", "-1", "5x", "1.5s"] {
+            assert_eq!(timeout(Some(bad)).unwrap_err().error, "header.invalid", "{bad}");
+        }
+        let over = timeout(Some("61")).unwrap_err();
+        assert_eq!((over.status, over.error), (400, "timeout.invalid"));
+        assert_eq!(
+            over.message,
+            "The timeout <61,000ms> is not inside its allowed bounds <0ms - 60,000ms>"
+        );
+    }
+
+    #[test]
+    fn responses_are_live_answers_with_a_status_or_live_errors() {
+        let check = |topic: &str, status: Option<u16>| {
+            let mut envelope = Envelope::new(topic, "/");
+            envelope.status = status;
+            is_response(&Topic::parse(topic).unwrap(), &envelope)
+        };
+        assert!(check("a/b/things/live/messages/ask", Some(200)));
+        assert!(check("a/b/things/live/commands/modify", Some(204)));
+        assert!(check("a/b/things/live/errors", Some(404)));
+        assert!(!check("a/b/things/live/messages/ask", None));
+        assert!(!check("a/b/things/live/events/modified", Some(200)));
+        assert!(!check("a/b/things/twin/commands/modify", Some(204)));
+    }
+}
+
+#[cfg(test)]
+mod hub_tests {
+    use super::*;
+    use crate::service::TwinsConfig;
+    use crate::store::{sqlite::SqliteStore, Store};
+    use serde_json::json;
+
+    const TOPIC: &str = "org.acme/lamp/things/live/messages/ask";
+
+    /// A service with the thing `org.acme:lamp`, owned by `nginx:alice`,
+    /// whose inbox `nginx:dev` may read.
+    async fn twins(dir: &tempfile::TempDir) -> Arc<Twins> {
+        let store = SqliteStore::open(&dir.path().join("twins.db"), false).unwrap();
+        let twins = Arc::new(Twins::new(Store::Sqlite(store), TwinsConfig::default()));
+        let grant = |subject: &str, resources: serde_json::Value| json!({"subjects": {subject: {"type": "generated"}}, "resources": resources});
+        let all = json!({"grant": ["READ", "WRITE"], "revoke": []});
+        let policy = json!({"entries": {
+            "OWNER": grant("nginx:alice", json!({"thing:/": all, "policy:/": all, "message:/": all})),
+            "DEVICE": grant("nginx:dev", json!({"message:/inbox": {"grant": ["READ"], "revoke": []}})),
+        }});
+        let mut create = Envelope::new("org.acme/lamp/policies/commands/create", "/");
+        create.value = Some(policy);
+        let created = twins.apply_envelope(&caller("alice"), &create).await.unwrap();
+        assert_eq!(created.status, Some(201), "{created:?}");
+        let mut create = Envelope::new("org.acme/lamp/things/twin/commands/create", "/");
+        create.value = Some(json!({"policyId": "org.acme:lamp"}));
+        let created = twins.apply_envelope(&caller("alice"), &create).await.unwrap();
+        assert_eq!(created.status, Some(201), "{created:?}");
+        twins
+    }
+
+    fn caller(user: &str) -> Caller {
+        Caller::new(vec![format!("nginx:{user}")])
+    }
+
+    fn message(headers: serde_json::Value) -> (Topic, Envelope) {
+        let mut envelope = Envelope::new(TOPIC, "/inbox/messages/ask");
+        envelope.headers = headers.as_object().unwrap().clone();
+        envelope.value = Some(json!("what time is it?"));
+        (Topic::parse(TOPIC).unwrap(), envelope)
+    }
+
+    /// A subscriber of messages, and the queue it reads.
+    fn listen(twins: &Arc<Twins>, user: &str) -> (Subscription, mpsc::Receiver<Envelope>) {
+        let (out, queue) = mpsc::channel(4);
+        let subscription = twins.subscribe_live(caller(user), out);
+        subscription.subscriber.set(Kind::Messages, Some(Vec::new()));
+        (subscription, queue)
+    }
+
+    #[tokio::test]
+    async fn a_response_is_correlated_to_its_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir).await;
+        let (_device, mut inbox) = listen(&twins, "dev");
+        let (topic, envelope) = message(json!({"correlation-id": "c1"}));
+        let call = twins
+            .send_live(&caller("alice"), topic, Kind::Messages, envelope, Sending::default())
+            .await
+            .unwrap()
+            .expect("a response is wanted");
+        let received = inbox.recv().await.unwrap();
+        assert_eq!(received.correlation_id().as_deref(), Some("c1"));
+
+        let mut other = received.clone();
+        other.status = Some(200);
+        other.headers.insert("correlation-id".into(), "c2".into());
+        assert!(!twins.answer_live(other), "no call waits for c2");
+        let mut response = received;
+        response.status = Some(201);
+        response.value = Some(json!("noon"));
+        assert!(twins.answer_live(response));
+        let answered = call.response().await;
+        assert_eq!((answered.status, answered.value), (Some(201), Some(json!("noon"))));
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_call_times_out_with_dittos_408_and_frees_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir).await;
+        let (topic, envelope) = message(json!({"correlation-id": "c1", "timeout": "50ms"}));
+        let call = twins
+            .send_live(
+                &caller("alice"),
+                topic.clone(),
+                Kind::Messages,
+                envelope.clone(),
+                Sending::default(),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let timed_out = call.response().await;
+        assert_eq!(timed_out.topic, "org.acme/lamp/things/live/errors");
+        assert_eq!(timed_out.status, Some(408));
+        assert_eq!(timed_out.value.unwrap()["error"], "command.timeout");
+        // The correlation id may be used again.
+        let alice = caller("alice");
+        let again = twins.send_live(&alice, topic, Kind::Messages, envelope, Sending::default());
+        assert!(again.await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn senders_need_write_and_readers_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir).await;
+        let (_device, mut device) = listen(&twins, "dev");
+        let (_stranger, mut stranger) = listen(&twins, "eve");
+        let (topic, envelope) = message(json!({"timeout": "0"}));
+        let refused = twins
+            .send_live(
+                &caller("dev"),
+                topic.clone(),
+                Kind::Messages,
+                envelope.clone(),
+                Sending::default(),
+            )
+            .await
+            .err()
+            .unwrap();
+        assert_eq!((refused.status, refused.error), (403, "messages:send.notallowed"));
+        let sent = twins
+            .send_live(&caller("alice"), topic, Kind::Messages, envelope, Sending::default())
+            .await
+            .unwrap();
+        assert!(sent.is_none(), "timeout 0 waits for nothing");
+        assert!(device.try_recv().is_ok());
+        assert!(stranger.try_recv().is_err(), "no READ on the message: nothing");
+    }
+
+    #[tokio::test]
+    async fn a_full_session_queue_drops_and_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir).await;
+        let (_device, _unread) = listen(&twins, "dev");
+        for _ in 0..6 {
+            let (topic, envelope) = message(json!({"timeout": "0"}));
+            let caller = caller("alice");
+            twins
+                .send_live(&caller, topic, Kind::Messages, envelope, Sending::default())
+                .await
+                .unwrap();
+        }
+        assert_eq!(twins.live().dropped.load(Ordering::Relaxed), 2, "4 fit in the queue");
+    }
+}

@@ -1,0 +1,412 @@
+"""Live messages, live commands and live events on the real binary, on
+SQLite and on PostgreSQL: HTTP's inbox and outbox answered by devices on
+WebSocket (websocket-client) and MQTT (paho-mqtt), timeouts, persistent
+(qos=1) messages to a device that is away, and the policy on every
+signal."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+import uuid
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from conftest import make_password_file
+from twins import Ditto
+from twins_ws import DittoWs, envelope
+
+pytestmark = pytest.mark.ferry_only
+
+TID = "org.acme:lamp-1"
+T = f"/things/{TID}"
+LIVE = "org.acme/lamp-1/things/live"
+
+USERS = {"alice": "a-secret", "dev": "d-secret", "eve": "e-secret", "mallory": "m-secret"}
+
+
+def _grant(subject: str, resources: dict) -> dict:
+    return {"subjects": {f"nginx:{subject}": {"type": "generated"}},
+            "resources": {key: {"grant": grant, "revoke": []} for key, grant in resources.items()}}
+
+
+POLICY = {"entries": {
+    # The application: everything.
+    "OWNER": _grant("alice", {"thing:/": ["READ", "WRITE"], "policy:/": ["READ", "WRITE"],
+                              "message:/": ["READ", "WRITE"]}),
+    # The device: reads its inbox and the thing, writes its outbox.
+    "DEVICE": _grant("dev", {"message:/inbox": ["READ"], "message:/features": ["READ"],
+                             "message:/outbox": ["WRITE"], "thing:/": ["READ", "WRITE"]}),
+    # Another reader: one public subject and one attribute only.
+    "EVE": _grant("eve", {"message:/inbox/messages/public": ["READ"],
+                          "thing:/attributes/public": ["READ"]}),
+    # May read the thing but not send messages.
+    "MALLORY": _grant("mallory", {"thing:/": ["READ"], "message:/": ["READ"]}),
+}}
+
+
+def _start(tmp_path, broker_factory, twin_store, **twins):
+    passwords = make_password_file(tmp_path / "passwords", USERS)
+    broker = broker_factory({"auth": {"password_file": str(passwords)},
+                             "twins": {**twin_store, **twins}})
+    alice = _http(broker, "alice")
+    assert alice.put(f"/policies/{TID}", POLICY).status_code == 201
+    assert alice.put(T, {"policyId": TID, "attributes": {"public": 0}}).status_code == 201
+    return broker, alice
+
+
+def _http(broker, user: str) -> Ditto:
+    return Ditto(f"http://{broker.host}:{broker.http_port}", user, USERS[user])
+
+
+def _ws(broker, user: str) -> DittoWs:
+    return DittoWs(broker, user, USERS[user])
+
+
+def _in_background(call):
+    """Runs a blocking HTTP call in a thread; returns a function awaiting
+    its response."""
+    result: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: result.put(call()), daemon=True).start()
+    return lambda: result.get(timeout=30)
+
+
+def _respond(request: dict, status: int, value=None, content_type="application/json") -> dict:
+    headers = {"correlation-id": request["headers"]["correlation-id"],
+               "content-type": content_type}
+    answer = {"topic": request["topic"], "headers": headers, "path": request["path"],
+              "status": status}
+    if value is not None:
+        answer["value"] = value
+    return answer
+
+
+class MqttDevice:
+    """A paho MQTT 5 device: received publishes in a queue, every wait
+    bounded."""
+
+    def __init__(self, broker, user: str, client_id: str, clean: bool = True,
+                 session_expiry: int = 0):
+        self.received: queue.Queue = queue.Queue()
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                                  protocol=mqtt.MQTTv5)
+        self.client.username_pw_set(user, USERS[user])
+        self.client.on_message = lambda _c, _u, message: self.received.put(message)
+        connected = threading.Event()
+        self.client.on_connect = lambda *_: connected.set()
+        properties = Properties(PacketTypes.CONNECT)
+        properties.SessionExpiryInterval = session_expiry
+        self.client.connect(broker.host, broker.port, clean_start=clean, properties=properties)
+        self.client.loop_start()
+        assert connected.wait(10)
+
+    def subscribe(self, topic: str) -> None:
+        done = threading.Event()
+        self.client.on_subscribe = lambda *_: done.set()
+        self.client.subscribe(topic, qos=1)
+        assert done.wait(10)
+
+    def publish(self, topic: str, message: dict) -> None:
+        self.client.publish(topic, json.dumps(message), qos=1).wait_for_publish(10)
+
+    def next(self):
+        return self.received.get(timeout=15)
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def test_http_message_answered_by_a_websocket_device(tmp_path, broker_factory, twin_store):
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    device = _ws(broker, "dev")
+    device.control("START-SEND-MESSAGES")
+
+    answer = _in_background(lambda: alice.post(f"{T}/inbox/messages/ask/time", {"tz": "UTC"},
+                                                headers={"correlation-id": "q-1"}))
+    request = device.recv()
+    assert request["topic"] == f"{LIVE}/messages/ask/time"
+    assert request["path"] == "/inbox/messages/ask/time"
+    assert request["value"] == {"tz": "UTC"}
+    headers = request["headers"]
+    assert headers["correlation-id"] == "q-1" and headers["content-type"] == "application/json"
+    assert (headers["direction"], headers["subject"], headers["thing-id"]) == (
+        "TO", "ask/time", TID)
+    device.send(_respond(request, 201, "12:00", "text/plain"))
+    response = answer()
+    assert response.status_code == 201, response.text
+    assert response.text == "12:00"
+    assert response.headers["Content-Type"].startswith("text/plain")
+    assert response.headers["correlation-id"] == "q-1"
+
+    # A JSON answer, to a feature's inbox; a 204 has no body.
+    answer = _in_background(lambda: alice.post(f"{T}/features/lamp/inbox/messages/toggle", None))
+    request = device.recv()
+    assert request["path"] == "/features/lamp/inbox/messages/toggle"
+    assert request["headers"]["feature-id"] == "lamp" and "value" not in request
+    device.send(_respond(request, 200, {"on": True}))
+    response = answer()
+    assert (response.status_code, response.json()) == (200, {"on": True})
+
+    answer = _in_background(lambda: alice.post(f"{T}/inbox/messages/ping", None))
+    device.send(_respond(device.recv(), 204, {"ignored": True}))
+    assert answer().status_code == 204
+    device.close()
+
+
+def test_http_message_answered_by_an_mqtt_device(tmp_path, broker_factory, twin_store):
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    device = MqttDevice(broker, "dev", "lamp-1")
+    device.subscribe("ditto/things/+/live/messages/#")
+
+    answer = _in_background(lambda: alice.post(f"{T}/inbox/messages/switch", {"on": True}))
+    received = device.next()
+    assert received.topic == f"ditto/things/{TID}/live/messages/switch"
+    assert received.properties.MessageExpiryInterval == 10  # the call's timeout
+    request = json.loads(received.payload)
+    assert request["value"] == {"on": True}
+    device.publish("ditto/in", _respond(request, 200, {"switched": True}))
+    response = answer()
+    assert (response.status_code, response.json()) == (200, {"switched": True})
+    assert response.headers["correlation-id"] == request["headers"]["correlation-id"]
+
+    # A device's error response is the HTTP error.
+    answer = _in_background(lambda: alice.post(f"{T}/inbox/messages/switch", {"on": 2}))
+    request = json.loads(device.next().payload)
+    error = {"status": 400, "error": "lamp:value.invalid", "message": "on is a boolean"}
+    device.publish("ditto/in", {"topic": "org.acme/lamp-1/things/live/errors", "path": "/",
+                                "headers": {"correlation-id":
+                                            request["headers"]["correlation-id"]},
+                                "status": 400, "value": error})
+    response = answer()
+    assert (response.status_code, response.json()) == (400, error)
+    device.close()
+
+
+def test_no_answer_is_408_and_timeout_0_is_202(tmp_path, broker_factory, twin_store):
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    device = _ws(broker, "dev")
+    device.control("START-SEND-MESSAGES")
+
+    response = alice.post(f"{T}/inbox/messages/ask", "?", params={"timeout": "1"})
+    assert response.status_code == 408, response.text
+    assert response.json()["error"] == "command.timeout"
+    assert response.json()["message"] == "The Command reached the specified timeout of 1,000ms."
+    late = device.recv()  # the device got it, and answers too late: dropped
+    device.send(_respond(late, 200, "late"))
+
+    response = alice.post(f"{T}/inbox/messages/fire", {"x": 1}, params={"timeout": "0"})
+    assert response.status_code == 202 and response.text == ""
+    fired = device.recv()
+    assert fired["headers"]["response-required"] is False and fired["value"] == {"x": 1}
+
+    too_long = alice.post(f"{T}/inbox/messages/ask", "?", params={"timeout": "61"})
+    assert too_long.status_code == 400 and too_long.json()["error"] == "timeout.invalid"
+    device.close()
+
+
+def test_persistent_message_waits_for_an_offline_device(tmp_path, broker_factory, twin_store):
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    device = MqttDevice(broker, "dev", "lamp-1", clean=True, session_expiry=3600)
+    device.subscribe("ditto/things/+/live/messages/#")
+    device.close()
+
+    sent = alice.post(f"{T}/inbox/messages/firmware", {"v": 2},
+                      params={"qos": "1", "ttl": "600"})
+    assert sent.status_code == 202, sent.text
+    correlation_id = sent.json()["correlationId"]
+    assert sent.headers["correlation-id"] == correlation_id
+    poll = f"{T}/inbox/messages/firmware"
+    pending = alice.get(poll, params={"correlation-id": correlation_id})
+    assert (pending.status_code, pending.json()["state"]) == (200, "pending")
+    # Only its sender may poll it.
+    assert _http(broker, "dev").get(poll, params={"correlation-id": correlation_id}) \
+        .status_code == 404
+
+    device = MqttDevice(broker, "dev", "lamp-1", clean=False, session_expiry=3600)
+    received = device.next()
+    assert received.topic == f"ditto/things/{TID}/live/messages/firmware"
+    assert 0 < received.properties.MessageExpiryInterval <= 600
+    request = json.loads(received.payload)
+    assert request["headers"]["correlation-id"] == correlation_id
+    device.publish("ditto/in", _respond(request, 200, {"installed": 2}))
+
+    deadline = time.monotonic() + 10
+    while True:  # the outcome is recorded beside the device's PUBACK
+        outcome = alice.get(poll, params={"correlation-id": correlation_id}).json()
+        if outcome["state"] != "pending" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert outcome["state"] == "answered", outcome
+    assert (outcome["status"], outcome["value"]) == (200, {"installed": 2})
+    unknown = alice.get(poll, params={"correlation-id": str(uuid.uuid4())})
+    assert unknown.status_code == 404
+    device.close()
+
+
+def test_sending_needs_write_on_the_message_resource(tmp_path, broker_factory, twin_store):
+    broker, _ = _start(tmp_path, broker_factory, twin_store)
+    mallory = _http(broker, "mallory")
+    refused = mallory.post(f"{T}/inbox/messages/ask", "?")
+    assert refused.status_code == 403
+    assert refused.json()["error"] == "messages:send.notallowed"
+    assert refused.json()["message"] == \
+        f"You are not allowed to send messages for the Thing with id '{TID}'!"
+    # The device may write its outbox, not its inbox.
+    dev = _http(broker, "dev")
+    assert dev.post(f"{T}/inbox/messages/x", 1).status_code == 403
+    assert dev.post(f"{T}/outbox/messages/x", 1, params={"timeout": "0"}).status_code == 202
+    missing = _http(broker, "alice").post("/things/org.acme:nothing/inbox/messages/x", 1)
+    assert (missing.status_code, missing.json()["error"]) == (404, "things:thing.notfound")
+
+    # Over WebSocket too, with Ditto's error response.
+    ws = _ws(broker, "mallory")
+    ws.send(envelope(f"{LIVE}/messages/ask", "/inbox/messages/ask", "?",
+                     **{"correlation-id": "m-1"}))
+    error = ws.recv()
+    assert (error["topic"], error["status"]) == (f"{LIVE}/errors", 403)
+    assert error["value"]["error"] == "messages:send.notallowed"
+    assert error["headers"]["correlation-id"] == "m-1"
+    ws.close()
+
+
+def test_a_receiver_without_read_does_not_get_the_message(tmp_path, broker_factory,
+                                                          twin_store):
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    eve = _ws(broker, "eve")
+    eve.control("START-SEND-MESSAGES")
+    eve_mqtt = MqttDevice(broker, "eve", "eve-1")
+    eve_mqtt.subscribe("ditto/things/+/live/messages/#")
+    device = _ws(broker, "dev")
+    device.control("START-SEND-MESSAGES")
+
+    for subject in ["secret", "public"]:
+        sent = alice.session.post(f"{alice.base}{T}/inbox/messages/{subject}", data=subject,
+                                  params={"timeout": "0"}, timeout=10,
+                                  headers={"Content-Type": "text/plain"})
+        assert sent.status_code == 202
+    assert [device.recv()["value"], device.recv()["value"]] == ["secret", "public"]
+    # Eve's first message is the one she may read.
+    assert eve.recv()["value"] == "public"
+    assert json.loads(eve_mqtt.next().payload)["value"] == "public"
+    eve.close()
+    eve_mqtt.close()
+    device.close()
+
+
+def test_live_commands_and_events_between_websocket_and_mqtt(tmp_path, broker_factory,
+                                                             twin_store):
+    broker, _ = _start(tmp_path, broker_factory, twin_store)
+    app = _ws(broker, "alice")
+    device = _ws(broker, "dev")
+    device.control("START-SEND-LIVE-COMMANDS")
+
+    # A live command from the app, answered by the device.
+    app.send(envelope(f"{LIVE}/commands/modify", "/attributes/public", 7,
+                      **{"correlation-id": "lc-1"}))
+    command = device.recv()
+    assert command["topic"] == f"{LIVE}/commands/modify" and command["value"] == 7
+    device.send({"topic": command["topic"], "path": command["path"], "status": 204,
+                 "headers": {"correlation-id": "lc-1"}})
+    response = app.recv()
+    assert (response["topic"], response["status"]) == (f"{LIVE}/commands/modify", 204)
+    assert response["headers"]["correlation-id"] == "lc-1"
+
+    # A live retrieve's answer is cut to what the sender may read.
+    eve = _ws(broker, "eve")
+    eve.send(envelope(f"{LIVE}/commands/retrieve", "/attributes", **{"correlation-id": "lc-2"}))
+    command = device.recv()
+    device.send({"topic": command["topic"], "path": command["path"], "status": 200,
+                 "headers": {"correlation-id": "lc-2"}, "value": {"public": 1, "secret": 2}})
+    assert eve.recv()["value"] == {"public": 1}
+
+    # A live command without permission is Ditto's 403 of the resource.
+    eve.send(envelope(f"{LIVE}/commands/modify", "/attributes/public", 1,
+                      **{"correlation-id": "lc-3"}))
+    refused = eve.recv()
+    assert refused["status"] == 403
+    assert refused["value"]["error"] == "things:attribute.notmodifiable"
+
+    # Live events from an MQTT device reach the readers, cut to their view.
+    app.control("START-SEND-LIVE-EVENTS")
+    eve.control("START-SEND-LIVE-EVENTS")
+    mqtt_device = MqttDevice(broker, "dev", "lamp-1")
+    mqtt_device.publish("ditto/in", envelope(f"{LIVE}/events/modified", "/attributes",
+                                             {"public": 3, "secret": 4}))
+    assert app.recv()["value"] == {"public": 3, "secret": 4}
+    seen = eve.recv()
+    assert (seen["topic"], seen["value"]) == (f"{LIVE}/events/modified", {"public": 3})
+
+    # A live message the MQTT device sends from its outbox reaches the app.
+    app.control("START-SEND-MESSAGES")
+    mqtt_device.publish("ditto/in", envelope(f"{LIVE}/messages/alarm", "/outbox/messages/alarm",
+                                             "smoke", **{"response-required": False}))
+    alarm = app.recv()
+    assert (alarm["path"], alarm["value"]) == ("/outbox/messages/alarm", "smoke")
+
+    # Live commands to an MQTT device, answered over MQTT.
+    mqtt_device.subscribe("ditto/things/+/live/commands/#")
+    app.send(envelope(f"{LIVE}/commands/delete", "/attributes/public",
+                      **{"correlation-id": "lc-4"}))
+    received = mqtt_device.next()
+    assert received.topic == f"ditto/things/{TID}/live/commands/delete"
+    mqtt_device.publish("ditto/in", {"topic": f"{LIVE}/commands/delete", "status": 204,
+                                     "path": "/attributes/public",
+                                     "headers": {"correlation-id": "lc-4"}})
+    assert app.recv()["headers"]["correlation-id"] == "lc-4"
+    mqtt_device.close()
+    for ws in (app, device, eve):
+        ws.close()
+
+
+def test_http_live_commands_are_answered_by_the_device(tmp_path, broker_factory, twin_store):
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    device = _ws(broker, "dev")
+    device.control("START-SEND-LIVE-COMMANDS")
+
+    answer = _in_background(lambda: alice.put(f"{T}/attributes/public", 9,
+                                              params={"channel": "live"}))
+    command = device.recv()
+    assert (command["topic"], command["path"], command["value"]) == (
+        f"{LIVE}/commands/modify", "/attributes/public", 9)
+    device.send({"topic": command["topic"], "path": command["path"], "status": 204,
+                 "headers": {"correlation-id": command["headers"]["correlation-id"]}})
+    assert answer().status_code == 204
+    assert alice.get(f"{T}/attributes/public").json() == 0, "the twin is left alone"
+
+    eve = _http(broker, "eve")
+    answer = _in_background(lambda: eve.get(f"{T}/attributes", headers={"channel": "live"}))
+    command = device.recv()
+    assert command["topic"] == f"{LIVE}/commands/retrieve"
+    device.send({"topic": command["topic"], "path": command["path"], "status": 200,
+                 "headers": {"correlation-id": command["headers"]["correlation-id"]},
+                 "value": {"public": 9, "secret": 1}})
+    response = answer()
+    assert (response.status_code, response.json()) == (200, {"public": 9})
+
+    refused = eve.put(f"{T}/attributes/public", 1, params={"channel": "live"})
+    assert (refused.status_code, refused.json()["error"]) == (
+        403, "things:attribute.notmodifiable")
+    timed_out = alice.delete(f"{T}/attributes/public", params={"channel": "live",
+                                                               "timeout": "100ms"})
+    assert (timed_out.status_code, timed_out.json()["error"]) == (408, "command.timeout")
+    device.close()
+
+
+def test_twin_events_over_mqtt_keep_their_per_reader_views(tmp_path, broker_factory,
+                                                           twin_store):
+    """The MQTT publication path live signals share with twin events."""
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    eve = MqttDevice(broker, "eve", "eve-1")
+    eve.subscribe("ditto/things/+/twin/events/#")
+    assert alice.put(f"{T}/attributes/secret", 1).status_code == 201
+    assert alice.put(f"{T}/attributes", {"public": 2, "secret": 3}).status_code == 204
+    received = eve.next()  # the first change is not hers to see
+    assert received.topic == f"ditto/things/{TID}/twin/events/modified"
+    assert json.loads(received.payload)["value"] == {"public": 2}
+    eve.close()
