@@ -1115,7 +1115,18 @@ impl Client {
                 Ok(reader) => {
                     let viewer =
                         broker.services.may_signal(filter).then(|| self.shared_principal());
-                    broker.subscribe(&self.session, filter, *options, identifier, reader, viewer)
+                    let granted = broker.subscribe(
+                        &self.session,
+                        filter,
+                        *options,
+                        identifier,
+                        reader,
+                        viewer.clone(),
+                    );
+                    if let Some(viewer) = viewer.filter(|_| !granted.is_error()) {
+                        broker.services.subscribed(filter, &viewer);
+                    }
+                    granted
                 }
                 Err(reason) => reason,
             })

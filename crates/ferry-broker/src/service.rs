@@ -33,6 +33,13 @@ pub trait TopicService: Send + Sync {
     /// `request.reply` once the publish's effect is durable (or refused);
     /// the client's later publishes are acknowledged only after it.
     fn take(&self, request: ServiceRequest);
+
+    /// A client now subscribes to `filter`, under one of the service's
+    /// prefixes: the service may send it what the topic stands for now
+    /// (a device shadow's current delta), as a signal for that client.
+    /// Called once the subscription is in place, on the client's core: it
+    /// must not block.
+    fn subscribed(&self, _filter: &str, _subscriber: &Arc<Principal>) {}
 }
 
 /// A client's publish to a service.
@@ -133,6 +140,14 @@ impl Services {
             .iter()
             .any(|prefix| topic_has_prefix(topic, prefix))
             .then(|| installed.service.clone())
+    }
+
+    /// Tells the service whose topics `filter` lies under that `subscriber`
+    /// subscribed to it.
+    pub(crate) fn subscribed(&self, filter: &str, subscriber: &Arc<Principal>) {
+        if let Some(service) = self.for_topic(filter) {
+            service.subscribed(filter, subscriber);
+        }
     }
 
     /// Whether a subscription to `filter` can receive a service's signals,

@@ -20,6 +20,7 @@ pub mod policy;
 pub mod protocol;
 pub mod rql;
 pub mod service;
+pub mod shadow;
 pub mod store;
 pub mod thing;
 pub mod ws;

@@ -35,6 +35,7 @@ mod live;
 use crate::id::ThingId;
 use crate::protocol::{Envelope, EventView, Topic};
 use crate::service::{Caller, ThingEvent, Twins};
+use crate::shadow::{ShadowSettings, Shadows, Template, AWS_THINGS};
 use bytes::Bytes;
 use ferry_auth::Principal;
 use ferry_broker::service::{ServiceRequest, Signal, TopicService};
@@ -45,7 +46,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
 /// Which identity names the one thing a device may touch, when devices
@@ -68,6 +68,34 @@ pub struct MqttSettings {
     /// The subject of a client without a verified user name, if any.
     pub anonymous_subject: Option<String>,
     pub own_thing: OwnThing,
+    /// AWS IoT Device Shadow topics under `$aws/things` (`shadow.rs`),
+    /// when served.
+    pub shadows: Option<ShadowSettings>,
+    /// What an unknown device's first write makes its thing from, when
+    /// things are created implicitly (`shadow/implicit.rs`).
+    pub implicit_template: Option<Template>,
+}
+
+impl MqttSettings {
+    /// Who `principal` is to the policies.
+    pub(crate) fn caller(&self, principal: Option<&Principal>) -> Caller {
+        let subjects = match principal.and_then(|principal| principal.username.as_deref()) {
+            Some(user) => vec![format!("{}:{user}", self.subject_prefix)],
+            None => self.anonymous_subject.iter().cloned().collect(),
+        };
+        Caller::new(subjects)
+    }
+
+    /// The identity a device's own thing must be named by, if devices are
+    /// held to their own thing.
+    pub(crate) fn own_thing<'p>(&self, principal: &'p Principal) -> Option<Option<&'p str>> {
+        match self.own_thing {
+            OwnThing::Any => None,
+            OwnThing::ClientId => Some(Some(&principal.client_id)),
+            OwnThing::Username => Some(principal.username.as_deref()),
+            OwnThing::Certificate => Some(principal.certificate.as_deref()),
+        }
+    }
 }
 
 /// Messages one client may have waiting to be applied. A QoS 1 or 2
@@ -86,6 +114,7 @@ pub struct TwinTopics {
     twins: Arc<Twins>,
     broker: Weak<Broker>,
     settings: MqttSettings,
+    shadows: Option<Arc<Shadows>>,
     runtime: tokio::runtime::Handle,
     workers: Mutex<HashMap<Arc<str>, mpsc::Sender<ServiceRequest>>>,
     /// QoS 0 messages dropped because their client's queue was full.
@@ -103,11 +132,16 @@ impl TwinTopics {
         broker: &Arc<Broker>,
         settings: MqttSettings,
     ) -> Arc<TwinTopics> {
+        let shadows = settings.shadows.clone().map(|shadow_settings| {
+            let template = settings.implicit_template.clone();
+            Shadows::start(twins.clone(), broker, settings.clone(), shadow_settings, template)
+        });
         let topics = Arc::new_cyclic(|me| TwinTopics {
             me: me.clone(),
             twins,
             broker: Arc::downgrade(broker),
             settings,
+            shadows,
             runtime: tokio::runtime::Handle::current(),
             workers: Mutex::new(HashMap::new()),
             dropped: AtomicU64::new(0),
@@ -122,25 +156,19 @@ impl TwinTopics {
 
     /// Who `principal` is to the policies.
     fn caller(&self, principal: Option<&Principal>) -> Caller {
-        let subjects = match principal.and_then(|principal| principal.username.as_deref()) {
-            Some(user) => vec![format!("{}:{user}", self.settings.subject_prefix)],
-            None => self.settings.anonymous_subject.iter().cloned().collect(),
-        };
-        Caller::new(subjects)
+        self.settings.caller(principal)
     }
 
-    /// The identity a device's own thing must be named by, if devices are
-    /// held to their own thing.
     fn own_thing<'p>(&self, principal: &'p Principal) -> Option<Option<&'p str>> {
-        match self.settings.own_thing {
-            OwnThing::Any => None,
-            OwnThing::ClientId => Some(Some(&principal.client_id)),
-            OwnThing::Username => Some(principal.username.as_deref()),
-            OwnThing::Certificate => Some(principal.certificate.as_deref()),
-        }
+        self.settings.own_thing(principal)
     }
 
     async fn apply(&self, request: ServiceRequest) {
+        if let Some(shadows) = &self.shadows {
+            if request.message.topic.starts_with(AWS_THINGS) {
+                return shadows.apply(request).await;
+            }
+        }
         let ServiceRequest { message, principal, reply } = request;
         let (answer, reply_to) = match Envelope::parse(&message.payload) {
             Err(error) => {
@@ -176,7 +204,24 @@ impl TwinTopics {
                             let asked = live::Asked { command, principal, reply_to };
                             self.apply_live(route, &caller, envelope, asked).await
                         }
-                        None => self.twins.apply_envelope(&caller, &envelope).await,
+                        None => {
+                            let held_to_own_thing = self.own_thing(principal).is_some();
+                            if let Some(template) = self
+                                .settings
+                                .implicit_template
+                                .as_ref()
+                                .filter(|_| held_to_own_thing)
+                            {
+                                crate::shadow::prepare_for_command(
+                                    &self.twins,
+                                    &caller,
+                                    &envelope,
+                                    template,
+                                )
+                                .await;
+                            }
+                            self.twins.apply_envelope(&caller, &envelope).await
+                        }
                     };
                 }
                 crate::DittoError::unauthenticated()
@@ -286,13 +331,21 @@ const DITTO_CONTENT_TYPE: &str = "application/vnd.eclipse.ditto+json";
 
 impl TopicService for TwinTopics {
     fn prefixes(&self) -> Vec<String> {
-        vec![self.settings.prefix.clone()]
+        let shadows = self.shadows.as_ref().map(|_| AWS_THINGS.to_owned());
+        let ditto = Some(self.settings.prefix.clone()).filter(|prefix| !prefix.is_empty());
+        ditto.into_iter().chain(shadows).collect()
     }
 
     fn take(&self, request: ServiceRequest) {
         match self.me.upgrade() {
             Some(me) => me.enqueue(request),
             None => request.reply.answer(ReasonCode::ServerUnavailable),
+        }
+    }
+
+    fn subscribed(&self, filter: &str, subscriber: &Arc<Principal>) {
+        if let Some(shadows) = &self.shadows {
+            shadows.subscribed(&self.runtime, filter, subscriber);
         }
     }
 }
@@ -323,9 +376,15 @@ async fn work(
 
 /// A response, shown to its sender only: the same client, or a client
 /// proving the same user.
-struct ForSender {
+pub(crate) struct ForSender {
     sender: Arc<Principal>,
     payload: Bytes,
+}
+
+impl ForSender {
+    pub(crate) fn new(sender: Arc<Principal>, payload: Bytes) -> ForSender {
+        ForSender { sender, payload }
+    }
 }
 
 impl Signal for ForSender {
@@ -342,16 +401,9 @@ async fn publish_events(
     topics: Arc<TwinTopics>,
     mut feed: tokio::sync::broadcast::Receiver<ThingEvent>,
 ) {
-    loop {
-        let event = match feed.recv().await {
-            Ok(event) => event,
-            Err(RecvError::Closed) => return,
-            Err(RecvError::Lagged(missed)) => {
-                topics.events_missed.fetch_add(missed, Ordering::Relaxed);
-                tracing::warn!(missed, "twin events not published over MQTT: the feed ran ahead");
-                continue;
-            }
-        };
+    while let Some(event) =
+        crate::service::next_event(&mut feed, &topics.events_missed, "MQTT twin events").await
+    {
         let Some(broker) = topics.broker.upgrade() else { return };
         let Some(topic) = event_topic(&topics.settings.prefix, &event) else { continue };
         let view = EventView::load(&topics.twins, event).await;

@@ -24,7 +24,7 @@ pub mod watch;
 
 pub(crate) use things::with_always_shown;
 
-pub use events::{ThingAction, ThingEvent, EVENT_BUFFER};
+pub use events::{next_event, ThingAction, ThingEvent, EVENT_BUFFER};
 pub use policies::PolicyResource;
 pub(crate) use things::{not_accessible, not_modifiable};
 pub use things::{

@@ -80,6 +80,17 @@ pub struct TwinsSettings {
     /// How long the event journal keeps twin events for streams that
     /// resume (`Last-Event-ID`); `"0s"` keeps none.
     pub event_retention: ferry_routes::Span,
+    /// Whether to serve AWS IoT Device Shadow topics (`$aws/things/…`).
+    pub shadows: bool,
+    /// The namespace of the thing a shadow's thing name stands for.
+    pub shadow_namespace: String,
+    /// The feature that is a thing's classic (unnamed) shadow.
+    pub shadow_feature: String,
+    /// Whether a device's first write to an unknown thing creates it.
+    pub implicit_creation: bool,
+    /// The JSON thing body an implicitly created thing starts from; `""`
+    /// for an empty thing.
+    pub implicit_template_file: PathBuf,
 }
 
 /// `[twins] mqtt_own_thing`.
@@ -106,7 +117,47 @@ impl Default for TwinsSettings {
             mqtt_subject_prefix: "nginx".into(),
             mqtt_own_thing: OwnThingSetting::None,
             event_retention: ferry_routes::Span(std::time::Duration::from_secs(24 * 3600)),
+            shadows: false,
+            shadow_namespace: "devices".into(),
+            shadow_feature: "shadow".into(),
+            implicit_creation: false,
+            implicit_template_file: PathBuf::new(),
         }
+    }
+}
+
+/// The largest thing template read: a thing's own size limit (Ditto's
+/// 100 kB), since a larger template could never make a thing.
+const TEMPLATE_MAX_BYTES: u64 = 100 * 1024;
+
+impl TwinsSettings {
+    /// The template of implicitly created things, when they are on:
+    /// `implicit_template_file` read and checked, or an empty thing.
+    /// The error says what is wrong with the file.
+    pub fn implicit_template(&self) -> Result<Option<ferry_twins::shadow::Template>, String> {
+        use std::io::Read;
+        if !self.implicit_creation {
+            return Ok(None);
+        }
+        let path = &self.implicit_template_file;
+        let value = if path.as_os_str().is_empty() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            let file = std::fs::File::open(path)
+                .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+            let mut text = Vec::new();
+            file.take(TEMPLATE_MAX_BYTES + 1)
+                .read_to_end(&mut text)
+                .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+            if text.len() as u64 > TEMPLATE_MAX_BYTES {
+                return Err(format!("{} is over {TEMPLATE_MAX_BYTES} bytes", path.display()));
+            }
+            serde_json::from_slice(&text)
+                .map_err(|error| format!("{} is not JSON: {error}", path.display()))?
+        };
+        ferry_twins::shadow::Template::parse(value)
+            .map(Some)
+            .map_err(|error| format!("{} is no thing template: {}", path.display(), error.message))
     }
 }
 
@@ -378,6 +429,7 @@ impl Config {
                 format!("{prefix:?} is not a topic prefix like \"ditto\" (whole topic levels, no wildcards)"),
             ));
         }
+        self.validate_shadows().map_err(|(key, message)| semantic(key.into(), message))?;
         for (key, value) in [
             ("listeners.mqtt", &self.listeners.mqtt),
             ("listeners.ws", &self.listeners.ws),
@@ -455,6 +507,33 @@ impl Config {
             ));
         }
         Ok(())
+    }
+}
+
+impl Config {
+    /// `[twins]`' shadow and implicit creation keys: the key to blame and
+    /// why.
+    fn validate_shadows(&self) -> Result<(), (&'static str, String)> {
+        let twins = &self.twins;
+        if ferry_twins::ThingId::from_parts(&twins.shadow_namespace, "thing").is_err() {
+            return Err((
+                "twins.shadow_namespace",
+                format!("{:?} is not a thing namespace like \"org.acme\"", twins.shadow_namespace),
+            ));
+        }
+        if let Err(error) = ferry_twins::id::validate_key(&twins.shadow_feature) {
+            return Err(("twins.shadow_feature", error.message));
+        }
+        let own_thing = twins.mqtt_own_thing != OwnThingSetting::None;
+        if twins.implicit_creation && !twins.shadows && !own_thing {
+            return Err((
+                "twins.implicit_creation",
+                "creates things for shadow updates and for devices held to their own thing: \
+                 set twins.shadows = true or twins.mqtt_own_thing"
+                    .into(),
+            ));
+        }
+        twins.implicit_template().map(drop).map_err(|error| ("twins.implicit_template_file", error))
     }
 }
 
@@ -579,5 +658,37 @@ mod tests {
             parse("[[listener]]\nprotocol = \"mqtt\"\nbind = \"127.0.0.1:1\"\ntls = { cert_file = \"c\" }\n")
                 .unwrap_err();
         assert!(error.to_string().starts_with("ferry.toml:4: key `listener[0].tls`"), "{error}");
+    }
+
+    #[test]
+    fn shadow_keys_are_checked_naming_the_key() {
+        let refused = |text: &str, key: &str| {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.contains(key), "{text}: {error}");
+        };
+        refused("[twins]\nshadow_namespace = \"not a namespace\"\n", "twins.shadow_namespace");
+        refused("[twins]\nshadow_feature = \"a/b\"\n", "twins.shadow_feature");
+        refused("[twins]\nimplicit_creation = true\n", "twins.implicit_creation");
+        refused(
+            "[twins]\nshadows = true\nimplicit_creation = true\nimplicit_template_file = \"/nonexistent/t.json\"\n",
+            "twins.implicit_template_file",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let template = dir.path().join("t.json");
+        std::fs::write(&template, r#"{"thingId": "a:b"}"#).unwrap();
+        let with_template = format!(
+            "[twins]\nshadows = true\nimplicit_creation = true\nimplicit_template_file = {:?}\n",
+            template.display().to_string()
+        );
+        refused(&with_template, "twins.implicit_template_file");
+        std::fs::write(&template, r#"{"attributes": {"model": "x"}}"#).unwrap();
+        let config = parse(&with_template).unwrap();
+        assert!(config.twins.implicit_template().unwrap().is_some());
+        assert!(parse("[twins]\nshadows = true\n")
+            .unwrap()
+            .twins
+            .implicit_template()
+            .unwrap()
+            .is_none());
     }
 }

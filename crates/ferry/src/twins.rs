@@ -29,6 +29,7 @@ use ferry_auth::{Credentials, ListenerAuth, Verdict};
 use ferry_broker::{Broker, Fsync};
 use ferry_twins::mqtt::{MqttSettings, OwnThing, TwinTopics};
 use ferry_twins::service::{Caller, Twins, TwinsConfig};
+use ferry_twins::shadow::ShadowSettings;
 use ferry_twins::store::postgres::PostgresStore;
 use ferry_twins::store::sqlite::SqliteStore;
 use ferry_twins::store::Store;
@@ -83,7 +84,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Option<Arc<Twins>>> {
 /// configuration.
 pub fn serve_mqtt(config: &Config, twins: &Arc<Twins>, broker: &Arc<Broker>, loopback_only: bool) {
     let settings = &config.twins;
-    if settings.mqtt_prefix.is_empty() {
+    if settings.mqtt_prefix.is_empty() && !settings.shadows {
         return;
     }
     let no_credentials_configured =
@@ -102,8 +103,23 @@ pub fn serve_mqtt(config: &Config, twins: &Arc<Twins>, broker: &Arc<Broker>, loo
         subject_prefix: settings.mqtt_subject_prefix.clone(),
         anonymous_subject,
         own_thing,
+        shadows: settings.shadows.then(|| ShadowSettings {
+            namespace: settings.shadow_namespace.clone(),
+            classic_feature: settings.shadow_feature.clone(),
+        }),
+        // Checked by `Config::validate`; a file changed since is refused
+        // here rather than half-read.
+        implicit_template: settings.implicit_template().unwrap_or_else(|error| {
+            tracing::error!(%error, "implicit thing creation is off");
+            None
+        }),
     };
-    tracing::info!(prefix = %mqtt.prefix, "the Ditto protocol is served over MQTT under {}/", mqtt.prefix);
+    if !mqtt.prefix.is_empty() {
+        tracing::info!(prefix = %mqtt.prefix, "the Ditto protocol is served over MQTT under {}/", mqtt.prefix);
+    }
+    if settings.shadows {
+        tracing::info!(namespace = %settings.shadow_namespace, "AWS IoT Device Shadows are served under $aws/things/");
+    }
     TwinTopics::start(twins.clone(), broker, mqtt);
 }
 

@@ -100,6 +100,12 @@ pub(super) const ROUTES: &[Route] = &[
         summary: "A live message from a feature",
     },
     Route {
+        path: "/api/2/things/{thingId}/features/{featureId}/delta",
+        methods: &["get"],
+        summary:
+            "Ferry's device-shadow delta: the desired properties that differ from the reported ones",
+    },
+    Route {
         path: "/api/2/policies/{policyId}",
         methods: &["get", "put", "delete"],
         summary: "A policy",

@@ -304,14 +304,16 @@ async fn handle(
     uri: Uri,
     body: Bytes,
 ) -> Reply {
-    let pairs = query_pairs(query.as_deref());
-    if super::live::requested(&pairs, &headers) {
-        return super::live::command(&twins, caller, &method, id, rest, &pairs, &headers, &body)
+    let params = query_pairs(query.as_deref());
+    if super::live::requested(&params, &headers) {
+        return super::live::command(&twins, caller, &method, id, rest, &params, &headers, &body)
             .await;
     }
     let caller = super::caller(caller)?;
     let thing_id = thing_id(id)?;
-    let params = query_pairs(query.as_deref());
+    if let Some(feature_id) = crate::shadow::delta_path(rest)? {
+        return delta(&twins, &caller, &thing_id, &feature_id, &method).await;
+    }
     if method == Method::GET && sse::requested(&headers) {
         return sse::thing(twins, caller, thing_id, rest, &params, &headers);
     }
@@ -380,4 +382,22 @@ async fn handle(
     };
     with_etag(&mut response, outcome.etag.as_ref());
     Ok(response)
+}
+
+/// `GET /api/2/things/{thingId}/features/{featureId}/delta`: Ferry's
+/// device-shadow delta (`shadow.rs`), not a Ditto route.
+async fn delta(
+    twins: &Twins,
+    caller: &Caller,
+    thing_id: &ThingId,
+    feature_id: &str,
+    method: &Method,
+) -> Reply {
+    if method != Method::GET {
+        return Err(reply::method_not_allowed(method));
+    }
+    Ok(match twins.retrieve_delta(caller, thing_id, feature_id).await {
+        Ok(delta) => reply::json(StatusCode::OK, &delta),
+        Err(refusal) => refused(refusal),
+    })
 }

@@ -68,3 +68,24 @@ pub struct ThingEvent {
     /// increasing in commit order; `None` with the journal off.
     pub journal: Option<u64>,
 }
+
+/// The next event of `feed` for `reader`, `None` once the feed is
+/// closed. Events a reader fell too far behind to get are counted in
+/// `missed` and logged, and the reader goes on with the ones after.
+pub async fn next_event(
+    feed: &mut tokio::sync::broadcast::Receiver<ThingEvent>,
+    missed: &std::sync::atomic::AtomicU64,
+    reader: &str,
+) -> Option<ThingEvent> {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match feed.recv().await {
+            Ok(event) => return Some(event),
+            Err(RecvError::Closed) => return None,
+            Err(RecvError::Lagged(lost)) => {
+                missed.fetch_add(lost, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(missed = lost, reader, "the change feed ran ahead of a reader");
+            }
+        }
+    }
+}
