@@ -10,6 +10,8 @@
 //!   of random things, which Ferry answers once the change is durable.
 //! - `modify-mqtt`: the same change as a Ditto protocol command over MQTT,
 //!   with an event sink (`twins/mqtt.rs`).
+//! - `live`: `POST …/inbox/messages/bench` answered by simulated MQTT
+//!   devices (`twins/live.rs`).
 //!
 //! Each connection is one kept-alive HTTP/1.1 connection (hyper's client)
 //! running requests one after the other: closed loop by default, or at a
@@ -42,8 +44,10 @@ pub enum TwinsOp {
     Search,
     Modify,
     ModifyMqtt,
+    Live,
 }
 
+mod live;
 mod mqtt;
 
 pub use mqtt::EventFigures;
@@ -67,6 +71,9 @@ pub struct TwinsArgs {
     /// The MQTT listener, for `modify-mqtt`.
     #[arg(long, default_value = "127.0.0.1:1883")]
     pub mqtt: String,
+    /// Simulated devices answering `live` messages over MQTT.
+    #[arg(long, default_value_t = 8)]
+    pub devices: usize,
     /// Kept-alive connections (MQTT devices for `modify-mqtt`), each with
     /// one request at a time.
     #[arg(long, default_value_t = 32)]
@@ -105,6 +112,13 @@ pub struct TwinsReport {
     pub events: Option<EventFigures>,
     pub broker_before: Option<Sample>,
     pub broker_after: Option<Sample>,
+}
+
+/// `--mqtt` as an address.
+fn mqtt_address(args: &TwinsArgs) -> Result<std::net::SocketAddr, BenchError> {
+    args.mqtt
+        .parse()
+        .map_err(|_| BenchError::Options(format!("--mqtt {:?}: not an address", args.mqtt)))
 }
 
 /// A thing as the seed's implicit thing creation makes it.
@@ -153,6 +167,10 @@ pub async fn run(args: TwinsArgs) -> Result<TwinsReport, BenchError> {
         let (done, events) = mqtt::run(&args, deadline, interval).await?;
         (done, Some(events))
     } else {
+        let devices = match args.op {
+            TwinsOp::Live => live::start(mqtt_address(&args)?, args.devices).await?,
+            _ => Vec::new(),
+        };
         let mut workers = Vec::with_capacity(args.connections);
         for worker in 0..args.connections {
             let (target, next, args) = (target.clone(), next.clone(), args.clone());
@@ -164,6 +182,9 @@ pub async fn run(args: TwinsArgs) -> Result<TwinsReport, BenchError> {
         let mut done = Done { latency: Latency::new(), statuses: BTreeMap::new() };
         for worker in workers {
             done.merge(worker.await.map_err(|error| BenchError::Task(error.to_string()))??);
+        }
+        for device in devices {
+            device.abort();
         }
         (done, None)
     };
@@ -280,6 +301,11 @@ fn build(
         TwinsOp::Search => {
             (Method::GET, format!("/api/2/search/things?filter=eq(thingId,%22{id}%22)"), None)
         }
+        TwinsOp::Live => (
+            Method::POST,
+            format!("/api/2/things/{id}/inbox/messages/{}?timeout=10s", live::SUBJECT),
+            Some(format!("{{\"n\":{n}}}")),
+        ),
         TwinsOp::Modify | TwinsOp::ModifyMqtt => (
             Method::PUT,
             format!("/api/2/things/{id}/features/coffee-brewer/properties/brewed-coffees"),

@@ -42,10 +42,7 @@ pub(super) async fn run(
     deadline: Instant,
     interval: Option<Duration>,
 ) -> Result<(Done, EventFigures), BenchError> {
-    let broker: SocketAddr = args
-        .mqtt
-        .parse()
-        .map_err(|_| BenchError::Options(format!("--mqtt {:?}: not an address", args.mqtt)))?;
+    let broker = super::mqtt_address(args)?;
     let clock = Instant::now();
     let (sink, _) =
         Conn::connect(broker, "bench-event-sink".into(), ProtocolVersion::V5, 0).await?;
