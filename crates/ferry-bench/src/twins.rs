@@ -12,6 +12,8 @@
 //!   with an event sink (`twins/mqtt.rs`).
 //! - `live`: `POST …/inbox/messages/bench` answered by simulated MQTT
 //!   devices (`twins/live.rs`).
+//! - `events`: `modify` with Server-Sent Events listeners
+//!   (`twins/events.rs`), each of which should see every change.
 //!
 //! Each connection is one kept-alive HTTP/1.1 connection (hyper's client)
 //! running requests one after the other: closed loop by default, or at a
@@ -45,8 +47,10 @@ pub enum TwinsOp {
     Modify,
     ModifyMqtt,
     Live,
+    Events,
 }
 
+mod events;
 mod live;
 mod mqtt;
 
@@ -71,6 +75,9 @@ pub struct TwinsArgs {
     /// The MQTT listener, for `modify-mqtt`.
     #[arg(long, default_value = "127.0.0.1:1883")]
     pub mqtt: String,
+    /// Server-Sent Events listeners of `events`.
+    #[arg(long, default_value_t = 100)]
+    pub listeners: usize,
     /// Simulated devices answering `live` messages over MQTT.
     #[arg(long, default_value_t = 8)]
     pub devices: usize,
@@ -171,12 +178,17 @@ pub async fn run(args: TwinsArgs) -> Result<TwinsReport, BenchError> {
             TwinsOp::Live => live::start(mqtt_address(&args)?, args.devices).await?,
             _ => Vec::new(),
         };
+        let (stop_listeners, stopped) = tokio::sync::watch::channel(None);
+        let listeners = match args.op {
+            TwinsOp::Events => events::start(&target, args.listeners, started, stopped).await?,
+            _ => Vec::new(),
+        };
         let mut workers = Vec::with_capacity(args.connections);
         for worker in 0..args.connections {
             let (target, next, args) = (target.clone(), next.clone(), args.clone());
             let pace = Pace::new(interval, worker, args.connections);
             workers.push(tokio::spawn(async move {
-                work(&target, &args, &next, deadline, pace, worker as u64).await
+                work(&target, &args, &next, deadline, pace, worker as u64, started).await
             }));
         }
         let mut done = Done { latency: Latency::new(), statuses: BTreeMap::new() };
@@ -186,7 +198,14 @@ pub async fn run(args: TwinsArgs) -> Result<TwinsReport, BenchError> {
         for device in devices {
             device.abort();
         }
-        (done, None)
+        let events = if args.op == TwinsOp::Events {
+            let expected = done.statuses.get(&204).copied().unwrap_or(0);
+            let _ = stop_listeners.send(Some((expected, Instant::now() + mqtt::DRAIN)));
+            Some(events::collect(listeners, expected).await?)
+        } else {
+            None
+        };
+        (done, events)
     };
     let Done { latency, statuses } = done;
     let seconds = started.elapsed().as_secs_f64();
@@ -251,6 +270,7 @@ async fn work(
     deadline: Instant,
     mut pace: Pace,
     worker: u64,
+    clock: Instant,
 ) -> Result<Done, BenchError> {
     let mut sender = connect(&target.authority).await?;
     let mut done = Done { latency: Latency::new(), statuses: BTreeMap::new() };
@@ -273,7 +293,9 @@ async fn work(
         };
         let due = pace.next().await;
         let id = format!("{}:{}{n}", args.namespace, args.prefix);
-        let request = build(target, args.op, &id, n)?;
+        // `events` sends the time as the value, for its listeners' latency.
+        let value = if args.op == TwinsOp::Events { clock.elapsed().as_nanos() as u64 } else { n };
+        let request = build(target, args.op, &id, value)?;
         let status = match send(&mut sender, request).await {
             Ok(status) => status.as_u16(),
             Err(_) => {
@@ -287,11 +309,12 @@ async fn work(
     Ok(done)
 }
 
+/// The request of `op` on thing `id`; `value` is what a write writes.
 fn build(
     target: &Server,
     op: TwinsOp,
     id: &str,
-    n: u64,
+    value: u64,
 ) -> Result<Request<Full<Bytes>>, BenchError> {
     let (method, path, body) = match op {
         TwinsOp::Create => {
@@ -304,12 +327,12 @@ fn build(
         TwinsOp::Live => (
             Method::POST,
             format!("/api/2/things/{id}/inbox/messages/{}?timeout=10s", live::SUBJECT),
-            Some(format!("{{\"n\":{n}}}")),
+            Some(format!("{{\"n\":{value}}}")),
         ),
-        TwinsOp::Modify | TwinsOp::ModifyMqtt => (
+        TwinsOp::Modify | TwinsOp::ModifyMqtt | TwinsOp::Events => (
             Method::PUT,
             format!("/api/2/things/{id}/features/coffee-brewer/properties/brewed-coffees"),
-            Some(n.to_string()),
+            Some(value.to_string()),
         ),
     };
     let mut request =
@@ -384,11 +407,7 @@ impl fmt::Display for TwinsReport {
         )?;
         if let Some(events) = &self.events {
             let e = &events.latency;
-            writeln!(
-                f,
-                "  events            {} of {} received at the sink",
-                events.received, events.expected
-            )?;
+            writeln!(f, "  events            {} of {} received", events.received, events.expected)?;
             writeln!(
                 f,
                 "  command → event   p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0} (µs)",

@@ -35,7 +35,7 @@ pub struct EventFigures {
 }
 
 /// How long the sink waits for the last events after the devices stop.
-const DRAIN: Duration = Duration::from_secs(5);
+pub(super) const DRAIN: Duration = Duration::from_secs(5);
 
 pub(super) async fn run(
     args: &TwinsArgs,
