@@ -587,6 +587,7 @@ mod tests {
             action: ThingAction::Merged,
             path: JsonPointer::parse(path).unwrap(),
             value,
+            journal: None,
         }
     }
 
