@@ -143,6 +143,13 @@ impl Twins {
         self.closing.subscribe()
     }
 
+    /// Puts `event` on the change feed as a commit would: for tests of
+    /// what subscribers make of an order the store's commits can give.
+    #[cfg(test)]
+    pub(crate) fn announce(&self, event: ThingEvent) {
+        let _ = self.events.send(event);
+    }
+
     /// The change feed: every thing change committed from now on, in
     /// revision order per thing (`events.rs`).
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ThingEvent> {

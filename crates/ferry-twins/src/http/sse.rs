@@ -130,10 +130,14 @@ struct Stream {
     examined: usize,
     /// Set when the stream is to end after what it sends now.
     done: bool,
-    /// The latest journal place examined: a live event at or before it
-    /// was replayed already (the feed is subscribed to before the journal
-    /// is read, so a commit in between is in both).
+    /// The latest journal place examined, for the ids sent.
     place: Option<u64>,
+    /// The latest place read from the journal: a live event at or before
+    /// it was replayed already (the feed is subscribed to before the
+    /// journal is read, so a commit in between is in both). Only the
+    /// replay's: live events of one group commit can be announced out of
+    /// order, so a live event below the latest live one is no duplicate.
+    replayed: Option<u64>,
     /// The latest place the client was sent.
     place_sent: Option<u64>,
     next_keep_alive: Instant,
@@ -163,6 +167,7 @@ impl Stream {
             // a place from before the store was replaced must not hide
             // events.
             place: None,
+            replayed: None,
             place_sent: resume_after,
             next_keep_alive: Instant::now() + KEEP_ALIVE,
         }
@@ -197,7 +202,7 @@ impl Stream {
                 }
                 received = self.events.recv() => match received {
                     Ok(event) => {
-                        if event.journal.is_some_and(|seq| self.place.is_some_and(|place| seq <= place)) {
+                        if event.journal.is_some_and(|seq| self.replayed.is_some_and(|last| seq <= last)) {
                             continue;
                         }
                         if let Some(frame) = self.frame(&event).await? {
@@ -226,6 +231,7 @@ impl Stream {
                 return None;
             }
         };
+        self.replayed = self.replayed.max(page.last().and_then(|event| event.journal));
         self.resume_after = match page.last().and_then(|event| event.journal) {
             Some(last) if page.len() == REPLAY_PAGE => Some(last),
             _ => None,
@@ -341,6 +347,29 @@ mod tests {
         );
         put(&twins, "attributes/live", Value::Bool(true)).await;
         assert!(text(resumed.next_frame().await).contains("\"live\":true"));
+    }
+
+    #[tokio::test]
+    async fn live_events_announced_out_of_journal_order_are_all_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let twins = twins(&dir);
+        put(&twins, "", serde_json::json!({})).await;
+        let mut live = stream(&twins, None);
+        // Two commits of one group commit, announced later one first.
+        let event = |n: u64| crate::service::ThingEvent {
+            thing_id: ThingId::parse("ns:x").unwrap(),
+            policy_id: Some(crate::id::PolicyId::parse("ns:x").unwrap()),
+            revision: n,
+            timestamp: crate::policy::Timestamp::now(),
+            action: crate::service::ThingAction::Modified,
+            path: JsonPointer::parse("/attributes/n").unwrap(),
+            value: Some(Value::from(n)),
+            journal: Some(n),
+        };
+        twins.announce(event(11));
+        twins.announce(event(10));
+        assert!(text(live.next_frame().await).contains("\"n\":11"));
+        assert!(text(live.next_frame().await).contains("\"n\":10"));
     }
 
     #[tokio::test]
