@@ -41,9 +41,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use control::{Control, Stream};
 use serde_json::Map;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc, Semaphore};
 
 /// Signals pushed to one session and not yet written: Ditto's
@@ -119,7 +117,7 @@ impl Session {
                     Some(Ok(_)) => Next::Continue,
                 },
                 Some(pushed) = self.pushed.recv() => self.send(&pushed).await,
-                event = next_event(&mut self.events) => self.on_event(event).await,
+                event = next_event(&mut self.events, &self.twins.live().dropped) => self.on_event(event).await,
                 // The guard `wait_for` returns is not `Send`: dropped at once.
                 () = async { drop(closing.wait_for(|&closed| closed).await) } => Next::Close(CloseFrame {
                     code: close_code::AWAY,
@@ -246,18 +244,11 @@ impl Session {
         }
     }
 
-    async fn on_event(&mut self, event: Result<ThingEvent, RecvError>) -> Next {
-        let event = match event {
-            Ok(event) => event,
-            Err(RecvError::Lagged(missed)) => {
-                self.twins.live().dropped.fetch_add(missed, Ordering::Relaxed);
-                tracing::debug!(missed, "twin events dropped: a WebSocket session fell behind");
-                return Next::Continue;
-            }
-            Err(RecvError::Closed) => {
-                self.events = None;
-                return Next::Continue;
-            }
+    async fn on_event(&mut self, event: Option<ThingEvent>) -> Next {
+        let Some(event) = event else {
+            // The feed closed: the service is shutting down.
+            self.events = None;
+            return Next::Continue;
         };
         let Some((_, options)) = &self.events else { return Next::Continue };
         match options.envelope_for(&self.twins, &self.caller, event).await {
@@ -279,12 +270,15 @@ impl Session {
     }
 }
 
-/// The next twin event, or never while the session wants none.
+/// The next twin event (`None` once the feed closed; what a session fell
+/// too far behind to get is counted in `dropped`), or never while the
+/// session wants none.
 async fn next_event(
     events: &mut Option<(broadcast::Receiver<ThingEvent>, EventOptions)>,
-) -> Result<ThingEvent, RecvError> {
+    dropped: &std::sync::atomic::AtomicU64,
+) -> Option<ThingEvent> {
     match events {
-        Some((feed, _)) => feed.recv().await,
+        Some((feed, _)) => crate::service::next_event(feed, dropped, "a WebSocket session").await,
         None => std::future::pending().await,
     }
 }
