@@ -1,0 +1,56 @@
+// Sessions, online and offline; an offline one can be deleted (a
+// connected client's session is its own: 409 `session_online`).
+
+import { ApiError, del, query, segment } from "../api";
+import { button, field, h, num } from "../dom";
+import type { Stop } from "../main";
+import { PAGE_LIMIT, pagedList } from "../paged";
+
+interface Session {
+  client_id: string;
+  online: boolean;
+  expiry_interval: number | null;
+  queued: number;
+  subscriptions: number;
+}
+
+export function sessionsPage(main: HTMLElement): Stop {
+  const prefix = h("input", { name: "client_id_prefix", type: "search" });
+  const state = h("select", { name: "state" }, h("option", { value: "" }, "any"), h("option", { value: "online" }, "online"), h("option", { value: "offline" }, "offline"));
+  const list = pagedList<Session>(
+    "Sessions",
+    [
+      { title: "Client id", cell: (s) => s.client_id },
+      { title: "State", cell: (s) => (s.online ? "online" : "offline") },
+      { title: "Expiry interval", cell: (s) => (s.expiry_interval === null ? "never" : `${num(s.expiry_interval)} s`), numeric: true },
+      { title: "Queued", cell: (s) => num(s.queued), numeric: true },
+      { title: "Subscriptions", cell: (s) => num(s.subscriptions), numeric: true },
+      {
+        title: "Action",
+        cell: (s) => (s.online ? "connected" : button("Delete", () => void remove(s.client_id), { class: "danger", "aria-label": `Delete session ${s.client_id}` })),
+      },
+    ],
+    "No session matches.",
+    (page) => `/api/v1/sessions${query({ client_id_prefix: prefix.value, state: state.value, page, limit: PAGE_LIMIT })}`,
+  );
+
+  async function remove(id: string): Promise<void> {
+    if (!confirm(`Delete the session of ${id}, its subscriptions and queued messages?`)) return;
+    try {
+      await del(`/api/v1/sessions/${segment(id)}`);
+      list.status.ok(`Deleted the session of ${id}.`);
+    } catch (e) {
+      list.status.error(e instanceof ApiError ? e.message : String(e));
+    }
+    await list.load();
+  }
+
+  const form = h("form", { class: "search", role: "search" }, field("Client id prefix", prefix), field("State", state), h("button", { type: "submit" }, "Search"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    void list.load(1);
+  });
+  main.append(form, list.el);
+  void list.load(1);
+  return () => {};
+}
