@@ -1,7 +1,7 @@
 //! The HTTP listener: health checks, Prometheus metrics, the admin API's
 //! reload, and Ditto's twin API under `/api/2` (`ferry_twins::http`)
-//! behind its authentication (`twins.rs`). The rest of the admin API and
-//! the console will be served here.
+//! behind its authentication (`twins.rs`), and the web console's assets
+//! (`console.rs`). The rest of the admin API will be served here.
 
 use crate::reload::Reloader;
 use crate::twins::TwinAuth;
@@ -31,6 +31,7 @@ pub fn router(
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/api/v1/reload", post(reload))
+        .merge(crate::console::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(AppState {
@@ -97,7 +98,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 }
 
 /// Every HTTP error is JSON `{status, error, message}`, like Ditto's.
-fn error(status: StatusCode, code: &str, message: String) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, message: String) -> Response {
     let body = json!({ "status": status.as_u16(), "error": code, "message": message });
     (status, Json(body)).into_response()
 }

@@ -3,6 +3,7 @@
 //! hot path.
 
 mod config;
+mod console;
 mod http;
 mod logging;
 mod metrics;

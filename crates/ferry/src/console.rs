@@ -1,0 +1,96 @@
+//! The web console's assets, built from `console/` by esbuild and committed
+//! in `console/dist`, embedded here at compile time: building Ferry needs
+//! no npm, and a running Ferry serves its console offline.
+//!
+//! The assets are static and served to anyone (they hold no data); every
+//! call the console makes for data goes through the admin API's
+//! authentication. The Content-Security-Policy lets the page load only
+//! its own script, style and API, so markup injected into a page (a topic,
+//! a payload) could run nothing.
+
+use axum::extract::Path;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+/// One embedded file: its bytes, content type and the hash its entity
+/// tag is made of.
+struct Asset {
+    bytes: &'static [u8],
+    content_type: &'static str,
+    hash: u64,
+}
+
+macro_rules! asset {
+    ($file:literal, $content_type:literal) => {{
+        const BYTES: &[u8] = include_bytes!(concat!("../../../console/dist/", $file));
+        Asset { bytes: BYTES, content_type: $content_type, hash: fnv1a(BYTES) }
+    }};
+}
+
+const INDEX: Asset = asset!("index.html", "text/html; charset=utf-8");
+const SCRIPT: Asset = asset!("app.js", "text/javascript; charset=utf-8");
+const STYLE: Asset = asset!("app.css", "text/css; charset=utf-8");
+
+/// `default-src 'self'` and nothing looser: the bundle is one file of the
+/// same origin, uPlot styles through the CSSOM (which CSP allows), and
+/// charts draw on canvases.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; base-uri 'none'; \
+     form-action 'self'; frame-ancestors 'none'; object-src 'none'";
+
+/// The file names carry no hash, so a browser must ask again each time;
+/// the entity tag makes that a 304.
+const CACHE_CONTROL: &str = "no-cache";
+
+/// The console's routes: `/` (the one page; `#/…` routes inside it) and
+/// `/console/app.js`, `/console/app.css`.
+pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new()
+        .route("/", get(|headers: HeaderMap| async move { serve(&INDEX, &headers) }))
+        .route("/console/{file}", get(file))
+}
+
+async fn file(Path(name): Path<String>, headers: HeaderMap) -> Response {
+    match name.as_str() {
+        "app.js" => serve(&SCRIPT, &headers),
+        "app.css" => serve(&STYLE, &headers),
+        "index.html" => serve(&INDEX, &headers),
+        _ => crate::http::error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no console file {name}"),
+        ),
+    }
+}
+
+/// FNV-1a of an asset's bytes, at compile time: its strong entity tag,
+/// which changes exactly when a rebuilt binary carries other assets.
+const fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash = (hash ^ bytes[i] as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        i += 1;
+    }
+    hash
+}
+
+fn serve(asset: &Asset, request: &HeaderMap) -> Response {
+    let tag = format!("\"{:016x}\"", asset.hash);
+    let fresh = request
+        .get(header::IF_NONE_MATCH)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.split(',').any(|candidate| candidate.trim() == tag));
+    let headers = [
+        (header::CONTENT_TYPE, asset.content_type),
+        (header::CACHE_CONTROL, CACHE_CONTROL),
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ];
+    if fresh {
+        return (StatusCode::NOT_MODIFIED, headers, [(header::ETAG, tag)]).into_response();
+    }
+    (headers, [(header::ETAG, tag)], asset.bytes).into_response()
+}
