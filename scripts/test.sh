@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs Ferry's whole test suite on a fresh Debian machine:
 #   1. installs what is missing (mosquitto-clients + mosquitto, Java and
-#      Maven for the Kafka tests and PostgreSQL for the twin store's via
-#      apt, a Python venv at .venv with tests/requirements.txt),
-#   2. cargo build --release -p ferry, cargo test --workspace --release,
-#   3. the Python integration tests in tests/ against target/release/ferry.
+#      Maven for the Kafka tests, PostgreSQL for the twin store's, Node.js
+#      and chromium for the console's via apt, a Python venv at .venv with
+#      tests/requirements.txt, tests/browser's npm packages),
+#   2. checks that console/dist is what console/'s sources build to,
+#   3. cargo build --release -p ferry, cargo test --workspace --release,
+#   4. the Python integration tests in tests/ against target/release/ferry.
 # Usage: bash scripts/test.sh [extra pytest arguments]
 # FERRY_TEST_TARGET=mosquitto runs the integration tests against Mosquitto
 # instead (and skips the cargo steps).
@@ -54,8 +56,37 @@ fi
 if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && ! command -v initdb >/dev/null 2>&1; then
     apt_pkgs+=(postgresql)   # the twin store's tests start a throwaway cluster (initdb + pg_ctl)
 fi
+if ! command -v npm >/dev/null 2>&1; then
+    apt_pkgs+=(nodejs npm)   # builds the console (console/) and runs its browser tests
+fi
+if [ ! -x /usr/bin/chromium ]; then
+    apt_pkgs+=(chromium)   # the console's browser tests: Debian's chromium, never a downloaded one
+fi
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
     apt_install "${apt_pkgs[@]}"
+fi
+
+# ------------------------------------------------------------------ npm
+# playwright-core downloads nothing itself; this makes sure no other
+# package tries to fetch a browser either.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+npm_ci() {   # npm ci in $1 when its node_modules is missing or older than its lock
+    if [ ! -f "$1/node_modules/.package-lock.json" ] || [ "$1/package-lock.json" -nt "$1/node_modules/.package-lock.json" ]; then
+        log "npm ci in $1"
+        (cd "$1" && npm ci --no-audit --no-fund)
+    fi
+}
+npm_ci tests/browser
+if [ "$TARGET" = "ferry" ]; then
+    # The binary embeds console/dist (committed, so building Ferry needs no
+    # npm): a source change without a rebuild of the assets fails here.
+    npm_ci console
+    log "console: npm run build, then console/dist must be unchanged"
+    (cd console && npm run build)
+    if ! git diff --exit-code --stat -- console/dist || [ -n "$(git status --porcelain -- console/dist)" ]; then
+        echo "error: console/dist is not what console/'s sources build to; run \`npm run build\` in console/ and commit console/dist" >&2
+        exit 1
+    fi
 fi
 
 # --------------------------------------------------------- python venv
