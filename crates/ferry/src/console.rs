@@ -8,8 +8,9 @@
 //! its own script, style and API, so markup injected into a page (a topic,
 //! a payload) could run nothing.
 
-use axum::extract::Path;
+use axum::extract::{Path, Request};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -93,4 +94,23 @@ fn serve(asset: &Asset, request: &HeaderMap) -> Response {
         return (StatusCode::NOT_MODIFIED, headers, [(header::ETAG, tag)]).into_response();
     }
     (headers, [(header::ETAG, tag)], asset.bytes).into_response()
+}
+
+/// Takes the `WWW-Authenticate` challenge off a 401 answering a request a
+/// script made (`Sec-Fetch-Mode` other than `navigate`, as `fetch` and
+/// `EventSource` send): a browser answers a Basic challenge to a script
+/// with its own password dialog, over the console's login page, and
+/// holds the request until it is closed. `curl -u` and other clients
+/// send no `Sec-Fetch-Mode` and keep the challenge; so does a page opened
+/// in the address bar.
+pub async fn no_password_dialog(request: Request, next: Next) -> Response {
+    let scripted = request
+        .headers()
+        .get("sec-fetch-mode")
+        .is_some_and(|mode| mode.as_bytes() != b"navigate");
+    let mut response = next.run(request).await;
+    if scripted && response.status() == StatusCode::UNAUTHORIZED {
+        response.headers_mut().remove(header::WWW_AUTHENTICATE);
+    }
+    response
 }

@@ -39,13 +39,14 @@ pub fn router(
             broker,
             twins: twins.as_ref().map(|(twins, _)| twins.clone()),
         });
-    match twins {
+    let router = match twins {
         Some((twins, auth)) => router.merge(ferry_twins::http::public_router()).merge(
             ferry_twins::http::router(twins)
                 .layer(axum::middleware::from_fn_with_state(auth, crate::twins::authenticate)),
         ),
         None => router,
-    }
+    };
+    router.layer(axum::middleware::from_fn(crate::console::no_password_dialog))
 }
 
 /// Reloads users, JWT keys, the ACL, certificates, routes and endpoints,
