@@ -26,7 +26,8 @@ interface Overview {
 }
 
 const rate = (v: number) => (v >= 100 ? v.toFixed(0) : v.toFixed(1));
-const count = (v: number) => num(Math.round(v));
+// Axis ticks between whole numbers keep their fraction; counts themselves are whole.
+const count = (v: number) => (Number.isInteger(v) ? num(v) : v.toFixed(1));
 const seconds = (v: number) => (v < 0.001 ? `${(v * 1e6).toFixed(0)} µs` : v < 1 ? `${(v * 1e3).toFixed(1)} ms` : `${v.toFixed(2)} s`);
 
 export function overviewPage(main: HTMLElement): Stop {
