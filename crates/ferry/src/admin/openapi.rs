@@ -227,7 +227,12 @@ fn object(properties: Value, optional: &[&str]) -> Value {
         .as_object()
         .map(|map| map.keys().filter(|key| !optional.contains(&key.as_str())).collect())
         .unwrap_or_default();
-    json!({"type": "object", "required": required, "properties": properties})
+    let mut schema = json!({"type": "object", "properties": properties});
+    // OpenAPI 3.0 wants at least one name in a `required` list.
+    if !required.is_empty() {
+        schema["required"] = json!(required);
+    }
+    schema
 }
 
 fn page_of(item: &str) -> Value {
