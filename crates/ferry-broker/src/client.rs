@@ -7,6 +7,7 @@ use crate::backpressure::{self, Pace};
 use crate::broker::{publish_reason, Answer, Broker, Routed};
 use crate::close::Close;
 use crate::config::BrokerConfig;
+use crate::connection_info::ConnectionInfo;
 use crate::durable::record::{Record, StoredSubscription};
 use crate::durable::Store;
 use crate::encode_once::{encode_publish, PublishShape};
@@ -73,6 +74,9 @@ pub(crate) struct Client {
     /// Who the client proved to be and its publish limits: `None` for an
     /// anonymous client of a broker without limits, most of them.
     particulars: Option<Box<Particulars>>,
+    /// What the admin API sees of this connection; its counters are this
+    /// connection's own.
+    pub info: Arc<ConnectionInfo>,
 }
 
 /// What a publish is answered with once routed (or stored).
@@ -208,7 +212,7 @@ impl Client {
             broker.settle_previous(&principal.client_id).await;
         }
         let Accepted { client, connack, stored } =
-            Client::connect(broker, *connect, principal, valid_until, wbuf)?;
+            Client::connect(broker, origin, *connect, principal, valid_until, wbuf)?;
         if let Some(stored) = stored {
             // Answered even when the store fails (the session then lasts
             // until a restart, and that is logged): never left hanging.
@@ -223,6 +227,7 @@ impl Client {
     /// expire (a JWT's), and it is disconnected.
     fn connect(
         broker: &Arc<Broker>,
+        origin: &Origin,
         connect: Connect,
         mut principal: Principal,
         valid_until: Option<u64>,
@@ -302,6 +307,15 @@ impl Client {
         });
         attached.session.liveness.arm(now_ms, keep_alive, credentials_end_ms);
         let will = connect.will.map(|will| PendingWill::from_connect(will, attached.session.id));
+        let info = Arc::new(ConnectionInfo::new(
+            origin.peer,
+            origin.listener.clone(),
+            principal.username.clone(),
+            version,
+            keep_alive_secs,
+            connect.clean_start,
+        ));
+        attached.session.lock().connection = Some(info.clone());
 
         if v5 {
             connack_properties.receive_maximum = Some(config.receive_maximum);
@@ -335,6 +349,7 @@ impl Client {
             delivered: Vec::new(),
             ending: false,
             particulars: Particulars::of(principal, config),
+            info,
         };
         if attached.session_present && broker.authorization.is_active() {
             broker.recheck_subscriptions(&client.session, &client.shared_principal());
@@ -449,6 +464,7 @@ impl Client {
         wbuf: &mut BytesMut,
     ) -> Result<(), Close> {
         broker.stats.publishes_received.inc();
+        ConnectionInfo::add(&self.info.messages_in, 1);
         if let Some(alias) = publish.properties.topic_alias {
             if alias == 0 || alias > broker.config.topic_alias_maximum {
                 return Err(Close::protocol(
@@ -806,7 +822,7 @@ impl Client {
             Routed::Now(published) => {
                 (published.congested, Some(publish_reason(published.delivered)))
             }
-            Routed::Storing { congested } => {
+            Routed::Storing { congested, .. } => {
                 self.replies_held += u32::from(acknowledged);
                 (congested, None)
             }
@@ -1254,6 +1270,9 @@ impl Client {
         if self.session.liveness.credentials_expired() {
             return Err(Close::CredentialsExpired);
         }
+        if let Some(reason) = self.info.close_requested() {
+            return Err(Close::Administrative(reason.to_owned()));
+        }
         let mut state = self.session.lock();
         if state.ended || state.generation != self.generation {
             return Err(Close::TakenOver);
@@ -1324,6 +1343,7 @@ impl Client {
             }
             broker.stats.publishes_sent.inc();
             broker.stats.messages_sent.inc();
+            ConnectionInfo::add(&self.info.messages_out, 1);
             if delivery.qos != QoS::AtMostOnce {
                 let delivery = Box::new(delivery);
                 state.inflight.push_back(Inflight::Publish { packet_id, delivery });
@@ -1402,6 +1422,13 @@ impl Client {
     /// over), and a connection waiting to take it over may go on.
     pub(crate) fn finish(self, broker: &Arc<Broker>, close: Close) {
         let session = self.session.clone();
+        {
+            let mut state = session.lock();
+            // A connection that took the session over has put its own.
+            if state.connection.as_ref().is_some_and(|info| Arc::ptr_eq(info, &self.info)) {
+                state.connection = None;
+            }
+        }
         self.end(broker, close);
         session.settled();
     }

@@ -31,6 +31,9 @@ pub(crate) enum Close {
     /// Another connection attached to the session.
     TakenOver,
     ServerShuttingDown,
+    /// An administrator closed it (`DELETE /api/v1/clients/{id}`), for
+    /// this reason.
+    Administrative(String),
 }
 
 impl Close {
@@ -50,6 +53,7 @@ impl Close {
             Close::CredentialsExpired => Some(ReasonCode::MaximumConnectTime),
             Close::TakenOver => Some(ReasonCode::SessionTakenOver),
             Close::ServerShuttingDown => Some(ReasonCode::ServerShuttingDown),
+            Close::Administrative(_) => Some(ReasonCode::AdministrativeAction),
         }
     }
 
@@ -62,6 +66,7 @@ impl Close {
             Close::CredentialsExpired => Some("credentials expired".into()),
             Close::TakenOver => Some("another connection took over the session".into()),
             Close::ServerShuttingDown => Some("server shutting down".into()),
+            Close::Administrative(reason) => Some(reason.clone()),
             _ => None,
         }
     }
@@ -102,6 +107,9 @@ impl Close {
             Close::Disconnected { .. } => tracing::debug!(%peer, client_id, "client disconnected"),
             Close::ServerShuttingDown => {
                 tracing::debug!(%peer, client_id, "closing connection: shutdown")
+            }
+            Close::Administrative(reason) => {
+                tracing::info!(%peer, client_id, reason, "closing connection: administrative action")
             }
         }
     }

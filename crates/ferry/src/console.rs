@@ -104,10 +104,8 @@ fn serve(asset: &Asset, request: &HeaderMap) -> Response {
 /// send no `Sec-Fetch-Mode` and keep the challenge; so does a page opened
 /// in the address bar.
 pub async fn no_password_dialog(request: Request, next: Next) -> Response {
-    let scripted = request
-        .headers()
-        .get("sec-fetch-mode")
-        .is_some_and(|mode| mode.as_bytes() != b"navigate");
+    let scripted =
+        request.headers().get("sec-fetch-mode").is_some_and(|mode| mode.as_bytes() != b"navigate");
     let mut response = next.run(request).await;
     if scripted && response.status() == StatusCode::UNAUTHORIZED {
         response.headers_mut().remove(header::WWW_AUTHENTICATE);

@@ -1,14 +1,15 @@
-//! The HTTP listener: health checks, Prometheus metrics, the admin API's
-//! reload, and Ditto's twin API under `/api/2` (`ferry_twins::http`)
-//! behind its authentication (`twins.rs`), and the web console's assets
-//! (`console.rs`). The rest of the admin API will be served here.
+//! The HTTP listener: health checks, Prometheus metrics, the admin API
+//! under `/api/v1` (`admin.rs`), Ditto's twin API under `/api/2`
+//! (`ferry_twins::http`) behind its authentication (`twins.rs`), and the
+//! web console's assets (`console.rs`).
 
+use crate::admin::Admin;
 use crate::reload::Reloader;
 use crate::twins::TwinAuth;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Json, Router};
 use ferry_broker::Broker;
 use ferry_twins::service::Twins;
@@ -25,12 +26,12 @@ pub struct AppState {
 pub fn router(
     reloader: Arc<Reloader>,
     broker: Arc<Broker>,
+    admin: Arc<Admin>,
     twins: Option<(Arc<Twins>, Arc<TwinAuth>)>,
 ) -> Router {
     let router = Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .route("/api/v1/reload", post(reload))
         .merge(crate::console::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -38,7 +39,8 @@ pub fn router(
             reloader,
             broker,
             twins: twins.as_ref().map(|(twins, _)| twins.clone()),
-        });
+        })
+        .merge(crate::admin::router(admin));
     let router = match twins {
         Some((twins, auth)) => router.merge(ferry_twins::http::public_router()).merge(
             ferry_twins::http::router(twins)
@@ -47,18 +49,6 @@ pub fn router(
         None => router,
     };
     router.layer(axum::middleware::from_fn(crate::console::no_password_dialog))
-}
-
-/// Reloads users, JWT keys, the ACL, certificates, routes and endpoints,
-/// as SIGHUP does.
-async fn reload(State(state): State<AppState>) -> Response {
-    match state.reloader.reload().await {
-        Ok(loaded) => Json(json!({ "status": "reloaded", "loaded": loaded })).into_response(),
-        Err(error) => {
-            tracing::error!("reload failed, the previous settings stay: {error:#}");
-            self::error(StatusCode::UNPROCESSABLE_ENTITY, "reload_failed", format!("{error:#}"))
-        }
-    }
 }
 
 async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {

@@ -2,9 +2,11 @@
 //! then hands over to the crate that does the work. Nothing here is on a
 //! hot path.
 
+mod admin;
 mod config;
 mod console;
 mod http;
+mod http_auth;
 mod logging;
 mod metrics;
 mod passwd;

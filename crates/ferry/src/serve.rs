@@ -1,7 +1,9 @@
 //! `ferry serve`: bind the listeners, run until SIGINT/SIGTERM, then shut
 //! down gracefully.
 
+use crate::admin::{Admin, Listening};
 use crate::config::{Config, ListenerProtocol};
+use crate::http_auth::HttpAuth;
 use crate::reload::Reloader;
 use crate::security::Security;
 use crate::tls_listener::TlsListener;
@@ -70,7 +72,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     let routes = RoutesService::start(broker.clone(), &config.routes, &config.endpoints)
         .await
         .context("cannot start the routes")?;
-    let reloader = Arc::new(Reloader::new(security, routes, config_file));
+    let reloader = Arc::new(Reloader::new(security, routes, &config, config_file));
     let twins = crate::twins::start(&config).await?;
     if let Some(twins) = &twins {
         let loopback_only = bound
@@ -78,6 +80,12 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
             .all(|(_, _, tcp, _)| tcp.local_addr().is_ok_and(|address| address.ip().is_loopback()));
         crate::twins::serve_mqtt(&config, twins, &broker, loopback_only);
     }
+    let listening: Vec<Listening> = bound
+        .iter()
+        .filter_map(|(settings, _, tcp, _)| {
+            Some(Listening { kind: settings.scheme(), address: tcp.local_addr().ok()?.to_string() })
+        })
+        .collect();
     let mut http = Vec::new();
     for (settings, name, tcp, tls) in bound {
         let address = tcp.local_addr()?;
@@ -104,11 +112,18 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     }
     for (tcp, tls, auth) in http {
         let address = tcp.local_addr()?;
-        let twins = twins.clone().map(|twins| {
-            let auth = TwinAuth::new(&config, auth, address, broker.clone());
-            (twins, Arc::new(auth))
-        });
-        let app = crate::http::router(reloader.clone(), broker.clone(), twins)
+        let http_auth = Arc::new(HttpAuth::new(&config, auth, address, broker.clone()));
+        let admin = Arc::new(Admin::new(
+            &config,
+            http_auth.clone(),
+            reloader.clone(),
+            listening.clone(),
+            tls.is_some(),
+        ));
+        let twins = twins
+            .clone()
+            .map(|twins| (twins, Arc::new(TwinAuth::new(&config, http_auth, admin.clone()))));
+        let app = crate::http::router(reloader.clone(), broker.clone(), admin, twins)
             .into_make_service_with_connect_info::<crate::twins::Peer>();
         let mut shutdown = broker.shutdown_signal();
         let stopped = async move {
