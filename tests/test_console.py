@@ -58,6 +58,41 @@ def test_the_console_is_served_with_its_policy_and_types(broker_factory):
         assert r.json()["status"] == 404 and r.json()["error"] == "not_found"
 
 
+def test_a_console_login_is_its_user_on_the_twin_api(broker_factory, tmp_path):
+    passwords = make_password_file(tmp_path / "passwd", {USER: PASSWORD})
+    b = broker_factory({"auth": {"password_file": str(passwords)}, "admin": {"users": [USER]}})
+    base = _base(b)
+    thing = "org.example:session-1"
+    r = requests.put(f"{base}/api/2/things/{thing}", json={"attributes": {"a": 1}},
+                     auth=(USER, PASSWORD), timeout=10)
+    assert r.status_code == 201, r.text
+    browser = requests.Session()
+    assert browser.get(f"{base}/api/2/things/{thing}", timeout=10).status_code == 401
+    r = browser.post(f"{base}/api/v1/login", json={"username": USER, "password": PASSWORD},
+                     timeout=10)
+    assert r.status_code == 200, r.text
+    # The default policy names the creator, nginx:alice: the cookie is alice there too.
+    r = browser.get(f"{base}/api/2/things/{thing}", timeout=10)
+    assert r.status_code == 200 and r.json()["attributes"] == {"a": 1}
+    assert browser.post(f"{base}/api/v1/logout", timeout=10).status_code in (200, 204)
+    assert browser.get(f"{base}/api/2/things/{thing}", timeout=10).status_code == 401
+
+
+def test_no_password_dialog_for_the_consoles_requests(broker_factory, tmp_path):
+    passwords = make_password_file(tmp_path / "passwd", {USER: PASSWORD})
+    b = broker_factory({"auth": {"password_file": str(passwords)}, "admin": {"users": [USER]}})
+    base = _base(b)
+    for path in ["/api/v1/me", "/api/v1/overview/stream", "/api/2/things"]:
+        # curl and other clients are challenged, as the admin API's contract says...
+        r = requests.get(base + path, timeout=10)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == 'Basic realm="ferry"'
+        # ...a browser's script is not: the challenge would open the browser's own dialog.
+        r = requests.get(base + path, timeout=10, headers={"Sec-Fetch-Mode": "cors"})
+        assert r.status_code == 401 and "www-authenticate" not in r.headers, path
+        r = requests.get(base + path, timeout=10, headers={"Sec-Fetch-Mode": "navigate"})
+        assert r.headers["www-authenticate"] == 'Basic realm="ferry"'
+
+
 def _browser(env: dict[str, str]) -> None:
     """Runs the browser script with `env`; its output is printed (pytest
     shows it on failure, -s always) and its exit status asserted."""
