@@ -1,5 +1,5 @@
-// Builds console/dist: index.html, app.js (one minified bundle) and
-// app.css. Deterministic (no hashes, no timestamps), so CI can check that
+// Builds console/dist: index.html, favicon.svg, app.js (one minified
+// bundle) and app.css. Deterministic (no hashes, no timestamps), so CI can check that
 // the committed dist is what the sources build to.
 import * as esbuild from "esbuild";
 import { copyFileSync, mkdirSync } from "node:fs";
@@ -15,4 +15,4 @@ await esbuild.build({
   legalComments: "eof",
   logLevel: "warning",
 });
-copyFileSync("src/index.html", "dist/index.html");
+for (const file of ["index.html", "favicon.svg"]) copyFileSync(`src/${file}`, `dist/${file}`);

@@ -43,10 +43,11 @@ def test_the_console_is_served_with_its_policy_and_types(broker_factory):
     assert "default-src 'self'" in csp and "unsafe" not in csp
     assert index.headers["cache-control"] == "no-cache"
     assert index.headers["x-content-type-options"] == "nosniff"
-    for name, kind in [("app.js", "text/javascript"), ("app.css", "text/css")]:
+    for name, kind in [("app.js", "text/javascript; charset=utf-8"),
+                       ("app.css", "text/css; charset=utf-8"), ("favicon.svg", "image/svg+xml")]:
         r = requests.get(f"{base}/console/{name}", timeout=10)
         assert r.status_code == 200, name
-        assert r.headers["content-type"] == f"{kind}; charset=utf-8"
+        assert r.headers["content-type"] == kind
         assert r.content == (REPO / "console" / "dist" / name).read_bytes()
         again = requests.get(f"{base}/console/{name}", timeout=10,
                              headers={"If-None-Match": r.headers["etag"]})
@@ -150,6 +151,10 @@ def test_the_console_in_a_browser(broker_factory, tmp_path):
     subscriber = b.client(5, "console-subscriber")
     subscriber.subscribe("console/in", qos=1)
     victim = b.client(5, "console-victim-01")
+    offline = b.client(5, "console-offline", clean=False, connect=False)
+    offline.connect({"SessionExpiryInterval": 3600})
+    offline.subscribe("offline/#", qos=1)
+    offline.disconnect()
     retained_payload = "21.5 °C"
     ticker.publish("console/retained/a", retained_payload.encode(), qos=1, retain=True)
     thing_id = "org.example:console-1"
@@ -163,7 +168,7 @@ def test_the_console_in_a_browser(broker_factory, tmp_path):
             "FERRY_URL": base, "CONSOLE_MODE": "login",
             "FERRY_USER": USER, "FERRY_PASSWORD": PASSWORD,
             "EXPECT_CONNECTIONS": "3",
-            "DISCONNECT_CLIENT": "console-victim-01",
+            "DISCONNECT_CLIENT": "console-victim-01", "OFFLINE_CLIENT": "console-offline",
             "RETAINED_TOPIC": "console/retained/a", "RETAINED_PAYLOAD": retained_payload,
             "EXPLORE_FILTER": "explore/#", "EXPLORE_PAYLOAD_PREFIX": "tick-",
             "PUBLISH_TOPIC": "console/in", "PUBLISH_PAYLOAD": "from the console",
@@ -177,6 +182,8 @@ def test_the_console_in_a_browser(broker_factory, tmp_path):
     late = b.client(5, "console-late")
     late.subscribe("console/retained/#", qos=1)
     expect_nothing(late)
+    r = requests.get(f"{base}/api/v1/sessions/console-offline", auth=auth, timeout=10)
+    assert r.status_code == 404, r.text
     endpoints = requests.get(f"{base}/api/v1/endpoints", auth=auth, timeout=10).json()
     rows = endpoints["data"] if isinstance(endpoints, dict) else endpoints
     assert [e["state"] for e in rows if e["name"] == "mirror"] == ["paused"]

@@ -120,6 +120,17 @@ if (MODE === "anonymous") {
     await page.getByText("No client matches.").waitFor();
   });
 
+  test("the sessions page deletes an offline session", async () => {
+    await go("sessions");
+    const id = env("OFFLINE_CLIENT");
+    await page.getByLabel("State").selectOption("offline");
+    await page.getByRole("button", { name: "Search" }).click();
+    await page.getByRole("button", { name: `Delete session ${id}` }).click();
+    await page.getByText(`Deleted the session of ${id}.`).waitFor();
+    assert.equal(await page.getByRole("button", { name: `Delete session ${id}` }).count(), 0);
+    await shot("sessions");
+  });
+
   test("the retained page lists a retained message and deletes it", async () => {
     await go("retained");
     const topic = env("RETAINED_TOPIC");

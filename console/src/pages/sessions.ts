@@ -14,6 +14,9 @@ interface Session {
   subscriptions: number;
 }
 
+/** MQTT 5's session expiry interval that means "never expires". */
+const NEVER = 0xffff_ffff;
+
 export function sessionsPage(main: HTMLElement): Stop {
   const prefix = h("input", { name: "client_id_prefix", type: "search" });
   const state = h("select", { name: "state" }, h("option", { value: "" }, "any"), h("option", { value: "online" }, "online"), h("option", { value: "offline" }, "offline"));
@@ -22,7 +25,7 @@ export function sessionsPage(main: HTMLElement): Stop {
     [
       { title: "Client id", cell: (s) => s.client_id },
       { title: "State", cell: (s) => (s.online ? "online" : "offline") },
-      { title: "Expiry interval", cell: (s) => (s.expiry_interval === null ? "never" : `${num(s.expiry_interval)} s`), numeric: true },
+      { title: "Expiry interval", cell: (s) => (s.expiry_interval === null || s.expiry_interval === NEVER ? "never" : `${num(s.expiry_interval)} s`), numeric: true },
       { title: "Queued", cell: (s) => num(s.queued), numeric: true },
       { title: "Subscriptions", cell: (s) => num(s.subscriptions), numeric: true },
       {

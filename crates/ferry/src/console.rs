@@ -33,6 +33,7 @@ macro_rules! asset {
 const INDEX: Asset = asset!("index.html", "text/html; charset=utf-8");
 const SCRIPT: Asset = asset!("app.js", "text/javascript; charset=utf-8");
 const STYLE: Asset = asset!("app.css", "text/css; charset=utf-8");
+const ICON: Asset = asset!("favicon.svg", "image/svg+xml");
 
 /// `default-src 'self'` and nothing looser: the bundle is one file of the
 /// same origin, uPlot styles through the CSSOM (which CSP allows), and
@@ -45,7 +46,7 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; base-uri 'none'; \
 const CACHE_CONTROL: &str = "no-cache";
 
 /// The console's routes: `/` (the one page; `#/…` routes inside it) and
-/// `/console/app.js`, `/console/app.css`.
+/// `/console/app.js`, `/console/app.css`, `/console/favicon.svg`.
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/", get(|headers: HeaderMap| async move { serve(&INDEX, &headers) }))
@@ -56,6 +57,7 @@ async fn file(Path(name): Path<String>, headers: HeaderMap) -> Response {
     match name.as_str() {
         "app.js" => serve(&SCRIPT, &headers),
         "app.css" => serve(&STYLE, &headers),
+        "favicon.svg" => serve(&ICON, &headers),
         "index.html" => serve(&INDEX, &headers),
         _ => crate::http::error(
             StatusCode::NOT_FOUND,
