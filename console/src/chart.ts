@@ -32,7 +32,9 @@ export class LiveChart {
         })),
       ],
       axes: [{}, { values: (_: uPlot, ticks: number[]) => ticks.map(format), size: 70 }],
-      scales: { y: { range: (_: uPlot, min: number, max: number) => [Math.min(0, min), Math.max(1, max * 1.1)] } },
+      // At least the last minute on the time axis, so that the first points
+      // do not spread over a span of years.
+      scales: { x: { time: true, range: (_: uPlot, min: number, max: number) => [Math.min(min, max - 60), max] }, y: { range: (_: uPlot, min: number, max: number) => [Math.min(0, min), Math.max(1, max * 1.1)] } },
       legend: { live: false },
       cursor: { drag: { x: false, y: false } },
     };
