@@ -105,3 +105,8 @@ export function stream(path: string, handlers: Record<string, (data: unknown) =>
   };
   return () => source.close();
 }
+
+/** What an error says, for a status line. */
+export function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}

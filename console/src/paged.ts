@@ -1,7 +1,7 @@
 // A paged list of an admin API collection (`{data, meta:{page,limit,count}}`):
 // the table, "Previous"/"Next" and the count, shared by the pages that list.
 
-import { ApiError, get, type Page } from "./api";
+import { errorText, get, type Page } from "./api";
 import { button, fill, h, status, table, type Column } from "./dom";
 
 /** Rows per page: enough to scan, small enough to render at once. */
@@ -12,6 +12,10 @@ export interface PagedList {
   /** Loads `page` (1-based) of the collection at `path(page)`. */
   load: (page?: number) => Promise<void>;
   status: ReturnType<typeof status>;
+  /** The search form in front of the list: submitting it loads page 1. */
+  searchForm: (submit: string, ...fields: HTMLElement[]) => HTMLFormElement;
+  /** Asks `question`; if confirmed runs `call`, says `done` or the error, and loads the page again. */
+  act: (question: string, call: () => Promise<unknown>, done: string) => Promise<void>;
 }
 
 export function pagedList<T>(caption: string, columns: Column<T>[], empty: string, path: (page: number) => string): PagedList {
@@ -36,9 +40,29 @@ export function pagedList<T>(caption: string, columns: Column<T>[], empty: strin
       previous.disabled = page <= 1;
       next.disabled = page >= pages;
     } catch (e) {
-      line.error(e instanceof ApiError ? e.message : String(e));
+      line.error(errorText(e));
     }
   }
 
-  return { el: h("div", {}, line.el, body, pager), load, status: line };
+  function searchForm(submit: string, ...fields: HTMLElement[]): HTMLFormElement {
+    const form = h("form", { class: "search", role: "search" }, ...fields, h("button", { type: "submit" }, submit));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      void load(1);
+    });
+    return form;
+  }
+
+  async function act(question: string, call: () => Promise<unknown>, done: string): Promise<void> {
+    if (!confirm(question)) return;
+    try {
+      await call();
+      line.ok(done);
+    } catch (e) {
+      line.error(errorText(e));
+    }
+    await load();
+  }
+
+  return { el: h("div", {}, line.el, body, pager), load, status: line, searchForm, act };
 }

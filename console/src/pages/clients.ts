@@ -1,7 +1,7 @@
 // Connected clients: search by client id prefix and user, page, look at
 // one (its subscriptions), disconnect one.
 
-import { ApiError, del, get, query, segment } from "../api";
+import { del, get, query, segment, errorText } from "../api";
 import { bytes, button, field, fill, h, num, table, when } from "../dom";
 import type { Stop } from "../main";
 import { PAGE_LIMIT, pagedList } from "../paged";
@@ -54,16 +54,8 @@ export function clientsPage(main: HTMLElement): Stop {
     (page) => `/api/v1/clients${query({ client_id_prefix: prefix.value, username: user.value, page, limit: PAGE_LIMIT })}`,
   );
 
-  async function disconnect(id: string): Promise<void> {
-    if (!confirm(`Disconnect client ${id}?`)) return;
-    try {
-      await del(`/api/v1/clients/${segment(id)}${query({ reason: "disconnected from the console" })}`);
-      list.status.ok(`Disconnected ${id}.`);
-    } catch (e) {
-      list.status.error(e instanceof ApiError ? e.message : String(e));
-    }
-    await list.load();
-  }
+  const disconnect = (id: string) =>
+    list.act(`Disconnect client ${id}?`, () => del(`/api/v1/clients/${segment(id)}${query({ reason: "disconnected from the console" })}`), `Disconnected ${id}.`);
 
   async function show(id: string): Promise<void> {
     try {
@@ -102,16 +94,11 @@ export function clientsPage(main: HTMLElement): Stop {
         ),
       );
     } catch (e) {
-      fill(details, h("p", { class: "status error" }, e instanceof ApiError ? e.message : String(e)));
+      fill(details, h("p", { class: "status error" }, errorText(e)));
     }
   }
 
-  const form = h("form", { class: "search", role: "search" }, field("Client id prefix", prefix), field("User", user), h("button", { type: "submit" }, "Search"));
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    void list.load(1);
-  });
-  main.append(form, list.el, details);
+  main.append(list.searchForm("Search", field("Client id prefix", prefix), field("User", user)), list.el, details);
   void list.load(1);
   return () => {};
 }

@@ -1,7 +1,7 @@
 // Routes and endpoints: each endpoint's state, queue and figures, with
 // pause and resume; refreshed every two seconds while shown.
 
-import { ApiError, get, post, segment } from "../api";
+import { get, post, segment, errorText } from "../api";
 import { bytes, button, fill, h, num, status, table, when } from "../dom";
 import type { Stop } from "../main";
 
@@ -44,7 +44,7 @@ export function endpointsPage(main: HTMLElement): Stop {
       await post(`/api/v1/endpoints/${segment(name)}/${action}`);
       line.ok(`${action === "pause" ? "Paused" : "Resumed"} ${name}.`);
     } catch (e) {
-      line.error(e instanceof ApiError ? e.message : String(e));
+      line.error(errorText(e));
     }
     await load();
   }
@@ -98,7 +98,7 @@ export function endpointsPage(main: HTMLElement): Stop {
         ),
       );
     } catch (e) {
-      line.error(e instanceof ApiError ? e.message : String(e));
+      line.error(errorText(e));
     }
   }
 

@@ -1,6 +1,6 @@
 // The publish form: `POST /api/v1/publish` as the signed-in admin.
 
-import { ApiError, post } from "../api";
+import { post, errorText } from "../api";
 import { field, h, status } from "../dom";
 import type { Stop } from "../main";
 
@@ -42,7 +42,7 @@ export function publishPage(main: HTMLElement): Stop {
       });
       line.ok(`Published to ${topic.value}: delivered to ${result.delivered_to} subscriber${result.delivered_to === 1 ? "" : "s"}.`);
     } catch (e) {
-      line.error(`Not published: ${e instanceof ApiError ? e.message : String(e)}`);
+      line.error(`Not published: ${errorText(e)}`);
     } finally {
       submit.disabled = false;
     }

@@ -1,6 +1,6 @@
 // Retained messages: list by filter, view one (text or base64), delete one.
 
-import { ApiError, del, get, query, topicPath } from "../api";
+import { del, get, query, topicPath, errorText } from "../api";
 import { bytes, button, field, fill, h, payloadText } from "../dom";
 import type { Stop } from "../main";
 import { PAGE_LIMIT, pagedList } from "../paged";
@@ -60,28 +60,21 @@ export function retainedPage(main: HTMLElement): Stop {
         m.properties ? h("pre", { class: "json" }, JSON.stringify(m.properties, null, 2)) : null,
       );
     } catch (e) {
-      fill(details, h("p", { class: "status error" }, e instanceof ApiError ? e.message : String(e)));
+      fill(details, h("p", { class: "status error" }, errorText(e)));
     }
   }
 
-  async function remove(topic: string): Promise<void> {
-    if (!confirm(`Delete the retained message of ${topic}?`)) return;
-    try {
-      await del(`/api/v1/retained/${topicPath(topic)}`);
-      list.status.ok(`Deleted the retained message of ${topic}.`);
-      fill(details);
-    } catch (e) {
-      list.status.error(e instanceof ApiError ? e.message : String(e));
-    }
-    await list.load();
-  }
+  const remove = (topic: string) =>
+    list.act(
+      `Delete the retained message of ${topic}?`,
+      async () => {
+        await del(`/api/v1/retained/${topicPath(topic)}`);
+        fill(details);
+      },
+      `Deleted the retained message of ${topic}.`,
+    );
 
-  const form = h("form", { class: "search", role: "search" }, field("Topic filter", filter), h("button", { type: "submit" }, "List"));
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    void list.load(1);
-  });
-  main.append(form, list.el, details);
+  main.append(list.searchForm("List", field("Topic filter", filter)), list.el, details);
   void list.load(1);
   return () => {};
 }

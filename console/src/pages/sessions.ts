@@ -1,7 +1,7 @@
 // Sessions, online and offline; an offline one can be deleted (a
 // connected client's session is its own: 409 `session_online`).
 
-import { ApiError, del, query, segment } from "../api";
+import { del, query, segment } from "../api";
 import { button, field, h, num } from "../dom";
 import type { Stop } from "../main";
 import { PAGE_LIMIT, pagedList } from "../paged";
@@ -37,23 +37,10 @@ export function sessionsPage(main: HTMLElement): Stop {
     (page) => `/api/v1/sessions${query({ client_id_prefix: prefix.value, state: state.value, page, limit: PAGE_LIMIT })}`,
   );
 
-  async function remove(id: string): Promise<void> {
-    if (!confirm(`Delete the session of ${id}, its subscriptions and queued messages?`)) return;
-    try {
-      await del(`/api/v1/sessions/${segment(id)}`);
-      list.status.ok(`Deleted the session of ${id}.`);
-    } catch (e) {
-      list.status.error(e instanceof ApiError ? e.message : String(e));
-    }
-    await list.load();
-  }
+  const remove = (id: string) =>
+    list.act(`Delete the session of ${id}, its subscriptions and queued messages?`, () => del(`/api/v1/sessions/${segment(id)}`), `Deleted the session of ${id}.`);
 
-  const form = h("form", { class: "search", role: "search" }, field("Client id prefix", prefix), field("State", state), h("button", { type: "submit" }, "Search"));
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    void list.load(1);
-  });
-  main.append(form, list.el);
+  main.append(list.searchForm("Search", field("Client id prefix", prefix), field("State", state)), list.el);
   void list.load(1);
   return () => {};
 }

@@ -32,12 +32,7 @@ export function subscriptionsPage(main: HTMLElement): Stop {
     "No subscription matches.",
     (page) => `/api/v1/subscriptions${query({ client_id: client.value, filter: filter.value, page, limit: PAGE_LIMIT })}`,
   );
-  const form = h("form", { class: "search", role: "search" }, field("Client id", client), field("Filter", filter), h("button", { type: "submit" }, "Search"));
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    void list.load(1);
-  });
-  main.append(form, list.el);
+  main.append(list.searchForm("Search", field("Client id", client), field("Filter", filter)), list.el);
   void list.load(1);
   return () => {};
 }

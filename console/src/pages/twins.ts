@@ -2,7 +2,7 @@
 // filter and cursor paging, and one thing's JSON. The console's session
 // is accepted by `/api/2` as the user `nginx:<user>`.
 
-import { ApiError, get, query, segment } from "../api";
+import { ApiError, get, query, segment, errorText } from "../api";
 import { button, field, fill, h, status, table } from "../dom";
 import type { Stop } from "../main";
 
@@ -61,7 +61,7 @@ export function twinsPage(main: HTMLElement): Stop {
       const thing = await get<Thing>(`/api/2/things/${segment(id)}`);
       fill(details, h("h2", {}, `Thing ${id}`), h("pre", { class: "json", id: "thing-json" }, JSON.stringify(thing, null, 2)));
     } catch (e) {
-      fill(details, h("p", { class: "status error" }, e instanceof ApiError ? e.message : String(e)));
+      fill(details, h("p", { class: "status error" }, errorText(e)));
     }
   }
 
