@@ -68,7 +68,7 @@ async fn file(Path(name): Path<String>, headers: HeaderMap) -> Response {
 }
 
 /// FNV-1a of an asset's bytes, at compile time: its strong entity tag,
-/// which changes exactly when a rebuilt binary carries other assets.
+/// which changes when a rebuilt binary carries other assets.
 const fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut i = 0;
