@@ -41,7 +41,7 @@ impl Paging {
     /// already holds far more than that for each of them.
     fn cut<T, K: Ord>(self, mut all: Vec<T>, key: impl Fn(&T) -> K) -> Page<T> {
         let count = all.len();
-        all.sort_by_key(|item| key(item));
+        all.sort_by_key(key);
         let skip = self.page.saturating_sub(1).saturating_mul(self.limit);
         let items = all.into_iter().skip(skip).take(self.limit).collect();
         Page { items, count }
@@ -177,7 +177,7 @@ impl Broker {
     fn client_view(&self, session: &Session, info: &ConnectionInfo) -> ClientView {
         let (subscriptions, inflight, queued) = {
             let state = session.lock();
-            let inflight = state.inflight.len() - usize::from(state.ending);
+            let inflight = state.inflight.len().saturating_sub(usize::from(state.ending));
             (state.subscriptions.len(), inflight, state.queue.len() + state.on_disk.len())
         };
         ClientView {
