@@ -40,6 +40,17 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 /// collisions to cost anything.
 type AliasMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
 
+/// Both directions' topic aliases, boxed together and made on first use:
+/// most clients never use one, and two empty tables inline cost every
+/// idle connection 64 bytes.
+#[derive(Default)]
+struct Aliases {
+    /// Topic aliases the client set toward us.
+    inbound: AliasMap<u16, ByteStr>,
+    /// Topic aliases we set toward the client, at most `outbound_alias_max`.
+    outbound: AliasMap<ByteStr, u16>,
+}
+
 /// A client after a successful CONNECT.
 pub(crate) struct Client {
     pub version: ProtocolVersion,
@@ -50,10 +61,7 @@ pub(crate) struct Client {
     send_window: u16,
     /// The client's maximum packet size; larger messages are not sent to it.
     max_outgoing_packet_bytes: u32,
-    /// Topic aliases the client set toward us.
-    inbound_aliases: AliasMap<u16, ByteStr>,
-    /// Topic aliases we set toward the client, at most `outbound_alias_max`.
-    outbound_aliases: AliasMap<ByteStr, u16>,
+    aliases: Option<Box<Aliases>>,
     outbound_alias_max: u16,
     /// False when a v5 client asked for no reason strings (Request Problem Information 0).
     problem_information: bool,
@@ -315,7 +323,6 @@ impl Client {
             keep_alive_secs,
             connect.clean_start,
         ));
-        attached.session.lock().connection = Some(info.clone());
 
         if v5 {
             connack_properties.receive_maximum = Some(config.receive_maximum);
@@ -336,8 +343,7 @@ impl Client {
                 .unwrap_or(u16::MAX)
                 .min(config.max_inflight_messages),
             max_outgoing_packet_bytes: connect.properties.maximum_packet_size.unwrap_or(u32::MAX),
-            inbound_aliases: AliasMap::default(),
-            outbound_aliases: AliasMap::default(),
+            aliases: None,
             outbound_alias_max: connect
                 .properties
                 .topic_alias_maximum
@@ -473,7 +479,7 @@ impl Client {
                 ));
             }
             if publish.topic.is_empty() {
-                match self.inbound_aliases.get(&alias) {
+                match self.aliases.as_ref().and_then(|aliases| aliases.inbound.get(&alias)) {
                     Some(topic) => publish.topic = topic.clone(),
                     None => {
                         return Err(Close::protocol(
@@ -483,7 +489,8 @@ impl Client {
                     }
                 }
             } else {
-                self.inbound_aliases.insert(alias, publish.topic.clone());
+                let aliases = self.aliases.get_or_insert_with(Box::default);
+                aliases.inbound.insert(alias, publish.topic.clone());
             }
         }
         if publish.retain && !broker.config.retain_available {
@@ -1339,7 +1346,8 @@ impl Client {
                 continue;
             }
             if let Some((alias, true)) = alias {
-                self.outbound_aliases.insert(delivery.message.topic.clone(), alias);
+                let aliases = self.aliases.get_or_insert_with(Box::default);
+                aliases.outbound.insert(delivery.message.topic.clone(), alias);
             }
             broker.stats.publishes_sent.inc();
             broker.stats.messages_sent.inc();
@@ -1371,10 +1379,11 @@ impl Client {
         if self.outbound_alias_max == 0 {
             return None;
         }
-        if let Some(alias) = self.outbound_aliases.get(topic) {
+        let outbound = self.aliases.as_ref().map(|aliases| &aliases.outbound);
+        if let Some(alias) = outbound.and_then(|outbound| outbound.get(topic)) {
             return Some((*alias, false));
         }
-        let next = u16::try_from(self.outbound_aliases.len() + 1).ok()?;
+        let next = u16::try_from(outbound.map_or(0, HashMap::len) + 1).ok()?;
         (next <= self.outbound_alias_max).then_some((next, true))
     }
 
@@ -1422,13 +1431,7 @@ impl Client {
     /// over), and a connection waiting to take it over may go on.
     pub(crate) fn finish(self, broker: &Arc<Broker>, close: Close) {
         let session = self.session.clone();
-        {
-            let mut state = session.lock();
-            // A connection that took the session over has put its own.
-            if state.connection.as_ref().is_some_and(|info| Arc::ptr_eq(info, &self.info)) {
-                state.connection = None;
-            }
-        }
+        broker.connections_attached.detach(&session, &self.info);
         self.end(broker, close);
         session.settled();
     }

@@ -60,6 +60,9 @@ pub(crate) async fn serve<S: Transport>(mut stream: S, origin: Box<Origin>, brok
             return;
         }
     };
+    // Here rather than in `Client::accept`, whose future may be dropped
+    // (the connect timeout) after the client was made: `finish` undoes it.
+    broker.connections_attached.attach(&client.session, &client.info);
     flush(&mut stream, &mut wbuf).await;
     // Most connections then sit idle: hold no buffers while they do.
     wbuf = BytesMut::new();

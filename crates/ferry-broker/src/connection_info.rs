@@ -3,16 +3,53 @@
 //! request to close it.
 //!
 //! Shared by the connection's task, which alone writes the counters, and
-//! the session, through which `inspect.rs` finds it. The counters are
-//! relaxed atomics on this connection's own allocation: the publish path
-//! adds to them without a lock and without touching a cache line another
-//! connection writes.
+//! the broker's registry of connections (`Connections`), through which
+//! `inspect.rs` finds it. The counters are relaxed atomics on this
+//! connection's own allocation: the publish path adds to them without a
+//! lock and without touching a cache line another connection writes.
 
 use crate::listener::Listener;
+use crate::session::Session;
 use ferry_mqtt::ProtocolVersion;
+use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+
+/// The connections attached now, by session id, each with its session.
+/// A registry of its own rather than a field of the session: every
+/// session, offline ones too, would pay for the pointer, and a session's
+/// size is held to a budget. Its lock is taken when a client connects and
+/// when it leaves, and by the admin API, never on the publish path.
+#[derive(Default)]
+pub(crate) struct Connections(Mutex<HashMap<u64, (Arc<Session>, Arc<ConnectionInfo>)>>);
+
+impl Connections {
+    /// `info` is the connection of `session` from now on (a connection
+    /// that took the session over replaces the one before).
+    pub(crate) fn attach(&self, session: &Arc<Session>, info: &Arc<ConnectionInfo>) {
+        self.0.lock().insert(session.id, (session.clone(), info.clone()));
+    }
+
+    /// The connection `info` has ended; a newer one of the session stays.
+    pub(crate) fn detach(&self, session: &Session, info: &Arc<ConnectionInfo>) {
+        let mut connections = self.0.lock();
+        if connections.get(&session.id).is_some_and(|(_, current)| Arc::ptr_eq(current, info)) {
+            connections.remove(&session.id);
+        }
+    }
+
+    /// The connection of the session with this id, if one is attached.
+    pub(crate) fn of(&self, session_id: u64) -> Option<Arc<ConnectionInfo>> {
+        self.0.lock().get(&session_id).map(|(_, info)| info.clone())
+    }
+
+    /// Every connection with its session.
+    pub(crate) fn all(&self) -> Vec<(Arc<Session>, Arc<ConnectionInfo>)> {
+        self.0.lock().values().cloned().collect()
+    }
+}
 
 /// One connection's particulars and traffic.
 #[derive(Debug)]

@@ -41,7 +41,7 @@ impl Paging {
     /// already holds far more than that for each of them.
     fn cut<T, K: Ord>(self, mut all: Vec<T>, key: impl Fn(&T) -> K) -> Page<T> {
         let count = all.len();
-        all.sort_by_key(|item| key(item));
+        all.sort_by_key(key);
         let skip = self.page.saturating_sub(1).saturating_mul(self.limit);
         let items = all.into_iter().skip(skip).take(self.limit).collect();
         Page { items, count }
@@ -174,23 +174,10 @@ impl ClientQuery {
 }
 
 impl Broker {
-    /// Every session with a connection attached, and that connection.
-    fn connected(&self) -> Vec<(Arc<Session>, Arc<ConnectionInfo>)> {
-        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
-        sessions
-            .into_iter()
-            .filter(|session| session.is_online())
-            .filter_map(|session| {
-                let info = session.lock().connection.clone()?;
-                Some((session, info))
-            })
-            .collect()
-    }
-
     fn client_view(&self, session: &Session, info: &ConnectionInfo) -> ClientView {
         let (subscriptions, inflight, queued) = {
             let state = session.lock();
-            let inflight = state.inflight.len() - usize::from(state.ending);
+            let inflight = state.inflight.len().saturating_sub(usize::from(state.ending));
             (state.subscriptions.len(), inflight, state.queue.len() + state.on_disk.len())
         };
         ClientView {
@@ -215,7 +202,8 @@ impl Broker {
     /// Connected clients that `query` selects, by client id.
     pub fn clients(&self, query: &ClientQuery, paging: Paging) -> Page<ClientView> {
         let selected: Vec<_> = self
-            .connected()
+            .connections_attached
+            .all()
             .into_iter()
             .filter(|(session, info)| query.matches(&session.client_id, info))
             .collect();
@@ -234,7 +222,7 @@ impl Broker {
     /// connected.
     pub fn client(&self, client_id: &str) -> Option<(ClientView, Vec<SubscriptionView>)> {
         let session = self.sessions.lock().get(client_id).cloned()?;
-        let info = session.lock().connection.clone().filter(|_| session.is_online())?;
+        let info = self.connections_attached.of(session.id)?;
         let view = self.client_view(&session, &info);
         let subscriptions = self.subscriptions_of(&session);
         Some((view, subscriptions))
@@ -260,10 +248,7 @@ impl Broker {
     /// client's socket is just closed. False when it is not connected.
     pub fn disconnect_client(&self, client_id: &str, reason: &str) -> bool {
         let Some(session) = self.sessions.lock().get(client_id).cloned() else { return false };
-        let Some(info) = session.lock().connection.clone() else { return false };
-        if !session.is_online() {
-            return false;
-        }
+        let Some(info) = self.connections_attached.of(session.id) else { return false };
         info.request_close(reason);
         session.wake.notify_one();
         true

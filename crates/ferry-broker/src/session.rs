@@ -8,7 +8,6 @@
 //! global one.
 
 use crate::config::{QueueBound, QueueOverflow};
-use crate::connection_info::ConnectionInfo;
 use crate::durable::Offsets;
 use crate::liveness::Liveness;
 use crate::message::Message;
@@ -159,8 +158,6 @@ pub(crate) struct SessionState {
     /// the client's packets came (acknowledgements must keep it, §4.6),
     /// each tagged with the generation of the connection it is for.
     pub replies: VecDeque<(u64, Reply)>,
-    /// The connection attached now, for the admin API (`inspect.rs`).
-    pub connection: Option<Arc<ConnectionInfo>>,
 }
 
 /// An answer to a client packet, in its place in line.
@@ -219,7 +216,6 @@ impl Session {
                 stalled: false,
                 incoming: 0,
                 replies: VecDeque::new(),
-                connection: None,
             }),
         }
     }

@@ -130,8 +130,7 @@ pub fn router(admin: Arc<Admin>) -> Router {
         .route("/api/v1/publish", post(publish::publish))
         .route("/api/v1/routes", get(routes::routes))
         .route("/api/v1/endpoints", get(routes::endpoints))
-        .route("/api/v1/endpoints/{name}/pause", post(routes::pause))
-        .route("/api/v1/endpoints/{name}/resume", post(routes::resume))
+        .route("/api/v1/endpoints/{name}/{action}", post(routes::pause_or_resume))
         .route("/api/v1/reload", post(reload::reload))
         .route("/api/v1/overview", get(overview::snapshot))
         .route("/api/v1/overview/stream", get(overview::stream))
@@ -204,6 +203,10 @@ impl ApiError {
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, code, message)
     }
 }
 

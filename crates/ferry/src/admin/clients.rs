@@ -3,7 +3,7 @@
 
 use super::params::{page_json, Params};
 use super::{rfc3339, Admin, AdminUser, ApiError};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use ferry_broker::inspect::{ClientQuery, ClientView, SubscriptionView};
@@ -48,9 +48,8 @@ pub(super) fn subscription_json(subscription: SubscriptionView) -> Value {
 
 pub(super) async fn list(
     State(admin): State<Arc<Admin>>,
-    RawQuery(query): RawQuery,
+    mut params: Params,
 ) -> Result<Json<Value>, ApiError> {
-    let mut params = Params::new(query);
     let paging = params.paging()?;
     let query = ClientQuery {
         client_id_prefix: params.take("client_id_prefix"),
@@ -74,11 +73,7 @@ pub(super) async fn list(
 }
 
 fn not_connected(client_id: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "client_not_found",
-        format!("no client {client_id:?} is connected"),
-    )
+    ApiError::not_found("client_not_found", format!("no client {client_id:?} is connected"))
 }
 
 pub(super) async fn one(
@@ -95,9 +90,8 @@ pub(super) async fn disconnect(
     State(admin): State<Arc<Admin>>,
     Extension(AdminUser(user)): Extension<AdminUser>,
     Path(client_id): Path<String>,
-    RawQuery(query): RawQuery,
+    mut params: Params,
 ) -> Result<StatusCode, ApiError> {
-    let mut params = Params::new(query);
     let reason = params.take("reason").unwrap_or_else(|| format!("disconnected by {user}"));
     params.finish()?;
     if reason.len() > MAX_REASON_BYTES {

@@ -3,6 +3,8 @@
 //! checked against its bounds.
 
 use super::ApiError;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use ferry_broker::inspect::{Page, Paging};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -15,8 +17,17 @@ const DEFAULT_LIMIT: usize = 100;
 /// response; a thousand clients' figures are about 400 KB of JSON.
 pub const MAX_LIMIT: usize = 1000;
 
-/// A request's query parameters, taken one by one.
+/// A request's query parameters, taken one by one; extracted from the
+/// request as they are (it cannot fail).
 pub struct Params(HashMap<String, String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Params, Self::Rejection> {
+        Ok(Params::new(parts.uri.query().map(str::to_owned)))
+    }
+}
 
 impl Params {
     /// The parameters of a query string, decoded as a browser's

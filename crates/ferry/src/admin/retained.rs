@@ -4,26 +4,21 @@
 use super::message::to_json;
 use super::params::{page_json, Params};
 use super::{Admin, AdminUser, ApiError};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde_json::Value;
 use std::sync::Arc;
 
 fn not_found(topic: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "retained_not_found",
-        format!("no retained message on {topic:?}"),
-    )
+    ApiError::not_found("retained_not_found", format!("no retained message on {topic:?}"))
 }
 
 /// `filter` (default `#`) selects the topics, wildcards and all.
 pub(super) async fn list(
     State(admin): State<Arc<Admin>>,
-    RawQuery(query): RawQuery,
+    mut params: Params,
 ) -> Result<Json<Value>, ApiError> {
-    let mut params = Params::new(query);
     let paging = params.paging()?;
     let filter = params.take("filter").unwrap_or_else(|| "#".to_owned());
     params.finish()?;

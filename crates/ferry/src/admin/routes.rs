@@ -74,36 +74,28 @@ pub(super) async fn endpoints(State(admin): State<Arc<Admin>>) -> Json<Value> {
     Json(json!({ "data": data }))
 }
 
-async fn set_paused(
-    admin: &Admin,
-    user: &str,
-    name: &str,
-    paused: bool,
+/// `POST /api/v1/endpoints/{name}/pause` and `/resume`.
+pub(super) async fn pause_or_resume(
+    State(admin): State<Arc<Admin>>,
+    Extension(AdminUser(user)): Extension<AdminUser>,
+    Path((name, action)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    if !admin.reloader.set_paused(name, paused).await {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
+    let paused = match action.as_str() {
+        "pause" => true,
+        "resume" => false,
+        _ => {
+            return Err(ApiError::not_found(
+                "not_found",
+                format!("no resource at /api/v1/endpoints/{name}/{action}"),
+            ))
+        }
+    };
+    if !admin.reloader.set_paused(&name, paused).await {
+        return Err(ApiError::not_found(
             "endpoint_not_found",
             format!("no endpoint {name:?} is configured"),
         ));
     }
-    let action = if paused { "paused" } else { "resumed" };
-    tracing::info!(endpoint = name, admin = user, "endpoint {action} by an administrator");
+    tracing::info!(endpoint = name, admin = user, "endpoint {action}d by an administrator");
     Ok(StatusCode::NO_CONTENT)
-}
-
-pub(super) async fn pause(
-    State(admin): State<Arc<Admin>>,
-    Extension(AdminUser(user)): Extension<AdminUser>,
-    Path(name): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    set_paused(&admin, &user, &name, true).await
-}
-
-pub(super) async fn resume(
-    State(admin): State<Arc<Admin>>,
-    Extension(AdminUser(user)): Extension<AdminUser>,
-    Path(name): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    set_paused(&admin, &user, &name, false).await
 }

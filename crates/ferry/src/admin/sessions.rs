@@ -3,7 +3,7 @@
 
 use super::params::{page_json, Params};
 use super::{Admin, AdminUser, ApiError};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use ferry_broker::inspect::{DeleteSessionError, SessionView};
@@ -21,18 +21,13 @@ fn session_json(session: SessionView) -> Value {
 }
 
 fn not_found(client_id: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "session_not_found",
-        format!("no session for client id {client_id:?}"),
-    )
+    ApiError::not_found("session_not_found", format!("no session for client id {client_id:?}"))
 }
 
 pub(super) async fn list(
     State(admin): State<Arc<Admin>>,
-    RawQuery(query): RawQuery,
+    mut params: Params,
 ) -> Result<Json<Value>, ApiError> {
-    let mut params = Params::new(query);
     let paging = params.paging()?;
     let prefix = params.take("client_id_prefix");
     let online = match params.take("state").as_deref() {

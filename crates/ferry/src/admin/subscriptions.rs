@@ -3,7 +3,7 @@
 use super::clients::subscription_json;
 use super::params::{page_json, Params};
 use super::{Admin, ApiError};
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::Json;
 use serde_json::Value;
 use std::sync::Arc;
@@ -12,9 +12,8 @@ use std::sync::Arc;
 /// included) select; both may be given.
 pub(super) async fn list(
     State(admin): State<Arc<Admin>>,
-    RawQuery(query): RawQuery,
+    mut params: Params,
 ) -> Result<Json<Value>, ApiError> {
-    let mut params = Params::new(query);
     let paging = params.paging()?;
     let client_id = params.take("client_id");
     let filter = params.take("filter");

@@ -12,7 +12,7 @@ use super::message::to_json;
 use super::params::Params;
 use super::{event_stream, now_ms, rfc3339, Admin, AdminUser, ApiError};
 use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use ferry_broker::inspect::TopicStream;
@@ -67,9 +67,8 @@ impl Open {
 pub(super) async fn stream(
     State(admin): State<Arc<Admin>>,
     Extension(AdminUser(user)): Extension<AdminUser>,
-    RawQuery(query): RawQuery,
+    mut params: Params,
 ) -> Result<Response, Response> {
-    let mut params = Params::new(query);
     let filter = params.take("filter");
     params.finish().map_err(IntoResponse::into_response)?;
     let filter = filter.ok_or_else(|| {
