@@ -114,3 +114,29 @@ pub async fn no_password_dialog(request: Request, next: Next) -> Response {
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a_matches_the_reference_vectors() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    /// Every file the page names is one this module serves, so a renamed
+    /// asset in `console/build.mjs` cannot leave the page without it.
+    #[tokio::test]
+    async fn the_page_names_only_files_that_are_served() {
+        let html = std::str::from_utf8(INDEX.bytes).unwrap();
+        let named: Vec<&str> =
+            html.split(['"', '\'']).filter_map(|part| part.strip_prefix("/console/")).collect();
+        assert_eq!(named, ["favicon.svg", "app.css", "app.js"]);
+        for name in named {
+            let response = file(Path(name.to_owned()), HeaderMap::new()).await;
+            assert_eq!(response.status(), StatusCode::OK, "{name}");
+        }
+    }
+}
