@@ -80,6 +80,8 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
             .all(|(_, _, tcp, _)| tcp.local_addr().is_ok_and(|address| address.ip().is_loopback()));
         crate::twins::serve_mqtt(&config, twins, &broker, loopback_only)?;
     }
+    let connections =
+        twins.as_ref().map(|twins| crate::twins::connections(&config, twins)).transpose()?;
     let listening: Vec<Listening> = bound
         .iter()
         .filter_map(|(settings, _, tcp, _)| {
@@ -113,8 +115,9 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     for (tcp, tls, auth) in http {
         let address = tcp.local_addr()?;
         let http_auth = Arc::new(HttpAuth::new(&config, auth, address, broker.clone()));
-        let twins =
-            twins.clone().map(|twins| (twins, Arc::new(TwinAuth::new(&config, http_auth.clone()))));
+        let twins = twins.clone().zip(connections.clone()).map(|(twins, connections)| {
+            (twins, Arc::new(TwinAuth::new(&config, http_auth.clone())), connections)
+        });
         let admin =
             Admin::new(&config, http_auth, reloader.clone(), listening.clone(), tls.is_some());
         let app = crate::http::router(reloader.clone(), broker.clone(), Arc::new(admin), twins)
