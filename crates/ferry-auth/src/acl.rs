@@ -701,6 +701,19 @@ mod tests {
     }
 
     #[test]
+    fn the_groups_that_list_a_user() {
+        let acl = acl(r##"
+            [groups]
+            operators = ["alice", "bob"]
+            auditors = ["alice"]
+            empty = []
+        "##);
+        assert_eq!(acl.groups_of("alice").collect::<Vec<_>>(), ["auditors", "operators"]);
+        assert_eq!(acl.groups_of("bob").collect::<Vec<_>>(), ["operators"]);
+        assert_eq!(acl.groups_of("carol").count(), 0);
+    }
+
+    #[test]
     fn subjects_pick_their_clients() {
         let acl = acl(r##"
             [groups]

@@ -23,7 +23,10 @@ use std::sync::{Arc, OnceLock};
 /// size is held to a budget. Its lock is taken when a client connects and
 /// when it leaves, and by the admin API, never on the publish path.
 #[derive(Default)]
-pub(crate) struct Connections(Mutex<HashMap<u64, (Arc<Session>, Arc<ConnectionInfo>)>>);
+pub(crate) struct Connections(Mutex<HashMap<u64, Attached>>);
+
+/// A session and the connection attached to it.
+type Attached = (Arc<Session>, Arc<ConnectionInfo>);
 
 impl Connections {
     /// `info` is the connection of `session` from now on (a connection
@@ -46,7 +49,7 @@ impl Connections {
     }
 
     /// Every connection with its session.
-    pub(crate) fn all(&self) -> Vec<(Arc<Session>, Arc<ConnectionInfo>)> {
+    pub(crate) fn all(&self) -> Vec<Attached> {
         self.0.lock().values().cloned().collect()
     }
 }

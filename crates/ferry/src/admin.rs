@@ -104,9 +104,9 @@ impl Admin {
     }
 
     /// A place for one more stream, or the 503 that says there is none.
-    fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
+    fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
         self.streams.clone().try_acquire_owned().map_err(|_| {
-            error(
+            ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too_many_streams",
                 format!("{MAX_STREAMS} streams are open already; close one and try again"),

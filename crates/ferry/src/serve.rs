@@ -80,6 +80,8 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
             .all(|(_, _, tcp, _)| tcp.local_addr().is_ok_and(|address| address.ip().is_loopback()));
         crate::twins::serve_mqtt(&config, twins, &broker, loopback_only)?;
     }
+    let connections =
+        twins.as_ref().map(|twins| crate::twins::connections(&config, twins)).transpose()?;
     let listening: Vec<Listening> = bound
         .iter()
         .filter_map(|(settings, _, tcp, _)| {
@@ -120,9 +122,9 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
             listening.clone(),
             tls.is_some(),
         ));
-        let twins = twins
-            .clone()
-            .map(|twins| (twins, Arc::new(TwinAuth::new(&config, http_auth, admin.clone()))));
+        let twins = twins.clone().zip(connections.clone()).map(|(twins, connections)| {
+            (twins, Arc::new(TwinAuth::new(&config, http_auth, admin.clone())), connections)
+        });
         let app = crate::http::router(reloader.clone(), broker.clone(), admin, twins)
             .into_make_service_with_connect_info::<crate::twins::Peer>();
         let mut shutdown = broker.shutdown_signal();

@@ -2,7 +2,7 @@
 //! `/api/v1/overview/stream`, the same every second as Server-Sent
 //! Events, from which the console draws its rates.
 
-use super::{event_stream, now_ms, rfc3339, Admin};
+use super::{event_stream, now_ms, rfc3339, Admin, ApiError};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
@@ -46,7 +46,7 @@ pub(super) async fn snapshot(State(admin): State<Arc<Admin>>) -> Json<Value> {
 /// One `event: overview` a second. Each is made when the client can take
 /// it (the body is pulled, not pushed), so a slow reader skips ticks
 /// rather than buffering them.
-pub(super) async fn stream(State(admin): State<Arc<Admin>>) -> Result<Response, Response> {
+pub(super) async fn stream(State(admin): State<Arc<Admin>>) -> Result<Response, ApiError> {
     let permit = admin.stream_permit()?;
     let broker = admin.broker.clone();
     let mut ticker = tokio::time::interval(TICK);

@@ -13,7 +13,7 @@ use super::params::Params;
 use super::{event_stream, now_ms, rfc3339, Admin, AdminUser, ApiError};
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Extension;
 use ferry_broker::inspect::TopicStream;
 use serde_json::json;
@@ -68,18 +68,16 @@ pub(super) async fn stream(
     State(admin): State<Arc<Admin>>,
     Extension(AdminUser(user)): Extension<AdminUser>,
     mut params: Params,
-) -> Result<Response, Response> {
+) -> Result<Response, ApiError> {
     let filter = params.take("filter");
-    params.finish().map_err(IntoResponse::into_response)?;
-    let filter = filter.ok_or_else(|| {
-        ApiError::bad_request("filter is required, e.g. filter=sensors/%23").into_response()
-    })?;
+    params.finish()?;
+    let filter = filter
+        .ok_or_else(|| ApiError::bad_request("filter is required, e.g. filter=sensors/%23"))?;
     let permit = admin.stream_permit()?;
     let stream = admin.broker.stream_topic(&filter, BUFFER_MESSAGES).ok_or_else(|| {
         ApiError::bad_request(format!(
             "{filter:?} is not a topic filter (shared ones are not streamed)"
         ))
-        .into_response()
     })?;
     tracing::debug!(filter, admin = user, "topic stream opened");
     let open = Open { stream, shutdown: admin.broker.shutdown_signal(), _permit: permit };
