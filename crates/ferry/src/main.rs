@@ -7,6 +7,7 @@ mod http;
 mod logging;
 mod metrics;
 mod passwd;
+mod ready;
 mod reload;
 mod routes_cli;
 mod security;

@@ -2,6 +2,7 @@
 //! down gracefully.
 
 use crate::config::{Config, ListenerProtocol};
+use crate::ready::Accepting;
 use crate::reload::Reloader;
 use crate::security::Security;
 use crate::tls_listener::TlsListener;
@@ -79,6 +80,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         crate::twins::serve_mqtt(&config, twins, &broker, loopback_only);
     }
     let mut http = Vec::new();
+    let mut listeners = Vec::new();
     for (settings, name, tcp, tls) in bound {
         let address = tcp.local_addr()?;
         let protocol = match settings.protocol {
@@ -100,15 +102,22 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         }
         let auth = settings.auth(&config.auth);
         let listener = Arc::new(Listener::new(name, protocol, tls, auth, settings.max_connections));
-        tasks.push(tokio::spawn(accept::serve(tcp, listener, broker.clone(), cores.clone())));
+        let accepting = Accepting::new(listener.clone());
+        listeners.push(accepting.clone());
+        let (broker, cores) = (broker.clone(), cores.clone());
+        tasks.push(tokio::spawn(async move {
+            accept::serve(tcp, listener, broker, cores).await;
+            accepting.stopped();
+        }));
     }
+    let listeners: Arc<[Arc<Accepting>]> = listeners.into();
     for (tcp, tls, auth) in http {
         let address = tcp.local_addr()?;
         let twins = twins.clone().map(|twins| {
             let auth = TwinAuth::new(&config, auth, address, broker.clone());
             (twins, Arc::new(auth))
         });
-        let app = crate::http::router(reloader.clone(), broker.clone(), twins)
+        let app = crate::http::router(reloader.clone(), broker.clone(), listeners.clone(), twins)
             .into_make_service_with_connect_info::<crate::twins::Peer>();
         let mut shutdown = broker.shutdown_signal();
         let stopped = async move {
