@@ -83,6 +83,11 @@ def test_v5_commands_are_answered_on_the_response_topic_with_the_correlation_dat
     c.publish("ditto/in", command("merge", "/attributes", {"room": None, "floor": 2}), qos=1,
               props=props)
     assert answer(c)["status"] == 204
+    # The same merge again under `if-equal: skip` changes nothing: 412, no revision.
+    c.publish("ditto/in", command("merge", "/attributes", {"floor": 2}, **{"if-equal": "skip"}),
+              qos=1, props=props)
+    skipped = answer(c)
+    assert (skipped["status"], skipped["value"]["error"]) == (412, "things:precondition.failed")
 
     retrieve = json.loads(command("retrieve", "/"))
     retrieve["fields"] = "attributes,_revision"

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from conftest import make_password_file
-from twins import Ditto
+from twins import Ditto, EventStream
 
 pytestmark = pytest.mark.ferry_only
 
@@ -224,6 +224,44 @@ def test_etags_and_conditional_headers(broker_factory, twin_store):
     assert ditto.put(f"{T}/attributes/b", 1, headers={"If-None-Match": "*"}).status_code == 201
     # A read or delete of what is missing skips the check: plain 404.
     _error(ditto.get(f"{T}/attributes/zz", headers={"If-Match": "*"}), 404, "things:attribute.notfound")
+
+
+def test_if_equal_skips_writes_that_change_nothing(broker_factory, twin_store):
+    """Ditto 3.3's `if-equal` header: `skip` answers 412 to a write that
+    would leave the resource as it is (no new revision, no event);
+    `skip-minimizing-merge` also trims a merge to what it changes."""
+    ditto = _ditto(broker_factory({"twins": twin_store}))
+    skip = {"if-equal": "skip"}
+    assert ditto.put(T, LAMP, headers=skip).status_code == 201  # a create is never skipped
+    with EventStream(ditto, "/things", {"fields": "thingId,_revision,attributes,features"}) as events:
+        # The same thing again, with its id and an inline field it may carry.
+        r = ditto.put(T, {**LAMP, "thingId": TID, "policyId": TID, "_policy": {}}, headers=skip)
+        _error(r, 412, "things:precondition.failed")
+        assert r.json()["message"] == ("The previous value was equal to the new value and "
+                                       "the 'if-equal' header was set to 'skip'.")
+        _error(ditto.put(f"{T}/attributes/location", {"room": "kitchen", "floor": 2}, headers=skip),
+               412, "things:precondition.failed")
+        _error(ditto.patch(T, {"attributes": {"manufacturer": "ACME", "gone": None}}, headers=skip),
+               412, "things:precondition.failed")
+        _error(ditto.patch(f"{T}/features/meter/properties/watts", 7.5, headers=skip),
+               412, "things:precondition.failed")
+        assert ditto.get(T).headers["ETag"] == '"rev:1"'
+        # Without the header (update, the default) the same write is made.
+        assert ditto.put(f"{T}/attributes/manufacturer", "ACME").status_code == 204
+        assert events.next()["_revision"] == 2
+        # A write that changes something goes through under `skip`, whole.
+        r = ditto.patch(T, {"attributes": {"manufacturer": "ACME", "serial": 7}}, headers=skip)
+        assert r.status_code == 204, r.text
+        assert events.next() == {"thingId": TID, "_revision": 3,
+                                 "attributes": {"manufacturer": "ACME", "serial": 7}}
+        # skip-minimizing-merge: the event carries only what changed.
+        patch = {"attributes": {"manufacturer": "ACME", "serial": 8},
+                 "features": {"meter": {"properties": {"watts": 7.5}}}}
+        r = ditto.patch(T, patch, headers={"if-equal": "skip-minimizing-merge"})
+        assert r.status_code == 204, r.text
+        assert events.next() == {"thingId": TID, "_revision": 4, "attributes": {"serial": 8}}
+    assert ditto.get(f"{T}/attributes").json() == {**LAMP["attributes"], "serial": 8}
+    _error(ditto.put(f"{T}/attributes/x", 1, headers={"if-equal": "sometimes"}), 400, "header.invalid")
 
 
 def test_condition(broker_factory, twin_store):

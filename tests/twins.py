@@ -82,9 +82,9 @@ class Ditto:
         return self.session.put(self.base + path, data=data, timeout=10,
                                 headers={"Content-Type": "application/json"}, **kw)
 
-    def patch(self, path: str, body, **kw) -> requests.Response:
-        return self.session.patch(self.base + path, json=body, timeout=10,
-                                  headers={"Content-Type": "application/merge-patch+json"}, **kw)
+    def patch(self, path: str, body, headers: dict | None = None, **kw) -> requests.Response:
+        headers = {"Content-Type": "application/merge-patch+json", **(headers or {})}
+        return self.session.patch(self.base + path, json=body, timeout=10, headers=headers, **kw)
 
     def post(self, path: str, body, **kw) -> requests.Response:
         return self.session.post(self.base + path, json=body, timeout=10, **kw)

@@ -15,7 +15,7 @@ use crate::durable::{Store, StoreError};
 use crate::message::Message;
 use crate::retained::RetainedStore;
 use crate::routing::{EndpointCap, EndpointTarget, RouteSource, Router, Routing, WhenFull};
-use crate::service::{Services, Signal, TopicService};
+use crate::service::{ServiceAlreadyInstalled, Services, Signal, TopicService};
 use crate::session::{Delivery, Enqueued, Publisher, Reply, Session, SessionState};
 use crate::shed_log::ShedLog;
 use crate::stats::Stats;
@@ -297,10 +297,13 @@ impl Broker {
         self.authorization.may_publish(principal, topic)
     }
 
-    /// The topics served inside the process from now on (`None`: none);
-    /// see `service.rs`.
-    pub fn set_service(&self, service: Option<Arc<dyn TopicService>>) {
-        self.services.set(service);
+    /// Installs the service that answers its topics inside the process
+    /// (`service.rs`); once per broker.
+    pub fn install_service(
+        &self,
+        service: Arc<dyn TopicService>,
+    ) -> Result<(), ServiceAlreadyInstalled> {
+        self.services.install(service)
     }
 
     /// Caps the log bytes `endpoint` may hold, and says what happens past

@@ -9,7 +9,9 @@
 //! twin event carries only the paths its reader's policy lets it read.
 //!
 //! The broker knows nothing of twins: the service is a trait object the
-//! binary installs. With none installed a publish pays one relaxed load.
+//! binary installs once, at start. A publish pays one atomic load (is one
+//! installed?) and a comparison with each of its few prefixes: no lock, no
+//! write to a shared cache line, as the publish path needs on every core.
 //!
 //! [`Broker::publish_signal`]: crate::Broker::publish_signal
 
@@ -18,9 +20,7 @@ use crate::message::Message;
 use bytes::Bytes;
 use ferry_auth::Principal;
 use ferry_mqtt::ReasonCode;
-use parking_lot::RwLock;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A part of the topic space served inside the process.
 pub trait TopicService: Send + Sync {
@@ -104,11 +104,10 @@ pub trait Signal: Send + Sync {
     fn view(&self, reader: Option<&Principal>) -> Option<Bytes>;
 }
 
-/// The service in force, behind a flag the publish path reads.
+/// The service in force: installed once, read on every publish.
 #[derive(Default)]
 pub(crate) struct Services {
-    active: AtomicBool,
-    current: RwLock<Option<Installed>>,
+    installed: OnceLock<Installed>,
 }
 
 struct Installed {
@@ -116,30 +115,33 @@ struct Installed {
     prefixes: Vec<String>,
 }
 
+/// A second service for a broker that has one: its topics would change
+/// under subscriptions made for the first.
+#[derive(Debug, thiserror::Error)]
+#[error("a topic service is already installed on this broker")]
+pub struct ServiceAlreadyInstalled;
+
 impl Services {
-    pub(crate) fn set(&self, service: Option<Arc<dyn TopicService>>) {
-        let installed = service.map(|service| Installed { prefixes: service.prefixes(), service });
-        let mut current = self.current.write();
-        self.active.store(installed.is_some(), Ordering::Release);
-        *current = installed;
+    pub(crate) fn install(
+        &self,
+        service: Arc<dyn TopicService>,
+    ) -> Result<(), ServiceAlreadyInstalled> {
+        let installed = Installed { prefixes: service.prefixes(), service };
+        self.installed.set(installed).map_err(|_| ServiceAlreadyInstalled)
     }
 
     pub(crate) fn is_active(&self) -> bool {
-        self.active.load(Ordering::Relaxed)
+        self.installed.get().is_some()
     }
 
     /// The service a client's publish on `topic` goes to, if any.
-    pub(crate) fn for_topic(&self, topic: &str) -> Option<Arc<dyn TopicService>> {
-        if !self.active.load(Ordering::Relaxed) {
-            return None;
-        }
-        let current = self.current.read();
-        let installed = current.as_ref()?;
+    pub(crate) fn for_topic(&self, topic: &str) -> Option<&Arc<dyn TopicService>> {
+        let installed = self.installed.get()?;
         installed
             .prefixes
             .iter()
             .any(|prefix| topic_has_prefix(topic, prefix))
-            .then(|| installed.service.clone())
+            .then_some(&installed.service)
     }
 
     /// Tells the service whose topics `filter` lies under that `subscriber`
@@ -153,11 +155,7 @@ impl Services {
     /// Whether a subscription to `filter` can receive a service's signals,
     /// and so must remember who made it.
     pub(crate) fn may_signal(&self, filter: &str) -> bool {
-        if !self.active.load(Ordering::Relaxed) {
-            return false;
-        }
-        let current = self.current.read();
-        current.as_ref().is_some_and(|installed| {
+        self.installed.get().is_some_and(|installed| {
             installed.prefixes.iter().any(|prefix| filter_may_match_prefix(filter, prefix))
         })
     }

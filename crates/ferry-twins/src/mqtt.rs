@@ -38,7 +38,7 @@ use crate::service::{Caller, ThingEvent, Twins};
 use crate::shadow::{ShadowSettings, Shadows, Template, AWS_THINGS};
 use bytes::Bytes;
 use ferry_auth::Principal;
-use ferry_broker::service::{ServiceRequest, Signal, TopicService};
+use ferry_broker::service::{ServiceAlreadyInstalled, ServiceRequest, Signal, TopicService};
 use ferry_broker::{Broker, Message};
 use ferry_mqtt::{ByteStr, Properties, QoS, ReasonCode};
 use parking_lot::Mutex;
@@ -131,7 +131,7 @@ impl TwinTopics {
         twins: Arc<Twins>,
         broker: &Arc<Broker>,
         settings: MqttSettings,
-    ) -> Arc<TwinTopics> {
+    ) -> Result<Arc<TwinTopics>, ServiceAlreadyInstalled> {
         let shadows = settings.shadows.clone().map(|shadow_settings| {
             let template = settings.implicit_template.clone();
             Shadows::start(twins.clone(), broker, settings.clone(), shadow_settings, template)
@@ -147,11 +147,11 @@ impl TwinTopics {
             dropped: AtomicU64::new(0),
             events_missed: AtomicU64::new(0),
         });
-        broker.set_service(Some(topics.clone()));
+        broker.install_service(topics.clone())?;
         let outlet: Weak<dyn crate::live::Outlet> = Arc::downgrade(&topics) as _;
         topics.twins.live().attach(outlet);
         tokio::spawn(publish_events(topics.clone(), topics.twins.subscribe()));
-        topics
+        Ok(topics)
     }
 
     /// Who `principal` is to the policies.

@@ -16,6 +16,7 @@
 //! that uses the policy and every request that reads it).
 
 mod events;
+mod if_equal;
 mod journal;
 mod policies;
 pub mod search;
@@ -25,6 +26,7 @@ pub mod watch;
 pub(crate) use things::with_always_shown;
 
 pub use events::{next_event, ThingAction, ThingEvent, EVENT_BUFFER};
+pub use if_equal::IfEqual;
 pub use policies::PolicyResource;
 pub(crate) use things::{not_accessible, not_modifiable};
 pub use things::{

@@ -77,7 +77,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         let loopback_only = bound
             .iter()
             .all(|(_, _, tcp, _)| tcp.local_addr().is_ok_and(|address| address.ip().is_loopback()));
-        crate::twins::serve_mqtt(&config, twins, &broker, loopback_only);
+        crate::twins::serve_mqtt(&config, twins, &broker, loopback_only)?;
     }
     let mut http = Vec::new();
     let mut listeners = Vec::new();

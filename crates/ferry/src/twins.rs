@@ -82,10 +82,15 @@ pub async fn start(config: &Config) -> anyhow::Result<Option<Arc<Twins>>> {
 /// only with no password file or JWT keys set up and every listener on a
 /// loopback address (`loopback_only`), which is Ferry with no
 /// configuration.
-pub fn serve_mqtt(config: &Config, twins: &Arc<Twins>, broker: &Arc<Broker>, loopback_only: bool) {
+pub fn serve_mqtt(
+    config: &Config,
+    twins: &Arc<Twins>,
+    broker: &Arc<Broker>,
+    loopback_only: bool,
+) -> anyhow::Result<()> {
     let settings = &config.twins;
     if settings.mqtt_prefix.is_empty() && !settings.shadows {
-        return;
+        return Ok(());
     }
     let no_credentials_configured =
         config.auth.password_file.is_none() && config.auth.jwt.is_none();
@@ -120,7 +125,8 @@ pub fn serve_mqtt(config: &Config, twins: &Arc<Twins>, broker: &Arc<Broker>, loo
     if settings.shadows {
         tracing::info!(namespace = %settings.shadow_namespace, "AWS IoT Device Shadows are served under $aws/things/");
     }
-    TwinTopics::start(twins.clone(), broker, mqtt);
+    TwinTopics::start(twins.clone(), broker, mqtt)?;
+    Ok(())
 }
 
 /// How one HTTP listener tells who a request to the twin API is from.

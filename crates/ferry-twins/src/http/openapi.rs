@@ -225,6 +225,12 @@ fn operation(route: &Route, method: &str) -> Value {
         parameters.push(query("condition", "An RQL condition the thing must meet (412 otherwise)"));
         parameters.push(header("If-Match", "An entity tag, or *"));
         parameters.push(header("If-None-Match", "An entity tag, or * (create only)"));
+        if method == "put" || method == "patch" {
+            parameters.push(header(
+                "if-equal",
+                "update (default), skip (412 when nothing would change) or skip-minimizing-merge",
+            ));
+        }
         parameters.push(header("response-required", "false: answer 202 without waiting"));
     }
     let mut responses = Map::new();

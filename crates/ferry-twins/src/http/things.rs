@@ -20,7 +20,9 @@ use crate::error::DittoError;
 use crate::fields::FieldSelector;
 use crate::id::ThingId;
 use crate::service::search::SearchParams;
-use crate::service::{Caller, Conditions, Refused, TagMatch, ThingWrite, ThingWritten, Twins};
+use crate::service::{
+    Caller, Conditions, IfEqual, Refused, TagMatch, ThingWrite, ThingWritten, Twins,
+};
 use crate::thing::{EntityTag, ThingBody, ThingResource, UNKNOWN_RESOURCE_BODY};
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -63,6 +65,10 @@ impl Request {
                 if_match: header_text("if-match").map(TagMatch::parse),
                 if_none_match: header_text("if-none-match").map(TagMatch::parse),
                 condition,
+                if_equal: header_text("if-equal")
+                    .map(IfEqual::parse)
+                    .transpose()?
+                    .unwrap_or_default(),
             },
             response_required,
         })

@@ -27,7 +27,7 @@ use crate::id::ThingId;
 use crate::pointer::JsonPointer;
 use crate::policy::Written as PolicyWritten;
 use crate::service::{
-    Caller, Conditions, PolicyResource, Refused, TagMatch, ThingWrite, ThingWritten, Twins,
+    Caller, Conditions, IfEqual, PolicyResource, Refused, TagMatch, ThingWrite, ThingWritten, Twins,
 };
 use crate::thing::{EntityTag, ThingBody, ThingResource};
 use serde_json::{Map, Value};
@@ -101,7 +101,7 @@ impl Twins {
         let resource = ThingResource::from_pointer(&pointer)?
             .filter(|resource| !(action == "delete" && *resource == ThingResource::PolicyId))
             .ok_or_else(|| unknown_path(&envelope.path))?;
-        let conditions = conditions(envelope);
+        let conditions = conditions(envelope)?;
         let value = || envelope.value.as_ref().ok_or_else(|| missing_value(&topic.to_string()));
         let written = match action {
             "retrieve" => {
@@ -219,12 +219,14 @@ impl Twins {
     }
 }
 
-fn conditions(envelope: &Envelope) -> Conditions {
-    Conditions {
+fn conditions(envelope: &Envelope) -> Result<Conditions, DittoError> {
+    let if_equal = envelope.header("if-equal").as_deref().map(IfEqual::parse).transpose()?;
+    Ok(Conditions {
         if_match: envelope.header("if-match").as_deref().map(TagMatch::parse),
         if_none_match: envelope.header("if-none-match").as_deref().map(TagMatch::parse),
         condition: envelope.header("condition"),
-    }
+        if_equal: if_equal.unwrap_or_default(),
+    })
 }
 
 /// The headers every answer carries back: the command's correlation id.

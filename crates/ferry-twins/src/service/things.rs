@@ -30,6 +30,7 @@
 //!   on the whole thing with Ditto's things semantics.
 
 use super::events::{ThingAction, ThingEvent};
+use super::if_equal::{self, IfEqual};
 use super::{store_failure, CachedPolicy, Caller, PolicyResource, Twins};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
@@ -163,6 +164,7 @@ pub struct Conditions {
     pub if_none_match: Option<TagMatch>,
     /// `condition=` (query parameter or header), as written.
     pub condition: Option<String>,
+    pub if_equal: IfEqual,
 }
 
 /// A refusal, with the resource's current entity tag where Ditto sends
@@ -598,6 +600,30 @@ impl Twins {
         if let Some(filter) = &filter {
             condition_holds(filter, current)?;
         }
+        let minimized;
+        let write = match (conditions.if_equal, write) {
+            (IfEqual::Update, write) => write,
+            (_, ThingWrite::Put(value))
+                if if_equal::put_changes_nothing(current, resource, value) =>
+            {
+                return Err(if_equal::skipped().into());
+            }
+            (_, ThingWrite::Merge(patch))
+                if if_equal::merge_changes_nothing(current, resource, patch) =>
+            {
+                return Err(if_equal::skipped().into());
+            }
+            (IfEqual::SkipMinimizingMerge, ThingWrite::Merge(patch)) => {
+                match if_equal::minimized_patch(current, resource, patch) {
+                    Some(patch) => {
+                        minimized = patch;
+                        ThingWrite::Merge(&minimized)
+                    }
+                    None => ThingWrite::Merge(patch),
+                }
+            }
+            (_, write) => write,
+        };
         let limits = &self.config.thing_limits;
         let mut thing = Thing::clone(current);
         let (written, action, value) = match write {
