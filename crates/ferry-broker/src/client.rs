@@ -1247,12 +1247,7 @@ impl Client {
                         topic_alias: None,
                     };
                     encode_publish(&delivery.message, &shape, now, wbuf);
-                    broker.stats.publishes_sent.at(delivery.qos).inc();
-                    broker
-                        .stats
-                        .payload_bytes_sent
-                        .at(delivery.qos)
-                        .add(delivery.message.payload.len() as u64);
+                    broker.stats.count_sent(delivery.qos, delivery.message.payload.len());
                 }
                 Inflight::Release { packet_id, .. } => {
                     self.encode(
@@ -1349,12 +1344,7 @@ impl Client {
             if let Some((alias, true)) = alias {
                 self.outbound_aliases.insert(delivery.message.topic.clone(), alias);
             }
-            broker.stats.publishes_sent.at(delivery.qos).inc();
-            broker
-                .stats
-                .payload_bytes_sent
-                .at(delivery.qos)
-                .add(delivery.message.payload.len() as u64);
+            broker.stats.count_sent(delivery.qos, delivery.message.payload.len());
             broker
                 .stats
                 .delivery_latency

@@ -53,6 +53,6 @@ pub use cores::Cores;
 pub use durable::{DurabilityConfig, Fsync, StoreError, StoreFigures};
 pub use listener::{Listener, Protocol, Refusal};
 pub use message::Message;
-pub use stats::{AuthMethod, HistogramFigures, Stats, LATENCY_BUCKETS};
+pub use stats::{AuthMethod, HistogramFigures, Stats};
 pub use tls::{ReadAgain, Tls, TlsError, TlsSettings};
 pub use websocket::MQTT_PATH;

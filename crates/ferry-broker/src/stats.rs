@@ -127,11 +127,6 @@ impl HistogramFigures {
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
     }
-
-    /// Bucket `i`'s upper bound in seconds (`None` for the last, +Inf).
-    pub fn bound_seconds(bucket: usize) -> Option<f64> {
-        (bucket < LATENCY_BUCKETS).then(|| (1u64 << bucket) as f64 / 1e6)
-    }
 }
 
 impl Histogram {
@@ -265,6 +260,13 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// A PUBLISH written to a client (sent or resent), by the QoS
+    /// delivered, with its payload.
+    pub fn count_sent(&self, qos: QoS, payload_bytes: usize) {
+        self.publishes_sent.at(qos).inc();
+        self.payload_bytes_sent.at(qos).add(payload_bytes as u64);
+    }
+
     pub fn authentication_failure(&self, method: AuthMethod) -> &Counter {
         &self.authentication_failures[method as usize]
     }
@@ -365,8 +367,6 @@ mod tests {
         assert_eq!(figures.buckets[10], 2);
         assert_eq!(figures.buckets[LATENCY_BUCKETS], 2);
         assert_eq!(figures.sum, 2 * Duration::from_nanos(500 + 1_000 + 1_000_000 + 60_000_000_000));
-        assert_eq!(HistogramFigures::bound_seconds(10), Some(1024e-6));
-        assert_eq!(HistogramFigures::bound_seconds(LATENCY_BUCKETS), None);
     }
 
     #[test]

@@ -5,11 +5,9 @@
 //! (`BrokerMetrics::read`): the per-core counters summed, the sessions
 //! visited once; nothing is added to the publish path for them.
 
-use super::encode::{counter, counters, gauge, gauges, histogram};
+use super::encode::{counter, counters, gauge, gauges, histogram_pow2_micros};
 use crate::ready::Accepting;
-use ferry_broker::{
-    AuthMethod, Broker, HistogramFigures, SessionFigures, StoreFigures, LATENCY_BUCKETS,
-};
+use ferry_broker::{AuthMethod, Broker, HistogramFigures, SessionFigures, StoreFigures};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use std::fmt::Error;
@@ -297,22 +295,12 @@ impl Collector for BrokerMetrics {
             "method",
             &self.authentication_failures,
         )?;
-        let latency: Vec<(f64, u64)> = self
-            .latency
-            .buckets
-            .iter()
-            .enumerate()
-            .map(|(bucket, count)| {
-                (HistogramFigures::bound_seconds(bucket).unwrap_or(f64::MAX), *count)
-            })
-            .collect();
-        debug_assert_eq!(latency.len(), LATENCY_BUCKETS + 1);
-        histogram(
+        histogram_pow2_micros(
             e,
             "ferry_delivery_latency_seconds",
             "From the broker's receipt of a PUBLISH to the write of each of its deliveries to a subscriber (for a message read back from the durable log after a restart, from the read).",
-            &latency,
-            self.latency.sum.as_secs_f64(),
+            &self.latency.buckets,
+            self.latency.sum,
         )?;
         if let Some(store) = &self.store {
             gauge(
@@ -351,22 +339,12 @@ impl Collector for BrokerMetrics {
                 "Records the durable log failed to store.",
                 store.writer.failed,
             )?;
-            let fsync: Vec<(f64, u64)> = store
-                .writer
-                .sync_histogram
-                .iter()
-                .enumerate()
-                .map(|(bucket, count)| {
-                    let last = bucket + 1 == store.writer.sync_histogram.len();
-                    (if last { f64::MAX } else { (1u64 << bucket) as f64 / 1e6 }, *count)
-                })
-                .collect();
-            histogram(
+            histogram_pow2_micros(
                 e,
                 "ferry_store_fsync_seconds",
                 "Time of each fdatasync of the durable log.",
-                &fsync,
-                store.writer.total_sync.as_secs_f64(),
+                &store.writer.sync_histogram,
+                store.writer.total_sync,
             )?;
         }
         Ok(())
