@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import jwt
 import pytest
 
 from conftest import make_password_file
@@ -82,11 +83,17 @@ def wait_for(b, check, what: str, timeout: float = 5.0):
         time.sleep(0.05)
 
 
+JWT_SECRET = "a-shared-secret-of-at-least-32-bytes-for-metrics"
+
+
 @pytest.fixture
 def metrics_broker(broker_factory, tmp_path):
     passwd = make_password_file(tmp_path / "passwd", {"alice": "wonderland"})
+    secret = tmp_path / "jwt.secret"
+    secret.write_text(JWT_SECRET + "\n")
     return broker_factory({
-        "auth": {"password_file": str(passwd), "allow_anonymous": True},
+        "auth": {"password_file": str(passwd), "allow_anonymous": True,
+                 "jwt": {"secret_file": str(secret)}},
         # No $SYS: its retained topics would move the retained count.
         "broker": {"sys_interval_secs": 0, "max_queued_messages": 5},
     })
@@ -160,8 +167,12 @@ def test_drops_queues_refusals_and_sessions_are_counted(metrics_broker):
     small = b.client(5, "m-small", props={"MaximumPacketSize": 64})
     small.subscribe("big/#", qos=0)
     pub.publish("big/x", b"y" * 500, qos=1)
-    # A wrong password: refused in CONNACK, counted under its method.
+    # A wrong password and a token signed with another key: refused in
+    # CONNACK, each counted under its method.
     assert b.connack(5, "alice", "not-the-password") == 0x86
+    forged = jwt.encode({"sub": "mallory", "exp": int(time.time()) + 600},
+                        "another-secret-of-at-least-32-bytes-long", algorithm="HS256")
+    assert b.connack(5, None, forged) == 0x86
 
     after = wait_for(b, lambda s: value(s, "ferry_messages_dropped_total", reason="too_large")
                      - value(before, "ferry_messages_dropped_total", reason="too_large") == 1,
@@ -172,9 +183,10 @@ def test_drops_queues_refusals_and_sessions_are_counted(metrics_broker):
     assert value(after, "ferry_queued_bytes") == 5 * (len("q/x") + 2)
     assert value(after, "ferry_sessions", state="offline") == 1
     assert delta("ferry_authentication_failures_total", method="password") == 1
-    assert delta("ferry_authentication_failures_total", method="jwt") == 0
+    assert delta("ferry_authentication_failures_total", method="jwt") == 1
+    assert delta("ferry_authentication_failures_total", method="anonymous") == 0
     assert listener_value(after, "ferry_connections_refused_total", reason="connack") \
-        - listener_value(before, "ferry_connections_refused_total", reason="connack") == 1
+        - listener_value(before, "ferry_connections_refused_total", reason="connack") == 2
 
 
 def test_the_exposition_passes_promtool_in_both_formats(metrics_broker):

@@ -16,6 +16,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// The media types of the two formats: OpenMetrics for a scraper that asks
@@ -42,6 +43,7 @@ pub async fn render(sources: Sources<'_>) -> Result<String, std::fmt::Error> {
         let (things, policies) = twins.cached();
         registry.register_collector(Box::new(TwinMetrics {
             lagged_subscribers: twins.lagged_subscribers(),
+            live_dropped: twins.live().dropped.load(Ordering::Relaxed),
             things_cached: things,
             policies_cached: policies,
         }));
@@ -87,6 +89,7 @@ impl Collector for StoreMetrics {
 #[derive(Debug)]
 struct TwinMetrics {
     lagged_subscribers: u64,
+    live_dropped: u64,
     things_cached: usize,
     policies_cached: usize,
 }
@@ -99,6 +102,13 @@ impl Collector for TwinMetrics {
             "Subscribers to twin events (SSE streams) that fell behind the change feed and were closed; their clients resume from the event journal.",
             None,
             lagged.metric_type(),
+        )?)?;
+        let dropped = ConstCounter::new(self.live_dropped);
+        dropped.encode(encoder.encode_descriptor(
+            "ferry_twin_live_dropped",
+            "Live signals and twin events WebSocket sessions did not get because they fell behind (a full push queue, a lagging change feed).",
+            None,
+            dropped.metric_type(),
         )?)?;
         for (name, help, value) in [
             ("ferry_twin_things_cached", "Things in the twins' cache.", self.things_cached),
