@@ -189,6 +189,22 @@ def test_drops_queues_refusals_and_sessions_are_counted(metrics_broker):
         - listener_value(before, "ferry_connections_refused_total", reason="connack") == 2
 
 
+def test_refused_connections_are_counted_by_listener_and_reason(broker_factory):
+    b = broker_factory({"broker": {"max_connections": 1, "sys_interval_secs": 0}})
+    first = b.client(5, "m-first")
+    refused = b.raw(5)
+    assert refused.read_until_closed() == [], "closed at once, no CONNACK"
+    samples = wait_for(b, lambda s: listener_value(
+        s, "ferry_connections_refused_total", reason="max_connections") == 1,
+        "the refusal counted")
+    assert listener_value(samples, "ferry_connections_refused_total", reason="rate") == 0
+    assert listener_value(samples, "ferry_connections_accepted_total") == 1
+    assert listener_value(samples, "ferry_connections") == 1
+    first.disconnect()
+    wait_for(b, lambda s: listener_value(s, "ferry_connections") == 0
+             and value(s, "ferry_clients_connected") == 0, "the connection gone")
+
+
 def test_the_exposition_passes_promtool_in_both_formats(metrics_broker):
     b = metrics_broker
     c = b.client(5, "m-promtool")

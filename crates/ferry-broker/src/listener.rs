@@ -56,17 +56,6 @@ impl Refusal {
             Refusal::Connack => "connack",
         }
     }
-
-    fn limit(self) -> &'static str {
-        match self {
-            Refusal::MaxConnections => "the broker's max_connections",
-            Refusal::ListenerMaxConnections => "the listener's max_connections",
-            Refusal::Memory => "the memory watermark (max_memory_bytes)",
-            Refusal::Rate => "max_connection_rate",
-            Refusal::TlsHandshake => "the TLS handshake",
-            Refusal::Connack => "CONNACK",
-        }
-    }
 }
 
 /// One listener's settings and its counts of connections. Its counters
@@ -214,16 +203,17 @@ pub(crate) fn admit(
     let listener_open = listener.open.fetch_add(1, Ordering::Relaxed);
     let admission = Admission { broker: broker.clone(), listener: listener.clone(), seat: None };
     let limit = broker.config.max_connections;
+    // The reason, and the limit the log line names.
     let refusal = if limit != 0 && broker_open >= limit {
-        Some(Refusal::MaxConnections)
+        Some((Refusal::MaxConnections, "the broker's max_connections"))
     } else if listener.max_connections != 0 && listener_open >= listener.max_connections {
-        Some(Refusal::ListenerMaxConnections)
+        Some((Refusal::ListenerMaxConnections, "the listener's max_connections"))
     } else if broker.memory_high.load(Ordering::Relaxed) {
-        Some(Refusal::Memory)
+        Some((Refusal::Memory, "the memory watermark (max_memory_bytes)"))
     } else if broker.config.max_connection_rate != 0
         && !broker.connection_rate.lock().try_take(1.0, Instant::now())
     {
-        Some(Refusal::Rate)
+        Some((Refusal::Rate, "max_connection_rate"))
     } else {
         None
     };
@@ -232,10 +222,10 @@ pub(crate) fn admit(
             listener.accepted.fetch_add(1, Ordering::Relaxed);
             Some(admission)
         }
-        Some(reason) => {
+        Some((reason, what)) => {
             broker.stats.connections_refused.inc();
             listener.count_refusal(reason);
-            broker.shed_log.connection_refused(&listener.name, peer, reason.limit());
+            broker.shed_log.connection_refused(&listener.name, peer, what);
             None
         }
     }
