@@ -23,6 +23,7 @@ SAMPLES = {
     "subjectId": "nginx:ditto",
     "resourcePath": "thing:/",
     "messageSubject": "ask",
+    "connectionId": "probe",
 }
 
 

@@ -5,6 +5,7 @@
 //! subjects into each request as a [`Caller`] extension before these
 //! routes see it, so this module only enforces.
 
+mod connections;
 mod live;
 mod messages;
 mod openapi;
@@ -51,6 +52,22 @@ pub fn router(twins: Arc<Twins>) -> Router {
         .route("/api/2/search/things/", get(search::search_get).post(search::search_post))
         .route("/api/2/search/things/count", get(search::count_get).post(search::count_post))
         .with_state(twins)
+}
+
+/// Ditto's connectivity API, for the subjects `connections` names; to
+/// merge behind the same authentication as `router`.
+pub fn connections_router(connections: Arc<crate::connections::Connections>) -> Router {
+    use axum::routing::post;
+    Router::new()
+        .route("/api/2/connections", get(connections::list).post(connections::create))
+        .route(
+            "/api/2/connections/{connection_id}",
+            get(connections::retrieve).put(connections::modify).delete(connections::delete),
+        )
+        .route("/api/2/connections/{connection_id}/status", get(connections::status))
+        .route("/api/2/connections/{connection_id}/metrics", get(connections::metrics))
+        .route("/api/2/connections/{connection_id}/command", post(connections::command))
+        .with_state(connections)
 }
 
 /// The routes anyone may call, without the listener's authentication:

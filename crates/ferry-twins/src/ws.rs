@@ -27,8 +27,8 @@
 //!
 //! [`EVENT_BUFFER`]: crate::service::EVENT_BUFFER
 
-mod control;
-mod events;
+pub(crate) mod control;
+pub(crate) mod events;
 
 pub use events::EventOptions;
 

@@ -91,6 +91,9 @@ pub struct TwinsSettings {
     /// The JSON thing body an implicitly created thing starts from; `""`
     /// for an empty thing.
     pub implicit_template_file: PathBuf,
+    /// The subjects that may manage connections (`/api/2/connections`),
+    /// Ditto's devops role.
+    pub connection_subjects: Vec<String>,
 }
 
 /// `[twins] mqtt_own_thing`.
@@ -122,6 +125,7 @@ impl Default for TwinsSettings {
             shadow_feature: "shadow".into(),
             implicit_creation: false,
             implicit_template_file: PathBuf::new(),
+            connection_subjects: vec!["nginx:ditto".into()],
         }
     }
 }

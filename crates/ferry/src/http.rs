@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use ferry_broker::Broker;
+use ferry_twins::connections::Connections;
 use ferry_twins::service::Twins;
 use serde_json::json;
 use std::sync::Arc;
@@ -29,7 +30,7 @@ pub fn router(
     reloader: Arc<Reloader>,
     broker: Arc<Broker>,
     listeners: Arc<[Arc<Accepting>]>,
-    twins: Option<(Arc<Twins>, Arc<TwinAuth>)>,
+    twins: Option<(Arc<Twins>, Arc<TwinAuth>, Arc<Connections>)>,
 ) -> Router {
     let router = Router::new()
         .route("/health", get(health))
@@ -42,11 +43,12 @@ pub fn router(
             reloader,
             broker,
             listeners,
-            twins: twins.as_ref().map(|(twins, _)| twins.clone()),
+            twins: twins.as_ref().map(|(twins, _, _)| twins.clone()),
         });
     match twins {
-        Some((twins, auth)) => router.merge(ferry_twins::http::public_router()).merge(
+        Some((twins, auth, connections)) => router.merge(ferry_twins::http::public_router()).merge(
             ferry_twins::http::router(twins)
+                .merge(ferry_twins::http::connections_router(connections))
                 .layer(axum::middleware::from_fn_with_state(auth, crate::twins::authenticate)),
         ),
         None => router,

@@ -79,6 +79,8 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
             .all(|(_, _, tcp, _)| tcp.local_addr().is_ok_and(|address| address.ip().is_loopback()));
         crate::twins::serve_mqtt(&config, twins, &broker, loopback_only)?;
     }
+    let connections =
+        twins.as_ref().map(|twins| crate::twins::connections(&config, twins)).transpose()?;
     let mut http = Vec::new();
     let mut listeners = Vec::new();
     for (settings, name, tcp, tls) in bound {
@@ -113,9 +115,9 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     let listeners: Arc<[Arc<Accepting>]> = listeners.into();
     for (tcp, tls, auth) in http {
         let address = tcp.local_addr()?;
-        let twins = twins.clone().map(|twins| {
+        let twins = twins.clone().zip(connections.clone()).map(|(twins, connections)| {
             let auth = TwinAuth::new(&config, auth, address, broker.clone());
-            (twins, Arc::new(auth))
+            (twins, Arc::new(auth), connections)
         });
         let app = crate::http::router(reloader.clone(), broker.clone(), listeners.clone(), twins)
             .into_make_service_with_connect_info::<crate::twins::Peer>();

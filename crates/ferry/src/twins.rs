@@ -27,6 +27,7 @@ use axum::response::Response;
 use base64::Engine;
 use ferry_auth::{Credentials, ListenerAuth, Verdict};
 use ferry_broker::{Broker, Fsync};
+use ferry_twins::connections::Connections;
 use ferry_twins::mqtt::{MqttSettings, OwnThing, TwinTopics};
 use ferry_twins::service::{Caller, Twins, TwinsConfig};
 use ferry_twins::shadow::ShadowSettings;
@@ -74,6 +75,17 @@ pub async fn start(config: &Config) -> anyhow::Result<Option<Arc<Twins>>> {
     let twins = Arc::new(Twins::new(store, service));
     tokio::spawn(twins.clone().run_journal_pruning());
     Ok(Some(twins))
+}
+
+/// Loads the connections stored in the data directory and starts the
+/// open ones (`ferry_twins::connections`).
+pub fn connections(config: &Config, twins: &Arc<Twins>) -> anyhow::Result<Arc<Connections>> {
+    std::fs::create_dir_all(&config.data_dir).with_context(|| {
+        format!("cannot create the data directory {}", config.data_dir.display())
+    })?;
+    let file = config.data_dir.join("twin-connections.json");
+    let managers = config.twins.connection_subjects.clone();
+    Ok(Arc::new(Connections::open(twins.clone(), file, managers)?))
 }
 
 /// Serves the Ditto protocol on the broker's `[twins] mqtt_prefix` topics

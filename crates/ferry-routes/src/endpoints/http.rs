@@ -17,11 +17,13 @@ mod config;
 mod connection;
 mod encode;
 
-pub use config::{HttpConfigError, HttpEndpointConfig};
+pub use config::{HttpConfigError, HttpEndpointConfig, Tls};
+// The kept-alive client, for the twins' HTTP push connections too.
+pub use connection::{Answer, Body, Connection, Connector, Failure};
 pub use encode::Format;
 
 use crate::sink::{Sent, Sink, SinkError};
-use connection::{Answer, Connection, Connector, Failure, BODY_HEAD_BYTES};
+use connection::BODY_HEAD_BYTES;
 use ferry_broker::endpoint::RoutedMessage;
 use http_body_util::Full;
 use hyper::header::HeaderMap;

@@ -150,6 +150,31 @@ pub(super) const ROUTES: &[Route] = &[
         methods: &["get", "post"],
         summary: "How many things match an RQL filter",
     },
+    Route {
+        path: "/api/2/connections",
+        methods: &["get", "post"],
+        summary: "Connections (`ids-only=true`: their ids), or a new one with a generated id; for `[twins] connection_subjects`",
+    },
+    Route {
+        path: "/api/2/connections/{connectionId}",
+        methods: &["get", "put", "delete"],
+        summary: "A connection (so far `http-push` with targets on twin events)",
+    },
+    Route {
+        path: "/api/2/connections/{connectionId}/status",
+        methods: &["get"],
+        summary: "Whether the connection runs, and its last failure",
+    },
+    Route {
+        path: "/api/2/connections/{connectionId}/metrics",
+        methods: &["get"],
+        summary: "What the connection dispatched, filtered, published, failed and dropped",
+    },
+    Route {
+        path: "/api/2/connections/{connectionId}/command",
+        methods: &["post"],
+        summary: "`connectivity.commands:openConnection|closeConnection|resetConnectionMetrics` as text",
+    },
     Route { path: "/api/2/openapi.json", methods: &["get"], summary: "This document" },
 ];
 
@@ -215,6 +240,8 @@ fn operation(route: &Route, method: &str) -> Value {
         } else {
             parameters.push(query("namespace", "The namespace of the generated id"));
         }
+    } else if route.path == "/api/2/connections" && method == "get" {
+        parameters.push(query("ids-only", "true: only the connections' ids"));
     } else if is_thing {
         if method == "get" {
             parameters.push(query(
@@ -249,6 +276,12 @@ fn operation(route: &Route, method: &str) -> Value {
         "post" if route.path == "/api/2/things" => {
             responses.insert("201".into(), json!({"description": "Created; Location names the thing", "content": {"application/json": {}}}));
         }
+        "post" if route.path == "/api/2/connections" => {
+            responses.insert("201".into(), json!({"description": "Created; Location names the connection", "content": {"application/json": {}}}));
+        }
+        "post" if route.path.ends_with("/command") => {
+            responses.insert("204".into(), json!({"description": "Done"}));
+        }
         "post" => {
             responses.insert(
                 "200".into(),
@@ -264,10 +297,14 @@ fn operation(route: &Route, method: &str) -> Value {
     }
     let mut operation =
         json!({"summary": route.summary, "parameters": parameters, "responses": responses});
-    if matches!(method, "put" | "patch") || (method == "post" && route.path == "/api/2/things") {
+    let creates = matches!(route.path, "/api/2/things" | "/api/2/connections");
+    if matches!(method, "put" | "patch") || (method == "post" && creates) {
         let content_type =
             if method == "patch" { "application/merge-patch+json" } else { "application/json" };
         operation["requestBody"] = json!({"required": true, "content": {content_type: {}}});
+    }
+    if method == "post" && route.path.ends_with("/command") {
+        operation["requestBody"] = json!({"required": true, "content": {"text/plain": {}}});
     }
     if method == "post" && is_search {
         operation["requestBody"] =

@@ -41,7 +41,7 @@ use crate::fields::FieldSelector;
 use crate::id::ThingId;
 use crate::pointer::JsonPointer;
 use crate::policy::{Permission, Timestamp};
-use crate::rql::{Filter, Scope, Semantics, TimePlaceholders};
+use crate::rql::{Filter, Placeholders, Scope, Semantics, TimePlaceholders};
 use crate::thing::ThingResource;
 use serde_json::{Map, Value};
 
@@ -81,7 +81,7 @@ impl Watch {
             namespaces: list("namespaces").into_iter().map(str::to_owned).collect(),
             filter: param("filter")
                 .map(|text| {
-                    Filter::parse(text, Scope::THINGS).map_err(|error| error.to_ditto_error())
+                    Filter::parse(text, EVENT_SCOPE).map_err(|error| error.to_ditto_error())
                 })
                 .transpose()?,
             fields: selector("fields")?,
@@ -105,6 +105,55 @@ impl Watch {
         (self.ids.is_empty() || self.ids.contains(&event.thing_id))
             && (self.namespaces.is_empty()
                 || self.namespaces.iter().any(|namespace| namespace == event.thing_id.namespace()))
+    }
+}
+
+/// The placeholders an event filter may read as fields
+/// (`eq(topic:action,'modified')`), as Ditto's streams and connection
+/// targets register them.
+const EVENT_SCOPE: Scope<'static> = Scope {
+    placeholder_fields: &[
+        "topic:namespace",
+        "topic:entityName",
+        "topic:group",
+        "topic:channel",
+        "topic:criterion",
+        "topic:action",
+        "resource:type",
+        "resource:path",
+    ],
+};
+
+/// What those placeholders stand for in one twin event, and the time.
+struct EventPlaceholders<'a> {
+    event: &'a ThingEvent,
+    path: String,
+    time: TimePlaceholders,
+}
+
+impl<'a> EventPlaceholders<'a> {
+    fn of(event: &'a ThingEvent) -> Self {
+        EventPlaceholders {
+            event,
+            path: event.path.to_string(),
+            time: TimePlaceholders::at(std::time::SystemTime::now()),
+        }
+    }
+}
+
+impl Placeholders for EventPlaceholders<'_> {
+    fn resolve(&self, prefix: &str, name: &str) -> Option<&str> {
+        match (prefix, name) {
+            ("topic", "namespace") => Some(self.event.thing_id.namespace()),
+            ("topic", "entityName") => Some(self.event.thing_id.name()),
+            ("topic", "group") => Some("things"),
+            ("topic", "channel") => Some("twin"),
+            ("topic", "criterion") => Some("events"),
+            ("topic", "action") => Some(self.event.action.as_str()),
+            ("resource", "type") => Some("thing"),
+            ("resource", "path") => Some(&self.path),
+            _ => self.time.resolve(prefix, name),
+        }
     }
 }
 
@@ -158,8 +207,8 @@ impl Twins {
             }
         }
         if let Some(filter) = &watch.filter {
-            let now = TimePlaceholders::at(std::time::SystemTime::now());
-            if !filter.matches(&thing, Semantics::Things, &now) {
+            let placeholders = EventPlaceholders::of(event);
+            if !filter.matches(&thing, Semantics::Things, &placeholders) {
                 return Ok(None);
             }
         }

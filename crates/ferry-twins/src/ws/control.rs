@@ -42,7 +42,7 @@ pub enum Control {
 /// A control message Ditto's extractor would throw on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed WebSocket control message: {0}")]
-pub struct Malformed(&'static str);
+pub struct Malformed(pub(crate) &'static str);
 
 /// `ProtocolMessageType`, in its order.
 const TYPES: [(&str, Option<bool>, Stream); 11] = [
@@ -86,8 +86,9 @@ pub fn ack(stream: Stream, subscribed: bool) -> String {
     format!("{identifier}:ACK")
 }
 
-/// Ditto's `determineParams`.
-fn params(text: &str) -> Result<Vec<(String, String)>, Malformed> {
+/// Ditto's `determineParams` (and, alike, its connection targets'
+/// `ImmutableFilteredTopic` query): the parameters after the `?`.
+pub(crate) fn params(text: &str) -> Result<Vec<(String, String)>, Malformed> {
     let Some((_, query)) = text.split_once('?') else { return Ok(Vec::new()) };
     let mut params: Vec<(String, String)> = Vec::new();
     for pair in query.split('&') {

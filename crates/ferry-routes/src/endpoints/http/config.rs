@@ -136,6 +136,17 @@ pub struct Tls {
     pub server_name: ServerName<'static>,
 }
 
+impl Tls {
+    /// HTTPS to `host`, trusting `ca_file`'s CAs or else the system's.
+    pub fn to_host(host: &str, ca_file: Option<&Path>) -> Result<Tls, HttpConfigError> {
+        Ok(Tls {
+            config: Arc::new(client_config(ca_file)?),
+            server_name: ServerName::try_from(host.to_owned())
+                .map_err(|_| HttpConfigError::Url("the host is not a valid TLS server name"))?,
+        })
+    }
+}
+
 impl HttpEndpointConfig {
     pub fn check(&self) -> Result<Checked, HttpConfigError> {
         let uri: Uri = self.url.parse().map_err(|_| HttpConfigError::Url("not a valid URL"))?;
@@ -168,11 +179,7 @@ impl HttpEndpointConfig {
         let tls = match (https, &self.ca_file) {
             (false, Some(_)) => return Err(HttpConfigError::CaFileWithoutTls),
             (false, None) => None,
-            (true, ca_file) => Some(Tls {
-                config: Arc::new(client_config(ca_file.as_deref())?),
-                server_name: ServerName::try_from(host.clone())
-                    .map_err(|_| HttpConfigError::Url("the host is not a valid TLS server name"))?,
-            }),
+            (true, ca_file) => Some(Tls::to_host(&host, ca_file.as_deref())?),
         };
         let target = format!(
             "{}://{}{}{}",

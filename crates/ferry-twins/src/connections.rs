@@ -1,0 +1,239 @@
+//! Ditto's connections (`/api/2/connections`): twin events pushed to
+//! services outside, managed over HTTP and kept across restarts.
+//!
+//! So far the `http-push` type with targets on twin events (`model.rs`
+//! says what is refused). Connections are stored in one JSON file in the
+//! data directory, replaced whole and fsynced on every change: there are
+//! few of them (at most `MAX_CONNECTIONS`), and they change by hand.
+//! Each open connection runs in tasks of its own (`push.rs`); changing a
+//! connection restarts it, with its figures from zero.
+//!
+//! Who may manage them: Ditto puts the connectivity API behind its devops
+//! authentication. Ferry lets the subjects listed in `[twins]
+//! connection_subjects` in (by default `nginx:ditto`, the subject of a
+//! caller without credentials on a loopback listener of Ferry with no
+//! users; see the binary's `twins.rs`).
+
+mod errors;
+pub mod model;
+mod push;
+mod stats;
+mod template;
+
+use crate::error::DittoError;
+use crate::service::{Caller, Twins};
+use model::ConnectionSpec;
+use serde_json::Value;
+use stats::ConnectionStats;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::Mutex;
+use tokio::task::AbortHandle;
+
+/// Connections one Ferry keeps: each runs tasks and reads every twin
+/// event, and they are listed whole by `GET /api/2/connections`.
+pub const MAX_CONNECTIONS: usize = 100;
+
+pub struct Connections {
+    twins: Arc<Twins>,
+    file: PathBuf,
+    managers: Vec<String>,
+    /// By id, in order (a list is sorted by id).
+    running: Mutex<BTreeMap<String, Running>>,
+}
+
+struct Running {
+    spec: Arc<ConnectionSpec>,
+    stats: Arc<ConnectionStats>,
+    tasks: Vec<AbortHandle>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// How a PUT landed.
+pub enum Put {
+    Created(Value),
+    Modified,
+}
+
+/// A connections file that cannot be read at start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionsError {
+    #[error("cannot read {file}: {source}")]
+    Read { file: PathBuf, source: std::io::Error },
+    #[error("{file}: {message}")]
+    Invalid { file: PathBuf, message: String },
+}
+
+impl Connections {
+    /// Loads the connections stored in `file` and starts the open ones;
+    /// `managers` are the subjects that may manage them.
+    pub fn open(
+        twins: Arc<Twins>,
+        file: PathBuf,
+        managers: Vec<String>,
+    ) -> Result<Connections, ConnectionsError> {
+        let stored: Vec<Value> = match std::fs::read(&file) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
+                ConnectionsError::Invalid { file: file.clone(), message: error.to_string() }
+            })?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(ConnectionsError::Read { file, source }),
+        };
+        let mut running = BTreeMap::new();
+        for json in stored {
+            let id = json.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let spec =
+                ConnectionSpec::parse(&id, json).map_err(|error| ConnectionsError::Invalid {
+                    file: file.clone(),
+                    message: format!("connection '{id}': {}", error.message),
+                })?;
+            running.insert(id, start(&twins, spec));
+        }
+        if !running.is_empty() {
+            tracing::info!(connections = running.len(), "twin connections loaded");
+        }
+        Ok(Connections { twins, file, managers, running: Mutex::new(running) })
+    }
+
+    /// Whether `caller` may manage connections: Ditto's 401 without one,
+    /// 403 for anyone not listed.
+    pub fn check_manager(&self, caller: Option<&Caller>) -> Result<(), DittoError> {
+        let caller = caller.ok_or_else(DittoError::unauthenticated)?;
+        if caller.subjects.iter().any(|subject| self.managers.contains(subject)) {
+            Ok(())
+        } else {
+            Err(DittoError::connections_forbidden())
+        }
+    }
+
+    pub async fn list(&self) -> Vec<Value> {
+        self.running.lock().await.values().map(|running| running.spec.json.clone()).collect()
+    }
+
+    pub async fn ids(&self) -> Vec<String> {
+        self.running.lock().await.keys().cloned().collect()
+    }
+
+    pub async fn retrieve(&self, id: &str) -> Result<Value, DittoError> {
+        let running = self.running.lock().await;
+        let connection = running.get(id).ok_or_else(|| DittoError::connection_not_found(id))?;
+        Ok(connection.spec.json.clone())
+    }
+
+    /// POST: a new connection with a generated id (a v4 UUID, as Ditto's).
+    pub async fn create(&self, json: Value) -> Result<Value, DittoError> {
+        let id = crate::id::random_uuid();
+        match self.put(&id, json).await? {
+            Put::Created(json) => Ok(json),
+            Put::Modified => Err(DittoError::connection_conflict(&id)),
+        }
+    }
+
+    /// PUT: creates or replaces the connection `id` (and restarts it).
+    pub async fn put(&self, id: &str, json: Value) -> Result<Put, DittoError> {
+        let spec = ConnectionSpec::parse(id, json)?;
+        let mut running = self.running.lock().await;
+        let created = !running.contains_key(id);
+        if created && running.len() >= MAX_CONNECTIONS {
+            return Err(DittoError::connection_invalid(format!(
+                "Ferry keeps at most {MAX_CONNECTIONS} connections."
+            )));
+        }
+        let stored = spec.json.clone();
+        let previous = running.insert(id.to_owned(), start(&self.twins, spec));
+        if let Err(error) = self.save(&running, id) {
+            match previous {
+                Some(previous) => running.insert(id.to_owned(), previous),
+                None => running.remove(id),
+            };
+            return Err(error);
+        }
+        tracing::info!(connection = id, created, "twin connection stored");
+        Ok(if created { Put::Created(stored) } else { Put::Modified })
+    }
+
+    pub async fn delete(&self, id: &str) -> Result<(), DittoError> {
+        let mut running = self.running.lock().await;
+        let removed = running.remove(id).ok_or_else(|| DittoError::connection_not_found(id))?;
+        if let Err(error) = self.save(&running, id) {
+            running.insert(id.to_owned(), removed);
+            return Err(error);
+        }
+        tracing::info!(connection = id, "twin connection deleted");
+        Ok(())
+    }
+
+    pub async fn status(&self, id: &str) -> Result<Value, DittoError> {
+        let running = self.running.lock().await;
+        let connection = running.get(id).ok_or_else(|| DittoError::connection_not_found(id))?;
+        Ok(connection.stats.status(&connection.spec, !connection.tasks.is_empty()))
+    }
+
+    pub async fn metrics(&self, id: &str) -> Result<Value, DittoError> {
+        let running = self.running.lock().await;
+        let connection = running.get(id).ok_or_else(|| DittoError::connection_not_found(id))?;
+        Ok(connection.stats.metrics(&connection.spec))
+    }
+
+    /// `POST …/command`: Ditto's `connectivity.commands:…` in the body.
+    /// Open and close change `connectionStatus` and are stored.
+    pub async fn command(&self, id: &str, command: &str) -> Result<(), DittoError> {
+        let status = match command.trim() {
+            "connectivity.commands:openConnection" => "open",
+            "connectivity.commands:closeConnection" => "closed",
+            "connectivity.commands:resetConnectionMetrics" => {
+                let running = self.running.lock().await;
+                let connection =
+                    running.get(id).ok_or_else(|| DittoError::connection_not_found(id))?;
+                connection.stats.reset();
+                return Ok(());
+            }
+            other => return Err(DittoError::connection_command_invalid(other)),
+        };
+        let mut json = self.retrieve(id).await?;
+        json["connectionStatus"] = Value::String(status.to_owned());
+        self.put(id, json).await.map(|_| ())
+    }
+
+    /// Replaces the file with the connections in `running`: written to a
+    /// temporary file, fsynced, renamed over the old one, and the
+    /// directory fsynced, so a crash leaves the old set or the new.
+    fn save(&self, running: &BTreeMap<String, Running>, id: &str) -> Result<(), DittoError> {
+        let all: Vec<&Value> = running.values().map(|running| &running.spec.json).collect();
+        let write = || -> std::io::Result<()> {
+            let temporary = self.file.with_extension("json.tmp");
+            let mut file = std::fs::File::create(&temporary)?;
+            file.write_all(&serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)?)?;
+            file.sync_all()?;
+            std::fs::rename(&temporary, &self.file)?;
+            if let Some(directory) = self.file.parent() {
+                std::fs::File::open(directory)?.sync_all()?;
+            }
+            Ok(())
+        };
+        write().map_err(|error| {
+            tracing::error!(file = %self.file.display(), %error, "cannot store the twin connections");
+            DittoError::connection_unavailable(id)
+        })
+    }
+}
+
+fn start(twins: &Arc<Twins>, spec: ConnectionSpec) -> Running {
+    let spec = Arc::new(spec);
+    let stats = Arc::new(ConnectionStats::new(spec.targets.len()));
+    let tasks = if spec.open {
+        push::start(twins.clone(), spec.clone(), stats.clone())
+    } else {
+        Vec::new()
+    };
+    Running { spec, stats, tasks }
+}

@@ -1,0 +1,349 @@
+//! A connection as Ditto's connectivity API writes it, checked and read
+//! into what Ferry runs. The JSON is kept as given (with its `id`), so a
+//! retrieve returns what was stored, fields Ferry does not use included.
+//!
+//! Ferry runs `http-push` connections with targets on twin events
+//! (`_/_/things/twin/events`, with `filter`, `namespaces` and
+//! `extraFields`). Other connection types and topics are refused with
+//! Ditto's configuration error naming what is not supported yet, rather
+//! than accepted and silently idle.
+
+use super::template::AddressTemplate;
+use crate::error::DittoError;
+use crate::service::Caller;
+use crate::ws::events::EventOptions;
+use base64::Engine;
+use serde_json::{Map, Value};
+
+/// Requests one connection may have on its way at once (its
+/// `specificConfig.parallelism`): each is one kept-alive HTTP connection
+/// to the receiver.
+pub const MAX_PARALLELISM: usize = 64;
+
+/// Targets of one connection: each filters every twin event.
+pub const MAX_TARGETS: usize = 32;
+
+/// A checked `http-push` connection.
+#[derive(Debug)]
+pub struct ConnectionSpec {
+    pub id: String,
+    /// `connectionStatus`: whether it should run.
+    pub open: bool,
+    pub receiver: Receiver,
+    pub parallelism: usize,
+    pub targets: Vec<TargetSpec>,
+    /// The connection as given, with its id: what a retrieve returns.
+    pub json: Value,
+}
+
+/// Where an `http-push` connection sends: its `uri`.
+#[derive(Debug, Clone)]
+pub struct Receiver {
+    pub https: bool,
+    pub host: String,
+    pub port: u16,
+    /// The uri's path, before every target's address path.
+    pub base_path: String,
+    /// `Basic …` from the uri's user info; never logged.
+    pub authorization: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct TargetSpec {
+    /// As written (`POST:/{{ thing:id }}`): the name of its figures.
+    pub address: String,
+    pub method: axum::http::Method,
+    pub path: AddressTemplate,
+    pub topics: Vec<EventOptions>,
+    /// `authorizationContext`: whose view of each event it sends.
+    pub caller: Caller,
+}
+
+impl ConnectionSpec {
+    /// Checks `json` as the connection `id`.
+    pub fn parse(id: &str, mut json: Value) -> Result<ConnectionSpec, DittoError> {
+        check_id(id)?;
+        let Value::Object(object) = &mut json else {
+            return Err(DittoError::connection_invalid("A connection must be a JSON object."));
+        };
+        object.insert("id".into(), Value::String(id.to_owned()));
+        let kind = text(object, "connectionType")?;
+        if kind != "http-push" {
+            return Err(DittoError::connection_invalid(format!(
+                "The connection type '{kind}' is not supported by Ferry yet; http-push is."
+            )));
+        }
+        let open = match text(object, "connectionStatus")? {
+            "open" => true,
+            "closed" => false,
+            other => {
+                return Err(DittoError::connection_invalid(format!(
+                    "The connectionStatus '{other}' is not one of: open, closed."
+                )))
+            }
+        };
+        let receiver = Receiver::parse(text(object, "uri")?)?;
+        if object
+            .get("sources")
+            .and_then(Value::as_array)
+            .is_some_and(|sources| !sources.is_empty())
+        {
+            return Err(DittoError::connection_invalid(
+                "An http-push connection has no sources: it only sends.",
+            ));
+        }
+        let no_targets = Vec::new();
+        let targets = match object.get("targets") {
+            None => &no_targets,
+            Some(Value::Array(targets)) => targets,
+            Some(_) => return Err(DittoError::connection_invalid("'targets' must be an array.")),
+        };
+        if targets.len() > MAX_TARGETS {
+            return Err(DittoError::connection_invalid(format!(
+                "A connection may have at most {MAX_TARGETS} targets."
+            )));
+        }
+        let targets = targets.iter().map(TargetSpec::parse).collect::<Result<Vec<_>, _>>()?;
+        let parallelism = parallelism(object.get("specificConfig"))?;
+        Ok(ConnectionSpec { id: id.to_owned(), open, receiver, parallelism, targets, json })
+    }
+}
+
+impl Receiver {
+    fn parse(uri: &str) -> Result<Receiver, DittoError> {
+        let invalid =
+            |why: &str| DittoError::connection_invalid(format!("The uri '{}' {why}.", redact(uri)));
+        let (https, rest) = if let Some(rest) = uri.strip_prefix("http://") {
+            (false, rest)
+        } else if let Some(rest) = uri.strip_prefix("https://") {
+            (true, rest)
+        } else {
+            return Err(invalid("is not an http:// or https:// URI"));
+        };
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let (user_info, host_port) = match authority.rsplit_once('@') {
+            Some((user_info, host_port)) => (Some(user_info), host_port),
+            None => (None, authority),
+        };
+        let (host, port) = match host_port.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => {
+                (host, port.parse::<u16>().map_err(|_| invalid("has a bad port"))?)
+            }
+            _ => (host_port, if https { 443 } else { 80 }),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(invalid("names no host"));
+        }
+        let authorization = user_info.map(|user_info| {
+            format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(user_info))
+        });
+        Ok(Receiver {
+            https,
+            host: host.to_owned(),
+            port,
+            base_path: path.trim_end_matches('/').to_owned(),
+            authorization,
+        })
+    }
+}
+
+/// The uri without the password of its user info, for error messages.
+pub fn redact(uri: &str) -> String {
+    let Some((scheme, rest)) = uri.split_once("://") else { return uri.to_owned() };
+    let end = rest.find('/').unwrap_or(rest.len());
+    match rest[..end].rsplit_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{}", &rest[end..])
+        }
+        None => uri.to_owned(),
+    }
+}
+
+impl TargetSpec {
+    fn parse(json: &Value) -> Result<TargetSpec, DittoError> {
+        let Value::Object(target) = json else {
+            return Err(DittoError::connection_invalid("A target must be a JSON object."));
+        };
+        let address = text(target, "address")?;
+        let (method, path) = match address.split_once(':') {
+            Some((method, path)) if !method.is_empty() && !method.contains('/') => {
+                let method = axum::http::Method::from_bytes(method.as_bytes()).map_err(|_| {
+                    DittoError::connection_invalid(format!(
+                        "The address '{address}' names no valid HTTP method."
+                    ))
+                })?;
+                (method, path)
+            }
+            _ => (axum::http::Method::POST, address),
+        };
+        let path = AddressTemplate::parse(path)?;
+        let topics = match target.get("topics") {
+            Some(Value::Array(topics)) if !topics.is_empty() => topics,
+            _ => {
+                return Err(DittoError::connection_invalid(format!(
+                    "The target '{address}' needs at least one topic."
+                )))
+            }
+        };
+        let topics = topics.iter().map(event_topic).collect::<Result<Vec<_>, _>>()?;
+        let subjects: Vec<String> = match target.get("authorizationContext") {
+            Some(Value::Array(subjects)) if !subjects.is_empty() => subjects
+                .iter()
+                .map(|subject| subject.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| {
+                    DittoError::connection_invalid("An authorizationContext lists subject ids.")
+                })?,
+            _ => {
+                return Err(DittoError::connection_invalid(format!(
+                    "The target '{address}' needs an authorizationContext: the subjects whose view of each event it sends."
+                )))
+            }
+        };
+        Ok(TargetSpec {
+            address: address.to_owned(),
+            method,
+            path,
+            topics,
+            caller: Caller::new(subjects),
+        })
+    }
+}
+
+/// One target topic: twin events, with the options of a WebSocket's
+/// `START-SEND-EVENTS`.
+fn event_topic(topic: &Value) -> Result<EventOptions, DittoError> {
+    let topic = topic
+        .as_str()
+        .ok_or_else(|| DittoError::connection_invalid("A target's topics are strings."))?;
+    let name = topic.split_once('?').map_or(topic, |(name, _)| name);
+    if name != "_/_/things/twin/events" {
+        return Err(DittoError::connection_invalid(format!(
+            "The topic '{name}' is not supported by Ferry yet; _/_/things/twin/events is."
+        )));
+    }
+    let params = crate::ws::control::params(topic).map_err(|malformed| {
+        DittoError::connection_invalid(format!("The topic '{topic}' has {}.", malformed.0))
+    })?;
+    EventOptions::parse(&params)
+}
+
+/// `specificConfig.parallelism`: a number or a numeral (Ditto writes
+/// `"1"`), 1 by default.
+fn parallelism(specific: Option<&Value>) -> Result<usize, DittoError> {
+    let value = specific.and_then(|specific| specific.get("parallelism"));
+    let parallelism = match value {
+        None => return Ok(1),
+        Some(Value::Number(number)) => number.as_u64(),
+        Some(Value::String(text)) => text.trim().parse().ok(),
+        Some(_) => None,
+    };
+    match parallelism.and_then(|n| usize::try_from(n).ok()) {
+        Some(n @ 1..=MAX_PARALLELISM) => Ok(n),
+        _ => Err(DittoError::connection_invalid(format!(
+            "specificConfig.parallelism must be a number from 1 to {MAX_PARALLELISM}."
+        ))),
+    }
+}
+
+fn text<'a>(object: &'a Map<String, Value>, key: &str) -> Result<&'a str, DittoError> {
+    match object.get(key) {
+        Some(Value::String(text)) => Ok(text),
+        Some(_) => Err(DittoError::connection_invalid(format!("'{key}' must be a string."))),
+        None => Err(DittoError::json_field_missing(format!(
+            "JSON did not include required </{key}> field!"
+        ))),
+    }
+}
+
+/// Ditto's `ConnectionId`: `[a-zA-Z0-9-_:]{1,100}`.
+pub fn check_id(id: &str) -> Result<(), DittoError> {
+    let valid = (1..=100).contains(&id.len())
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b':'));
+    if valid {
+        Ok(())
+    } else {
+        Err(DittoError::connection_id_invalid(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn seed_connection() -> Value {
+        // The Ditto benchmark's HTTP push connection (../seeds/ditto-benchmark.txt).
+        json!({
+            "name": "http-push-connection",
+            "connectionType": "http-push",
+            "connectionStatus": "open",
+            "uri": "http://mmock-service:80",
+            "sources": [],
+            "targets": [{
+                "address": "POST:/{{ thing:id }}",
+                "topics": ["_/_/things/twin/events?filter=eq(topic:action,'modified')"],
+                "authorizationContext": ["nginx:ditto"],
+                "headerMapping": {}
+            }],
+            "clientCount": 1,
+            "failoverEnabled": true,
+            "validateCertificates": true,
+            "processorPoolSize": 1,
+            "specificConfig": {"parallelism": "1"},
+            "tags": ["benchmark"]
+        })
+    }
+
+    #[test]
+    fn the_seeds_connection_is_read_as_ditto_writes_it() {
+        let spec = ConnectionSpec::parse("a70c0749", seed_connection()).unwrap();
+        assert!(spec.open);
+        assert_eq!((spec.receiver.host.as_str(), spec.receiver.port), ("mmock-service", 80));
+        assert_eq!(spec.parallelism, 1);
+        assert_eq!(spec.targets[0].method, axum::http::Method::POST);
+        assert_eq!(spec.targets[0].caller.subjects, ["nginx:ditto"]);
+        assert_eq!(spec.json["id"], "a70c0749");
+        assert_eq!(spec.json["tags"], json!(["benchmark"]));
+    }
+
+    #[test]
+    fn what_ferry_cannot_run_is_refused_with_dittos_error() {
+        for (key, value) in [
+            ("connectionType", json!("kafka")),
+            ("connectionStatus", json!("half")),
+            ("uri", json!("tcp://broker:9092")),
+            ("sources", json!([{"addresses": ["a"]}])),
+            ("specificConfig", json!({"parallelism": "0"})),
+        ] {
+            let mut connection = seed_connection();
+            connection[key] = value;
+            let error = ConnectionSpec::parse("c", connection).unwrap_err();
+            assert_eq!(error.error, "connectivity:connection.configuration.invalid", "{key}");
+        }
+        let mut live = seed_connection();
+        live["targets"][0]["topics"] = json!(["_/_/things/live/messages"]);
+        assert!(ConnectionSpec::parse("c", live).unwrap_err().message.contains("live/messages"));
+        assert_eq!(
+            ConnectionSpec::parse("a b", seed_connection()).unwrap_err().error,
+            "connectivity:connection.id.invalid"
+        );
+        let mut missing = seed_connection();
+        missing.as_object_mut().unwrap().remove("uri");
+        assert_eq!(ConnectionSpec::parse("c", missing).unwrap_err().error, "json.field.missing");
+    }
+
+    #[test]
+    fn a_uri_with_credentials_authenticates_and_is_redacted_in_errors() {
+        let receiver = Receiver::parse("https://user:secret@example.com:8443/base/").unwrap();
+        assert!(receiver.https);
+        assert_eq!((receiver.host.as_str(), receiver.port), ("example.com", 8443));
+        assert_eq!(receiver.base_path, "/base");
+        assert_eq!(receiver.authorization.as_deref(), Some("Basic dXNlcjpzZWNyZXQ="));
+        assert_eq!(redact("http://user:secret@h:1/p"), "http://user:***@h:1/p");
+        let error = Receiver::parse("http://user:secret@h:port").unwrap_err();
+        assert!(!error.message.contains("secret"), "{}", error.message);
+    }
+}

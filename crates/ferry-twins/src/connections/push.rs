@@ -1,0 +1,210 @@
+//! A running `http-push` connection: twin events in, one HTTP request per
+//! event and target out, as Ditto's HTTP push does.
+//!
+//! One feed task reads the change feed and decides, per target, whether
+//! and what of each event it sends: the target's topics (filter,
+//! namespaces, extra fields) and the READ rights of its
+//! `authorizationContext`, exactly as for a WebSocket session
+//! (`ws/events.rs`). What passes waits in a bounded queue for
+//! `parallelism` senders, each with one kept-alive HTTP connection
+//! (`ferry_routes`' client, the edge HTTP endpoint's).
+//!
+//! What the receiver answers means:
+//! - 2xx: published.
+//! - 408, 429, 5xx, no connection or no answer within `REQUEST_TIMEOUT`:
+//!   sent again after a growing pause, up to `ATTEMPTS` times, then
+//!   counted as failed.
+//! - any other status: the receiver refuses it and would again; counted as
+//!   failed at once.
+//!
+//! Nothing is dropped without a count: a full queue and a feed that ran
+//! ahead of the connection are counted as dropped.
+
+use super::model::{ConnectionSpec, Receiver};
+use super::stats::{ConnectionStats, TargetStats};
+use super::template::Event;
+use crate::service::{next_event, Twins};
+use axum::http::{header, HeaderValue, Method, Request, StatusCode};
+use bytes::Bytes;
+use ferry_routes::endpoints::http::{Body, Connection, Connector, Tls};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, Mutex};
+use tokio::task::AbortHandle;
+
+/// Requests waiting for a sender, per connection: at 1,000 modifies/s and
+/// a receiver that stalls, ten seconds of events, about 10 MB at 1 KB an
+/// event. Past it events are dropped and counted, rather than held
+/// without bound for a receiver that may never come back.
+const QUEUE: usize = 10_000;
+
+/// Tries per request, the pauses between them doubling from
+/// `FIRST_PAUSE` up to `LAST_PAUSE`: a receiver restarting within a few
+/// seconds loses nothing.
+const ATTEMPTS: u32 = 6;
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+const LAST_PAUSE: Duration = Duration::from_secs(5);
+
+/// The longest a receiver may take to answer one request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+const DITTO_JSON: &str = "application/vnd.eclipse.ditto+json";
+
+struct Push {
+    target: usize,
+    method: Method,
+    path: String,
+    body: Bytes,
+}
+
+/// Starts the connection's tasks; aborting the handles stops it.
+pub fn start(
+    twins: Arc<Twins>,
+    spec: Arc<ConnectionSpec>,
+    stats: Arc<ConnectionStats>,
+) -> Vec<AbortHandle> {
+    let (queue, waiting) = mpsc::channel(QUEUE);
+    let waiting = Arc::new(Mutex::new(waiting));
+    let mut tasks =
+        vec![tokio::spawn(feed(twins, spec.clone(), stats.clone(), queue)).abort_handle()];
+    for _ in 0..spec.parallelism {
+        let sender = send(spec.clone(), stats.clone(), waiting.clone());
+        tasks.push(tokio::spawn(sender).abort_handle());
+    }
+    tasks
+}
+
+async fn feed(
+    twins: Arc<Twins>,
+    spec: Arc<ConnectionSpec>,
+    stats: Arc<ConnectionStats>,
+    queue: mpsc::Sender<Push>,
+) {
+    let mut events = twins.subscribe();
+    while let Some(event) = next_event(&mut events, &stats.missed, &spec.id).await {
+        for (index, target) in spec.targets.iter().enumerate() {
+            let figures = &stats.targets[index];
+            let mut envelope = None;
+            for topic in &target.topics {
+                envelope = topic.envelope_for(&twins, &target.caller, event.clone()).await;
+                if envelope.is_some() {
+                    break;
+                }
+            }
+            let Some(envelope) = envelope else {
+                figures.filtered.inc();
+                continue;
+            };
+            let path = target.path.render(&Event { topic: &envelope.topic });
+            let push = Push {
+                target: index,
+                method: target.method.clone(),
+                path: format!("{}{path}", spec.receiver.base_path),
+                body: Bytes::from(envelope.to_bytes()),
+            };
+            figures.dispatched.inc();
+            if queue.try_send(push).is_err() {
+                figures.dropped.inc();
+            }
+        }
+    }
+}
+
+async fn send(
+    spec: Arc<ConnectionSpec>,
+    stats: Arc<ConnectionStats>,
+    waiting: Arc<Mutex<mpsc::Receiver<Push>>>,
+) {
+    let receiver = &spec.receiver;
+    let tls = match receiver.https.then(|| Tls::to_host(&receiver.host, None)).transpose() {
+        Ok(tls) => tls,
+        Err(error) => {
+            stats.set_failure(format!("cannot set up TLS: {error}"));
+            return;
+        }
+    };
+    let mut connection = Connection::new(Connector::new(receiver.host.clone(), receiver.port, tls));
+    loop {
+        let Some(push) = waiting.lock().await.recv().await else { return };
+        let figures = &stats.targets[push.target];
+        deliver(&mut connection, receiver, &push, figures, &stats).await;
+    }
+}
+
+/// Sends one request until it is answered for good or out of tries.
+async fn deliver(
+    connection: &mut Connection,
+    receiver: &Receiver,
+    push: &Push,
+    figures: &TargetStats,
+    stats: &ConnectionStats,
+) {
+    let mut pause = FIRST_PAUSE;
+    for attempt in 1..=ATTEMPTS {
+        let outcome =
+            tokio::time::timeout(REQUEST_TIMEOUT, connection.exchange(request(receiver, push)))
+                .await;
+        let failure = match outcome {
+            Ok(Ok(answer)) if answer.status.is_success() => {
+                figures.published.inc();
+                stats.set_success();
+                return;
+            }
+            Ok(Ok(answer)) if !retried(answer.status) => {
+                figures.failed.inc();
+                stats.set_failure(format!(
+                    "{} {} answered {}",
+                    push.method, push.path, answer.status
+                ));
+                return;
+            }
+            Ok(Ok(answer)) => format!("{} {} answered {}", push.method, push.path, answer.status),
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!("no answer within {REQUEST_TIMEOUT:?}"),
+        };
+        stats.set_failure(failure);
+        if attempt < ATTEMPTS {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(LAST_PAUSE);
+        }
+    }
+    figures.failed.inc();
+}
+
+fn retried(status: StatusCode) -> bool {
+    status.is_server_error()
+        || status == StatusCode::REQUEST_TIMEOUT
+        || status == StatusCode::TOO_MANY_REQUESTS
+}
+
+fn request(receiver: &Receiver, push: &Push) -> Request<Body> {
+    let mut request = Request::new(Body::new(push.body.clone()));
+    *request.method_mut() = push.method.clone();
+    *request.uri_mut() = match push.path.parse() {
+        Ok(uri) => uri,
+        // Rendered from a checked template with encoded values: always a
+        // path; `/` keeps a surprise from failing the whole connection.
+        Err(_) => axum::http::Uri::from_static("/"),
+    };
+    let headers = request.headers_mut();
+    let authority = if receiver.port == if receiver.https { 443 } else { 80 } {
+        receiver.host.clone()
+    } else {
+        format!("{}:{}", receiver.host, receiver.port)
+    };
+    if let Ok(host) = HeaderValue::from_str(&authority) {
+        headers.insert(header::HOST, host);
+    }
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(DITTO_JSON));
+    headers.insert(
+        header::USER_AGENT,
+        HeaderValue::from_static(concat!("ferry/", env!("CARGO_PKG_VERSION"))),
+    );
+    if let Some(authorization) = &receiver.authorization {
+        if let Ok(mut value) = HeaderValue::from_str(authorization) {
+            value.set_sensitive(true);
+            headers.insert(header::AUTHORIZATION, value);
+        }
+    }
+    request
+}

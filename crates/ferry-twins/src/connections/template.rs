@@ -1,0 +1,174 @@
+//! A target address's path with Ditto's placeholders (`/{{ thing:id }}`),
+//! parsed once when the connection is stored and filled in per event.
+//! Placeholders Ferry cannot fill are refused then, not sent as text.
+
+use crate::error::DittoError;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddressTemplate {
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Placeholder(Placeholder),
+}
+
+/// The placeholders of a twin event's target address (Ditto's `thing:`
+/// and `topic:` placeholders).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placeholder {
+    ThingId,
+    ThingNamespace,
+    ThingName,
+    TopicFull,
+    TopicNamespace,
+    TopicEntityName,
+    TopicGroup,
+    TopicChannel,
+    TopicCriterion,
+    TopicAction,
+}
+
+/// What the placeholders of one event stand for.
+pub struct Event<'a> {
+    /// `namespace/name/things/twin/events/modified`
+    pub topic: &'a str,
+}
+
+impl AddressTemplate {
+    pub fn parse(text: &str) -> Result<AddressTemplate, DittoError> {
+        let mut parts = Vec::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("{{") {
+            if start > 0 {
+                parts.push(Part::Text(rest[..start].to_owned()));
+            }
+            let after = &rest[start + 2..];
+            let end = after.find("}}").ok_or_else(|| {
+                DittoError::connection_invalid(format!(
+                    "The address '{text}' has an unclosed '{{{{'."
+                ))
+            })?;
+            let name = after[..end].trim();
+            let placeholder = Placeholder::parse(name).ok_or_else(|| {
+                DittoError::connection_invalid(format!(
+                    "The placeholder '{name}' of the address '{text}' is not supported: use thing:id, thing:namespace, thing:name or topic:full|namespace|entityName|group|channel|criterion|action."
+                ))
+            })?;
+            parts.push(Part::Placeholder(placeholder));
+            rest = &after[end + 2..];
+        }
+        if !rest.is_empty() {
+            parts.push(Part::Text(rest.to_owned()));
+        }
+        Ok(AddressTemplate { parts })
+    }
+
+    /// The path for `event`, each placeholder's value percent-encoded as
+    /// a path segment needs.
+    pub fn render(&self, event: &Event<'_>) -> String {
+        let mut path = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(text) => path.push_str(text),
+                Part::Placeholder(placeholder) => {
+                    encode_segment(&mut path, placeholder.value(event.topic))
+                }
+            }
+        }
+        path
+    }
+}
+
+impl Placeholder {
+    fn parse(name: &str) -> Option<Placeholder> {
+        Some(match name {
+            "thing:id" => Placeholder::ThingId,
+            "thing:namespace" => Placeholder::ThingNamespace,
+            "thing:name" => Placeholder::ThingName,
+            "topic:full" => Placeholder::TopicFull,
+            "topic:namespace" => Placeholder::TopicNamespace,
+            "topic:entityName" => Placeholder::TopicEntityName,
+            "topic:group" => Placeholder::TopicGroup,
+            "topic:channel" => Placeholder::TopicChannel,
+            "topic:criterion" => Placeholder::TopicCriterion,
+            "topic:action" => Placeholder::TopicAction,
+            _ => return None,
+        })
+    }
+
+    fn value<'a>(self, topic: &'a str) -> std::borrow::Cow<'a, str> {
+        let level = |index: usize| topic.split('/').nth(index).unwrap_or_default();
+        match self {
+            Placeholder::ThingId => format!("{}:{}", level(0), level(1)).into(),
+            Placeholder::ThingNamespace | Placeholder::TopicNamespace => level(0).into(),
+            Placeholder::ThingName | Placeholder::TopicEntityName => level(1).into(),
+            Placeholder::TopicFull => topic.into(),
+            Placeholder::TopicGroup => level(2).into(),
+            Placeholder::TopicChannel => level(3).into(),
+            Placeholder::TopicCriterion => level(4).into(),
+            Placeholder::TopicAction => level(5).into(),
+        }
+    }
+}
+
+/// Appends `value` as one path segment: unreserved characters and the
+/// sub-delimiters and `:` and `@` RFC 3986 allows in a segment stay, the
+/// rest (a `/` of `topic:full` included) is `%XX`.
+fn encode_segment(path: &mut String, value: impl AsRef<str>) {
+    for byte in value.as_ref().bytes() {
+        let keep = byte.is_ascii_alphanumeric()
+            || matches!(
+                byte,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'@'
+            );
+        if keep {
+            path.push(byte as char);
+        } else {
+            path.push_str(&format!("%{byte:02X}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_from_the_events_topic() {
+        let event = Event { topic: "org.acme/lamp 1/things/twin/events/modified" };
+        let template = AddressTemplate::parse("/{{ thing:id }}/{{topic:action}}/x").unwrap();
+        assert_eq!(template.render(&event), "/org.acme:lamp%201/modified/x");
+        let full = AddressTemplate::parse("/e/{{ topic:full }}").unwrap();
+        assert_eq!(
+            full.render(&event),
+            "/e/org.acme%2Flamp%201%2Fthings%2Ftwin%2Fevents%2Fmodified"
+        );
+        assert_eq!(AddressTemplate::parse("/plain").unwrap().render(&event), "/plain");
+    }
+
+    #[test]
+    fn unknown_or_unclosed_placeholders_are_refused() {
+        for bad in ["/{{ header:device_id }}", "/{{ thing:id "] {
+            let error = AddressTemplate::parse(bad).unwrap_err();
+            assert_eq!(error.error, "connectivity:connection.configuration.invalid", "{bad}");
+        }
+    }
+}

@@ -1,0 +1,250 @@
+"""Ditto's connections (/api/2/connections) on the real binary: an
+http-push connection as the Ditto benchmark configures it, pushing twin
+events to a real HTTP server run by the test, with retries, READ rights,
+figures, open/close, and persistence across kill -9."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import queue
+import threading
+import time
+
+import pytest
+
+from conftest import make_password_file
+from twins import Ditto
+
+pytestmark = pytest.mark.ferry_only
+
+TID = "org.acme:lamp-1"
+LAMP = {"attributes": {"room": "kitchen"}, "features": {"lamp": {"properties": {"on": False}}}}
+
+
+class Receiver:
+    """A real HTTP server that records each request and answers the
+    statuses in `answers` first, then 204."""
+
+    def __init__(self):
+        self.requests: queue.Queue = queue.Queue()
+        self.answers: list[int] = []
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                status = receiver.answers.pop(0) if receiver.answers else 204
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                receiver.requests.put((self.command, self.path, headers, body, status))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_PUT = do_POST  # noqa: N815
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def next(self, timeout: float = 10.0):
+        return self.requests.get(timeout=timeout)
+
+    def nothing(self, within: float = 0.5) -> bool:
+        try:
+            self.requests.get(timeout=within)
+            return False
+        except queue.Empty:
+            return True
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def push_connection(port: int, subjects=("nginx:ditto",), status: str = "open",
+                    address: str = "POST:/{{ thing:id }}") -> dict:
+    """The Ditto benchmark's http-push connection (seeds/ditto-benchmark.txt)."""
+    return {
+        "name": "http-push-connection",
+        "connectionType": "http-push",
+        "connectionStatus": status,
+        "uri": f"http://127.0.0.1:{port}",
+        "sources": [],
+        "targets": [{
+            "address": address,
+            "topics": ["_/_/things/twin/events?filter=eq(topic:action,'modified')"],
+            "authorizationContext": list(subjects),
+            "headerMapping": {},
+        }],
+        "clientCount": 1,
+        "failoverEnabled": True,
+        "validateCertificates": True,
+        "processorPoolSize": 1,
+        "specificConfig": {"parallelism": "1"},
+        "tags": ["benchmark"],
+    }
+
+
+def eventually(check, timeout: float = 10.0):
+    """Polls `check` until it returns something truthy: the figures of a
+    request are counted once its answer is read, just after the receiver
+    has recorded it."""
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        assert time.monotonic() < deadline, "not within the deadline"
+        time.sleep(0.02)
+    return result
+
+
+def outbound(ditto: Ditto, connection: str) -> dict:
+    return ditto.get(f"/connections/{connection}/metrics").json()["connectionMetrics"]["outbound"]
+
+
+def _ditto(broker) -> Ditto:
+    return Ditto(f"http://{broker.host}:{broker.http_port}")
+
+
+def _error(response, status: int, code: str):
+    assert response.status_code == status, response.text
+    assert response.json()["error"] == code, response.text
+
+
+def test_modified_events_are_pushed_to_the_receiver(broker_factory, receiver):
+    ditto = _ditto(broker_factory())
+    created = ditto.put("/connections/bench-push", push_connection(receiver.port))
+    assert created.status_code == 201, created.text
+    assert created.json()["id"] == "bench-push" and created.json()["tags"] == ["benchmark"]
+
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201  # created: filtered out
+    assert ditto.put(f"/things/{TID}/features/lamp/properties/on", True).status_code == 204
+    method, path, headers, body, _ = receiver.next()
+    assert (method, path) == ("POST", f"/{TID}")
+    assert headers["content-type"] == "application/vnd.eclipse.ditto+json"
+    event = json.loads(body)
+    assert event["topic"] == "org.acme/lamp-1/things/twin/events/modified"
+    assert (event["path"], event["value"], event["revision"]) == ("/features/lamp/properties/on",
+                                                                  True, 2)
+    assert receiver.nothing(), "the create event passed the filter"
+
+    eventually(lambda: outbound(ditto, "bench-push")["published"]["success"]["total"] == 1)
+    metrics = ditto.get("/connections/bench-push/metrics").json()
+    assert metrics["connectionMetrics"]["outbound"]["published"]["failure"]["total"] == 0
+    assert metrics["containsFailures"] is False
+    status = ditto.get("/connections/bench-push/status").json()
+    assert (status["connectionStatus"], status["liveStatus"]) == ("open", "open")
+
+
+def test_a_failing_receiver_gets_the_event_again(broker_factory, receiver):
+    ditto = _ditto(broker_factory())
+    assert ditto.put("/connections/c", push_connection(receiver.port)).status_code == 201
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
+    receiver.answers = [503, 500]
+    assert ditto.put(f"/things/{TID}/attributes/room", "hall").status_code == 204
+    statuses = [receiver.next()[4] for _ in range(3)]
+    assert statuses == [503, 500, 204]
+    eventually(lambda: outbound(ditto, "c")["published"]["success"]["total"] == 1)
+    # A refusal (4xx) is final: counted as failed, not sent again.
+    receiver.answers = [400]
+    assert ditto.put(f"/things/{TID}/attributes/room", "attic").status_code == 204
+    assert receiver.next()[4] == 400
+    eventually(lambda: outbound(ditto, "c")["published"]["failure"]["total"] == 1)
+    assert receiver.nothing()
+    metrics = ditto.get("/connections/c/metrics").json()
+    assert metrics["containsFailures"] is True
+    assert ditto.get("/connections/c/status").json()["liveStatus"] == "failed"
+
+
+def test_the_authorization_context_reads_as_a_policy_allows(tmp_path, broker_factory, receiver):
+    passwords = make_password_file(tmp_path / "passwords",
+                                   {"ditto": "d-secret", "alice": "a-secret"})
+    b = broker_factory({"auth": {"password_file": str(passwords)}})
+    admin = _ditto(b).as_user("ditto", "d-secret")
+    alice = _ditto(b).as_user("alice", "a-secret")
+    _error(_ditto(b).get("/connections"), 401, "gateway:authentication.failed")
+    _error(alice.get("/connections"), 403, "gateway:authentication.failed")
+    # Events as alice may see them: her own thing, not the admin's.
+    assert admin.put("/connections/as-alice",
+                     push_connection(receiver.port, subjects=["nginx:alice"])).status_code == 201
+    assert admin.put(f"/things/{TID}", LAMP).status_code == 201
+    assert admin.put(f"/things/{TID}/attributes/room", "hall").status_code == 204
+    assert alice.put("/things/org.acme:alices", LAMP).status_code == 201
+    assert alice.put("/things/org.acme:alices/attributes/room", "den").status_code == 204
+    _, path, _, body, _ = receiver.next()
+    assert path == "/org.acme:alices" and json.loads(body)["value"] == "den"
+    assert receiver.nothing()
+    # Filtered: the two creates (by the topic filter), the admin's modify (by READ).
+    eventually(lambda: ditto_target_metrics(admin, "as-alice")["filtered"]["success"]["total"] == 3)
+
+
+def ditto_target_metrics(ditto: Ditto, connection: str) -> dict:
+    metrics = ditto.get(f"/connections/{connection}/metrics").json()
+    (address,) = metrics["targetMetrics"]["addressMetrics"].values()
+    return address
+
+
+def test_manage_close_open_delete_and_survive_kill_9(broker_factory, receiver):
+    b = broker_factory()
+    ditto = _ditto(b)
+    posted = ditto.post("/connections", push_connection(receiver.port, status="closed"))
+    assert posted.status_code == 201, posted.text
+    cid = posted.json()["id"]
+    assert posted.headers["Location"].endswith(f"/api/2/connections/{cid}")
+    assert ditto.get("/connections", params={"ids-only": "true"}).json() == [cid]
+    assert [c["id"] for c in ditto.get("/connections").json()] == [cid]
+    assert ditto.get(f"/connections/{cid}/status").json()["liveStatus"] == "closed"
+
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
+    assert ditto.put(f"/things/{TID}/attributes/room", "hall").status_code == 204
+    assert receiver.nothing(), "a closed connection pushed"
+
+    command = ditto.session.post(f"{ditto.base}/connections/{cid}/command",
+                                 data="connectivity.commands:openConnection",
+                                 headers={"Content-Type": "text/plain"}, timeout=10)
+    assert command.status_code == 204, command.text
+    assert ditto.get(f"/connections/{cid}").json()["connectionStatus"] == "open"
+
+    b.restart(kill=True)
+    ditto = _ditto(b)
+    assert ditto.get(f"/connections/{cid}").json()["connectionStatus"] == "open"
+    assert ditto.put(f"/things/{TID}/attributes/room", "attic").status_code == 204
+    assert json.loads(receiver.next()[3])["value"] == "attic"
+
+    changed = push_connection(receiver.port, address="PUT:/things/{{ thing:name }}/{{ topic:action }}")
+    assert ditto.put(f"/connections/{cid}", changed).status_code == 204
+    assert ditto.put(f"/things/{TID}/attributes/room", "cellar").status_code == 204
+    method, path, _, _, _ = receiver.next()
+    assert (method, path) == ("PUT", "/things/lamp-1/modified")
+
+    assert ditto.delete(f"/connections/{cid}").status_code == 204
+    _error(ditto.get(f"/connections/{cid}"), 404, "connectivity:connection.notfound")
+    assert ditto.put(f"/things/{TID}/attributes/room", "roof").status_code == 204
+    assert receiver.nothing(), "a deleted connection pushed"
+
+
+def test_what_ferry_cannot_run_is_refused(broker_factory):
+    ditto = _ditto(broker_factory())
+    kafka = {**push_connection(1), "connectionType": "kafka", "uri": "tcp://kafka:9092"}
+    _error(ditto.put("/connections/k", kafka), 400, "connectivity:connection.configuration.invalid")
+    live = push_connection(1)
+    live["targets"][0]["topics"] = ["_/_/things/live/messages"]
+    _error(ditto.put("/connections/l", live), 400, "connectivity:connection.configuration.invalid")
+    bad = push_connection(1, address="POST:/{{ header:device_id }}")
+    _error(ditto.put("/connections/b", bad), 400, "connectivity:connection.configuration.invalid")
+    _error(ditto.put("/connections/a%20b", push_connection(1)), 400,
+           "connectivity:connection.id.invalid")
+    _error(ditto.get("/connections/none"), 404, "connectivity:connection.notfound")
+    assert ditto.get("/connections").json() == []
+    command = ditto.session.post(f"{ditto.base}/connections/none/command", data="bogus", timeout=10)
+    _error(command, 400, "connectivity:connection.command.invalid")
