@@ -128,7 +128,7 @@ impl Authenticator {
 
     /// Which method judges these credentials on this listener: a verified
     /// certificate first, then a JWT, then the password file.
-    fn method(&self, listener: &ListenerAuth, credentials: &Credentials<'_>) -> Method {
+    pub fn method(&self, listener: &ListenerAuth, credentials: &Credentials<'_>) -> Method {
         if listener.certificate && credentials.certificate.is_some() {
             return Method::Certificate;
         }
@@ -193,8 +193,10 @@ impl Authenticator {
     }
 }
 
+/// The method that judges a CONNECT's credentials (also what metrics
+/// count a refusal under).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Method {
+pub enum Method {
     Anonymous,
     Certificate,
     Jwt,

@@ -11,7 +11,7 @@ pub mod passwords;
 pub mod principal;
 
 pub use acl::{Acl, AclError, SubscribeVerdict};
-pub use authenticator::{Authenticator, Credentials, Identity, ListenerAuth, Verdict};
+pub use authenticator::{Authenticator, Credentials, Identity, ListenerAuth, Method, Verdict};
 pub use jwt::{JwtConfig, JwtError, JwtRejection, JwtVerifier, VerifiedToken};
 pub use passwords::{PasswordError, PasswordFile};
 pub use principal::Principal;

@@ -146,6 +146,7 @@ async fn open(stream: TcpStream, mut origin: Box<Origin>, broker: Arc<Broker>) {
         }
         Ok(Err(error)) => {
             broker.stats.tls_handshakes_failed.inc();
+            listener.count_refusal(crate::listener::Refusal::TlsHandshake);
             tracing::info!(listener = %listener.name, %peer, %error, "TLS handshake failed");
         }
         Err(_) => tracing::info!(listener = %listener.name, %peer, "TLS handshake timed out"),

@@ -3,7 +3,7 @@
 //! password hashing neither blocks a connection thread nor, under a flood
 //! of CONNECTs, takes more than a few cores and their memory.
 
-use ferry_auth::{Authenticator, Credentials, Identity, ListenerAuth, Verdict};
+use ferry_auth::{Authenticator, Credentials, Identity, ListenerAuth, Method, Verdict};
 use ferry_mqtt::ReasonCode;
 use parking_lot::RwLock;
 use std::sync::Arc;
@@ -31,6 +31,11 @@ impl Authentication {
     /// re-examined.
     pub(crate) fn set(&self, authenticator: Authenticator) {
         *self.authenticator.write() = Arc::new(authenticator);
+    }
+
+    /// The method that judges these credentials, for the count of a refusal.
+    pub(crate) fn method(&self, policy: ListenerAuth, credentials: &Credentials<'_>) -> Method {
+        self.authenticator.read().method(&policy, credentials)
     }
 
     /// The verdict on a CONNECT's credentials, on a listener with `policy`.

@@ -58,6 +58,18 @@ pub(crate) struct Subscription {
     pub viewer: Option<Arc<Principal>>,
 }
 
+/// What [`Broker::session_figures`] counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionFigures {
+    pub online: u64,
+    /// Persistent sessions without a connection (the others end with it).
+    pub offline: u64,
+    /// Messages queued for offline sessions, in memory and in the log.
+    pub offline_queued_messages: u64,
+    /// Their topic and payload bytes, what `max_queued_bytes` bounds.
+    pub offline_queued_bytes: u64,
+}
+
 pub struct Broker {
     pub config: BrokerConfig,
     pub stats: Stats,
@@ -326,6 +338,12 @@ impl Broker {
         self.store.as_ref().map(Store::figures)
     }
 
+    /// Whether the durable log can take writes (`Store::check_ready`);
+    /// `Ok` without durability.
+    pub fn check_store_ready(&self) -> Result<(), String> {
+        self.store.as_ref().map_or(Ok(()), Store::check_ready)
+    }
+
     /// Stores what the durable log has been given and stops its writer:
     /// the last step of a graceful shutdown.
     pub fn close_store(&self) {
@@ -370,6 +388,26 @@ impl Broker {
 
     pub fn subscription_count(&self) -> usize {
         self.subscriptions.read().len()
+    }
+
+    /// Sessions online and offline, and what the offline ones have queued.
+    /// Visits every session, each under its own lock, for a scrape: the
+    /// map's lock is held only to copy the list, so CONNECTs wait for a
+    /// copy of pointers, not for the visit.
+    pub fn session_figures(&self) -> SessionFigures {
+        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        let mut figures = SessionFigures::default();
+        for session in sessions {
+            if session.is_online() {
+                figures.online += 1;
+                continue;
+            }
+            figures.offline += 1;
+            let state = session.lock();
+            figures.offline_queued_messages += (state.queue.len() + state.on_disk.len()) as u64;
+            figures.offline_queued_bytes += state.queued_bytes();
+        }
+        figures
     }
 
     /// Attaches a new connection to the session of `client_id`, creating,

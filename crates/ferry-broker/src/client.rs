@@ -13,11 +13,12 @@ use crate::durable::Store;
 use crate::encode_once::{encode_publish, PublishShape};
 use crate::envelope;
 use crate::held::{self, HeldPublish};
-use crate::listener::Origin;
+use crate::listener::{Origin, Refusal};
 use crate::message::Message;
 use crate::publish_limits::{Over, PublishLimits, MEMORY_PAUSE};
 use crate::service::{ServiceReply, ServiceRequest};
 use crate::session::{Inflight, Reply, Session};
+use crate::stats::AuthMethod;
 use crate::will::PendingWill;
 use bytes::BytesMut;
 use ferry_auth::Principal;
@@ -172,6 +173,7 @@ impl Client {
         broker.stats.messages_received.inc();
         let refused = |reason, explanation: &str, wbuf: &mut BytesMut| {
             broker.stats.clients_refused.inc();
+            origin.listener.count_refusal(Refusal::Connack);
             let refused = Packet::ConnAck(ConnAck {
                 session_present: false,
                 reason_code: reason,
@@ -189,13 +191,19 @@ impl Client {
         if let Some(method) = &connect.properties.authentication_method {
             let explanation =
                 format!("authentication method {:?} is not supported", method.as_str());
+            broker.stats.authentication_failure(AuthMethod::Enhanced).inc();
             return refused(ReasonCode::BadAuthenticationMethod, &explanation, wbuf);
         }
         let verdict =
             broker.authentication.verdict(origin.listener.auth, origin.credentials(&connect)).await;
         let identity = match admitted(verdict) {
             Ok(identity) => identity,
-            Err((reason, explanation)) => return refused(reason, explanation, wbuf),
+            Err((reason, explanation)) => {
+                let credentials = origin.credentials(&connect);
+                let method = broker.authentication.method(origin.listener.auth, &credentials);
+                broker.stats.authentication_failure(method.into()).inc();
+                return refused(reason, explanation, wbuf);
+            }
         };
         let valid_until = identity.valid_until;
         let principal = match origin.principal(&connect, identity) {
@@ -219,6 +227,12 @@ impl Client {
         if !principal.client_id.is_empty() {
             broker.settle_previous(&principal.client_id).await;
         }
+        // What the connect line says of the user: the proven name, else the
+        // one the CONNECT claimed (never its password).
+        let user = principal
+            .username
+            .clone()
+            .or_else(|| connect.username.as_ref().map(|name| Arc::from(name.as_str())));
         let Accepted { client, connack, stored } =
             Client::connect(broker, origin, *connect, principal, valid_until, wbuf)?;
         if let Some(stored) = stored {
@@ -227,7 +241,14 @@ impl Client {
             let _ = stored.await;
         }
         client.encode(&connack, wbuf);
-        tracing::debug!(peer = %origin.peer, client_id = %client.session.client_id, version = ?client.version, "client connected");
+        tracing::info!(
+            client_id = %client.session.client_id,
+            user = user.as_deref().unwrap_or(""),
+            peer = %origin.peer,
+            protocol = client.version.name(),
+            listener = %origin.listener.name,
+            "client connected"
+        );
         Ok(client)
     }
 
@@ -469,7 +490,8 @@ impl Client {
         mut publish: Publish,
         wbuf: &mut BytesMut,
     ) -> Result<(), Close> {
-        broker.stats.publishes_received.inc();
+        broker.stats.publishes_received.at(publish.qos).inc();
+        broker.stats.payload_bytes_received.at(publish.qos).add(publish.payload.len() as u64);
         ConnectionInfo::add(&self.info.messages_in, 1);
         if let Some(alias) = publish.properties.topic_alias {
             if alias == 0 || alias > broker.config.topic_alias_maximum {
@@ -1248,7 +1270,7 @@ impl Client {
                         topic_alias: None,
                     };
                     encode_publish(&delivery.message, &shape, now, wbuf);
-                    broker.stats.publishes_sent.inc();
+                    broker.stats.count_sent(delivery.qos, delivery.message.payload.len());
                 }
                 Inflight::Release { packet_id, .. } => {
                     self.encode(
@@ -1349,7 +1371,11 @@ impl Client {
                 let aliases = self.aliases.get_or_insert_with(Box::default);
                 aliases.outbound.insert(delivery.message.topic.clone(), alias);
             }
-            broker.stats.publishes_sent.inc();
+            broker.stats.count_sent(delivery.qos, delivery.message.payload.len());
+            broker
+                .stats
+                .delivery_latency
+                .observe(now.saturating_duration_since(delivery.message.received_at));
             broker.stats.messages_sent.inc();
             ConnectionInfo::add(&self.info.messages_out, 1);
             if delivery.qos != QoS::AtMostOnce {

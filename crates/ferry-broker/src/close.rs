@@ -79,38 +79,75 @@ impl Close {
         }
     }
 
-    /// One line per closed connection; errors the client caused at `warn`,
-    /// ordinary ends at `debug`.
-    pub(crate) fn log(&self, peer: SocketAddr, client_id: Option<&str>) {
-        let client_id = client_id.unwrap_or("");
+    /// The reason's name in the disconnect log line: one word a log query
+    /// can match.
+    pub(crate) fn name(&self) -> &'static str {
         match self {
-            Close::Malformed(error) => {
-                tracing::warn!(%peer, client_id, reason = ?error.reason_code(), "closing connection: malformed packet: {error}");
-            }
+            Close::PeerClosed => "client_gone",
+            Close::Truncated(_) => "truncated_packet",
+            Close::Io => "connection_lost",
+            Close::Disconnected { .. } => "client_disconnect",
+            Close::Malformed(_) => "malformed_packet",
+            Close::Protocol { .. } => "protocol_error",
+            Close::KeepAliveTimeout => "keep_alive_timeout",
+            Close::CredentialsExpired => "credentials_expired",
+            Close::TakenOver => "taken_over",
+            Close::ServerShuttingDown => "server_shutdown",
+            Close::Administrative(_) => "administrative_action",
+        }
+    }
+
+    fn description(&self) -> String {
+        match self {
+            Close::PeerClosed => "connection closed by peer".into(),
             Close::Truncated(bytes) => {
-                tracing::warn!(%peer, client_id, "closing connection: truncated packet: connection closed after {bytes} bytes of an incomplete packet");
+                format!("connection closed by peer after {bytes} bytes of an incomplete packet")
             }
-            Close::Protocol { reason, message } => {
-                tracing::warn!(%peer, client_id, ?reason, "closing connection: protocol error: {message}");
+            Close::Io => "connection lost".into(),
+            Close::Disconnected { publish_will: false } => "DISCONNECT".into(),
+            Close::Disconnected { publish_will: true } => "DISCONNECT with will (0x04)".into(),
+            Close::Malformed(error) => format!("closing connection: malformed packet: {error}"),
+            Close::Protocol { message, .. } => {
+                format!("closing connection: protocol error: {message}")
             }
-            Close::KeepAliveTimeout => {
-                tracing::info!(%peer, client_id, "closing connection: keep-alive timeout")
-            }
-            Close::CredentialsExpired => {
-                tracing::info!(%peer, client_id, "closing connection: credentials expired (JWT exp)")
-            }
-            Close::TakenOver => {
-                tracing::info!(%peer, client_id, "closing connection: session taken over")
-            }
-            Close::Io => tracing::debug!(%peer, client_id, "connection lost"),
-            Close::PeerClosed => tracing::debug!(%peer, client_id, "connection closed by peer"),
-            Close::Disconnected { .. } => tracing::debug!(%peer, client_id, "client disconnected"),
-            Close::ServerShuttingDown => {
-                tracing::debug!(%peer, client_id, "closing connection: shutdown")
-            }
+            Close::KeepAliveTimeout => "closing connection: keep-alive timeout".into(),
+            Close::CredentialsExpired => "closing connection: credentials expired (JWT exp)".into(),
+            Close::TakenOver => "closing connection: session taken over".into(),
+            Close::ServerShuttingDown => "closing connection: server shutting down".into(),
             Close::Administrative(reason) => {
-                tracing::info!(%peer, client_id, reason, "closing connection: administrative action")
+                format!("closing connection: administrative action: {reason}")
             }
+        }
+    }
+
+    /// The one line of a connected client's end, at `info` whatever the
+    /// reason: an operator reads connects and disconnects together. A
+    /// connection that never completed CONNECT gets [`Close::log_refused`]
+    /// instead.
+    pub(crate) fn log_disconnect(&self, peer: SocketAddr, client_id: &str, listener: &str) {
+        let reason_code =
+            self.reason_code().map(|code| format!("0x{:02X}", code as u8)).unwrap_or_default();
+        tracing::info!(
+            client_id,
+            %peer,
+            listener,
+            reason = self.name(),
+            reason_code,
+            "client disconnected: {}",
+            self.description()
+        );
+    }
+
+    /// The end of a connection before its CONNECT was accepted: errors the
+    /// client caused (a refused CONNECT among them) at `warn`, a peer that
+    /// merely went away at `debug`.
+    pub(crate) fn log_refused(&self, peer: SocketAddr, listener: &str) {
+        let reason = self.name();
+        match self {
+            Close::Malformed(_) | Close::Truncated(_) | Close::Protocol { .. } => {
+                tracing::warn!(%peer, listener, reason, "{}", self.description())
+            }
+            _ => tracing::debug!(%peer, listener, reason, "{}", self.description()),
         }
     }
 }

@@ -51,12 +51,12 @@ pub(crate) async fn serve<S: Transport>(mut stream: S, origin: Box<Origin>, brok
     let mut client = match accepted {
         Ok(Ok(client)) => client,
         Ok(Err(close)) => {
-            close.log(origin.peer, None);
+            close.log_refused(origin.peer, &origin.listener.name);
             Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, true)).await;
             return;
         }
         Err(_) => {
-            tracing::info!(peer = %origin.peer, "closing connection: no CONNECT within {connect_timeout:?}");
+            tracing::info!(peer = %origin.peer, listener = %origin.listener.name, "closing connection: no CONNECT within {connect_timeout:?}");
             return;
         }
     };
@@ -89,7 +89,7 @@ pub(crate) async fn serve<S: Transport>(mut stream: S, origin: Box<Origin>, brok
             );
         }
     }
-    close.log(origin.peer, Some(&client.session.client_id));
+    close.log_disconnect(origin.peer, &client.session.client_id, &origin.listener.name);
     let server_closed = close.reason_code().is_some();
     client.finish(&broker, close);
     Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, server_closed)).await;

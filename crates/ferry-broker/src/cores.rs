@@ -57,6 +57,7 @@ impl Cores {
             let (stop, stopped) = oneshot::channel::<()>();
             let thread = std::thread::Builder::new().name(format!("ferry-core-{index}")).spawn(
                 move || {
+                    crate::stats::set_core(index);
                     // Spawned tasks run while the thread blocks on this; the
                     // runtime's drop then cancels whatever is left.
                     let _ = runtime.block_on(stopped);

@@ -49,12 +49,12 @@ mod transport;
 mod websocket;
 mod will;
 
-pub use broker::Broker;
+pub use broker::{Broker, SessionFigures};
 pub use config::{BrokerConfig, ConfigError, QueueOverflow};
 pub use cores::Cores;
 pub use durable::{DurabilityConfig, Fsync, StoreError, StoreFigures};
-pub use listener::{Listener, Protocol};
+pub use listener::{Listener, Protocol, Refusal};
 pub use message::Message;
-pub use stats::Stats;
+pub use stats::{AuthMethod, HistogramFigures, Stats};
 pub use tls::{ReadAgain, Tls, TlsError, TlsSettings};
 pub use websocket::MQTT_PATH;

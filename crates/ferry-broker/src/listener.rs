@@ -9,7 +9,7 @@ use crate::tls::{IdentityUse, Tls};
 use ferry_auth::{Credentials, Identity, ListenerAuth, Principal};
 use ferry_mqtt::Connect;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,7 +20,46 @@ pub enum Protocol {
     WebSocket,
 }
 
-/// One listener's settings and its count of open connections.
+/// Why a connection through a listener was turned away, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The broker's `max_connections`.
+    MaxConnections,
+    /// The listener's `max_connections`.
+    ListenerMaxConnections,
+    /// Resident memory over `max_memory_bytes`.
+    Memory,
+    /// `max_connection_rate`.
+    Rate,
+    TlsHandshake,
+    /// A CONNACK refusal: credentials, client id, or the will's ACL.
+    Connack,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 6] = [
+        Refusal::MaxConnections,
+        Refusal::ListenerMaxConnections,
+        Refusal::Memory,
+        Refusal::Rate,
+        Refusal::TlsHandshake,
+        Refusal::Connack,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::MaxConnections => "max_connections",
+            Refusal::ListenerMaxConnections => "listener_max_connections",
+            Refusal::Memory => "memory",
+            Refusal::Rate => "rate",
+            Refusal::TlsHandshake => "tls_handshake",
+            Refusal::Connack => "connack",
+        }
+    }
+}
+
+/// One listener's settings and its counts of connections. Its counters
+/// move once per connection, not per message: plain shared atomics.
 #[derive(Debug)]
 pub struct Listener {
     /// For logs and metrics: the configured name, or protocol and address.
@@ -32,6 +71,8 @@ pub struct Listener {
     /// beyond the broker's.
     pub max_connections: usize,
     open: AtomicUsize,
+    accepted: AtomicU64,
+    refused: [AtomicU64; Refusal::ALL.len()],
 }
 
 impl Listener {
@@ -42,7 +83,35 @@ impl Listener {
         auth: ListenerAuth,
         max_connections: usize,
     ) -> Listener {
-        Listener { name, protocol, tls, auth, max_connections, open: AtomicUsize::new(0) }
+        Listener {
+            name,
+            protocol,
+            tls,
+            auth,
+            max_connections,
+            open: AtomicUsize::new(0),
+            accepted: AtomicU64::new(0),
+            refused: Default::default(),
+        }
+    }
+
+    /// Connections open through this listener now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Connections admitted through this listener since the start.
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
+    }
+
+    /// Connections turned away, by reason.
+    pub fn refused(&self) -> [(Refusal, u64); Refusal::ALL.len()] {
+        Refusal::ALL.map(|reason| (reason, self.refused[reason as usize].load(Ordering::Relaxed)))
+    }
+
+    pub(crate) fn count_refusal(&self, reason: Refusal) {
+        self.refused[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -134,24 +203,29 @@ pub(crate) fn admit(
     let listener_open = listener.open.fetch_add(1, Ordering::Relaxed);
     let admission = Admission { broker: broker.clone(), listener: listener.clone(), seat: None };
     let limit = broker.config.max_connections;
+    // The reason, and the limit the log line names.
     let refusal = if limit != 0 && broker_open >= limit {
-        Some("the broker's max_connections")
+        Some((Refusal::MaxConnections, "the broker's max_connections"))
     } else if listener.max_connections != 0 && listener_open >= listener.max_connections {
-        Some("the listener's max_connections")
+        Some((Refusal::ListenerMaxConnections, "the listener's max_connections"))
     } else if broker.memory_high.load(Ordering::Relaxed) {
-        Some("the memory watermark (max_memory_bytes)")
+        Some((Refusal::Memory, "the memory watermark (max_memory_bytes)"))
     } else if broker.config.max_connection_rate != 0
         && !broker.connection_rate.lock().try_take(1.0, Instant::now())
     {
-        Some("max_connection_rate")
+        Some((Refusal::Rate, "max_connection_rate"))
     } else {
         None
     };
     match refusal {
-        None => Some(admission),
-        Some(limit) => {
+        None => {
+            listener.accepted.fetch_add(1, Ordering::Relaxed);
+            Some(admission)
+        }
+        Some((reason, what)) => {
             broker.stats.connections_refused.inc();
-            broker.shed_log.connection_refused(&listener.name, peer, limit);
+            listener.count_refusal(reason);
+            broker.shed_log.connection_refused(&listener.name, peer, what);
             None
         }
     }

@@ -57,8 +57,8 @@ fn publish_all(broker: &Broker) {
         ("clients/slow_disconnected", stats.slow_consumers_disconnected.get().to_string()),
         ("messages/received", stats.messages_received.get().to_string()),
         ("messages/sent", stats.messages_sent.get().to_string()),
-        ("publish/messages/received", stats.publishes_received.get().to_string()),
-        ("publish/messages/sent", stats.publishes_sent.get().to_string()),
+        ("publish/messages/received", stats.publishes_received.sum().to_string()),
+        ("publish/messages/sent", stats.publishes_sent.sum().to_string()),
         (
             "publish/messages/dropped",
             (stats.dropped_queue_full.get() + stats.dropped_too_large.get()).to_string(),

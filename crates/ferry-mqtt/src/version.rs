@@ -18,6 +18,15 @@ impl ProtocolVersion {
         self == ProtocolVersion::V5
     }
 
+    /// The version as people write it, for logs: `3.1`, `3.1.1`, `5.0`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtocolVersion::V31 => "3.1",
+            ProtocolVersion::V311 => "3.1.1",
+            ProtocolVersion::V5 => "5.0",
+        }
+    }
+
     /// The version of a CONNECT protocol level byte.
     pub fn from_level(level: u8) -> Option<ProtocolVersion> {
         match level {

@@ -163,6 +163,11 @@ impl Twins {
         &self.live
     }
 
+    /// Things and policies in the caches now, for metrics.
+    pub fn cached(&self) -> (usize, usize) {
+        (self.things.len(), self.policies.len())
+    }
+
     pub fn config(&self) -> &TwinsConfig {
         &self.config
     }

@@ -1,9 +1,10 @@
-//! The HTTP listener: health checks, Prometheus metrics, the admin API
-//! under `/api/v1` (`admin.rs`), and Ditto's twin API under `/api/2`
+//! The HTTP listener: health and readiness, Prometheus metrics, the admin
+//! API under `/api/v1` (`admin.rs`), and Ditto's twin API under `/api/2`
 //! (`ferry_twins::http`) behind its authentication (`twins.rs`). The
 //! console will be served here.
 
 use crate::admin::Admin;
+use crate::ready::Accepting;
 use crate::reload::Reloader;
 use crate::twins::TwinAuth;
 use axum::extract::State;
@@ -21,23 +22,28 @@ use std::sync::Arc;
 pub struct AppState {
     reloader: Arc<Reloader>,
     broker: Arc<Broker>,
+    /// The MQTT listeners: their figures, and whether they still accept.
+    listeners: Arc<[Arc<Accepting>]>,
     twins: Option<Arc<Twins>>,
 }
 
 pub fn router(
     reloader: Arc<Reloader>,
     broker: Arc<Broker>,
+    listeners: Arc<[Arc<Accepting>]>,
     admin: Arc<Admin>,
     twins: Option<(Arc<Twins>, Arc<TwinAuth>, Arc<Connections>)>,
 ) -> Router {
     let router = Router::new()
         .route("/health", get(health))
+        .route("/ready", get(ready))
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(AppState {
             reloader,
             broker,
+            listeners,
             twins: twins.as_ref().map(|(twins, _, _)| twins.clone()),
         })
         .merge(crate::admin::router(admin));
@@ -56,7 +62,13 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
         .get(header::ACCEPT)
         .and_then(|accept| accept.to_str().ok())
         .is_some_and(|accept| accept.contains("application/openmetrics-text"));
-    match crate::metrics::render(&state.broker, &state.reloader, state.twins.as_deref()).await {
+    let sources = crate::metrics::Sources {
+        broker: &state.broker,
+        reloader: &state.reloader,
+        listeners: &state.listeners,
+        twins: state.twins.as_deref(),
+    };
+    match crate::metrics::render(sources).await {
         Ok(text) if openmetrics => {
             ([(header::CONTENT_TYPE, crate::metrics::OPENMETRICS)], text).into_response()
         }
@@ -74,6 +86,20 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
 
 async fn health() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok" }))
+}
+
+/// 200 when Ferry can serve (`ready.rs`), 503 naming what fails. The
+/// checks touch the disk: on a blocking thread, off the runtime that
+/// accepts connections.
+async fn ready(State(state): State<AppState>) -> Response {
+    let checked =
+        tokio::task::spawn_blocking(move || crate::ready::check(&state.broker, &state.listeners))
+            .await
+            .unwrap_or_else(|_| Err("the readiness check failed".into()));
+    match checked {
+        Ok(()) => Json(json!({ "status": "ready" })).into_response(),
+        Err(message) => error(StatusCode::SERVICE_UNAVAILABLE, "not_ready", message),
+    }
 }
 
 async fn not_found(uri: Uri) -> Response {

@@ -9,6 +9,7 @@ mod http_auth;
 mod logging;
 mod metrics;
 mod passwd;
+mod ready;
 mod reload;
 mod routes_cli;
 mod security;

@@ -1,8 +1,13 @@
 //! `GET /metrics`: Prometheus metrics in the OpenMetrics text format,
-//! collected at scrape time. So far the routes' (`ferry_routes::RoutesMetrics`)
-//! and the durable log's figures they depend on; the broker's own come
-//! with the operations work. docs/routes.md lists every name.
+//! collected at scrape time: the broker's (`metrics/broker.rs`), the
+//! process's (`metrics/process.rs`), the routes' (`ferry_routes::RoutesMetrics`)
+//! and the twins'. docs/metrics.md lists every name.
 
+mod broker;
+mod encode;
+mod process;
+
+use crate::ready::Accepting;
 use crate::reload::Reloader;
 use ferry_broker::Broker;
 use ferry_twins::service::Twins;
@@ -11,6 +16,8 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// The media types of the two formats: OpenMetrics for a scraper that asks
 /// for it (Prometheus does), the older text format otherwise (what
@@ -18,16 +25,27 @@ use prometheus_client::registry::Registry;
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 pub const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// What a scrape reads.
+pub struct Sources<'a> {
+    pub broker: &'a Broker,
+    pub reloader: &'a Reloader,
+    pub listeners: &'a [Arc<Accepting>],
+    pub twins: Option<&'a Twins>,
+}
+
 /// The metrics in OpenMetrics text.
-pub async fn render(
-    broker: &Broker,
-    reloader: &Reloader,
-    twins: Option<&Twins>,
-) -> Result<String, std::fmt::Error> {
+pub async fn render(sources: Sources<'_>) -> Result<String, std::fmt::Error> {
+    let Sources { broker, reloader, listeners, twins } = sources;
     let mut registry = Registry::default();
+    registry.register_collector(Box::new(broker::BrokerMetrics::read(broker, listeners)));
+    registry.register_collector(Box::new(process::ProcessMetrics::read(broker)));
     if let Some(twins) = twins {
+        let (things, policies) = twins.cached();
         registry.register_collector(Box::new(TwinMetrics {
             lagged_subscribers: twins.lagged_subscribers(),
+            live_dropped: twins.live().dropped.load(Ordering::Relaxed),
+            things_cached: things,
+            policies_cached: policies,
         }));
     }
     if let Some(routes) = reloader.routes_metrics().await {
@@ -36,18 +54,17 @@ pub async fn render(
     registry.register_collector(Box::new(StoreMetrics {
         refused_endpoint_full: broker.stats.refused_endpoint_full.get(),
         held_endpoint_full: broker.stats.held_endpoint_full.get(),
-        free_disk_bytes: broker.store_figures().map(|figures| figures.free_disk_bytes),
     }));
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry)?;
     Ok(text)
 }
 
+/// The routes' figures the broker counts on its publish path.
 #[derive(Debug)]
 struct StoreMetrics {
     refused_endpoint_full: u64,
     held_endpoint_full: u64,
-    free_disk_bytes: Option<u64>,
 }
 
 impl Collector for StoreMetrics {
@@ -65,23 +82,16 @@ impl Collector for StoreMetrics {
             "Publishes whose acknowledgement was held back because an endpoint with when_full = block held its max_bytes.",
             None,
             held.metric_type(),
-        )?)?;
-        if let Some(free) = self.free_disk_bytes {
-            let free = ConstGauge::new(i64::try_from(free).unwrap_or(i64::MAX));
-            free.encode(encoder.encode_descriptor(
-                "ferry_store_disk_free_bytes",
-                "Free space on the file system of the data directory.",
-                None,
-                free.metric_type(),
-            )?)?;
-        }
-        Ok(())
+        )?)
     }
 }
 
 #[derive(Debug)]
 struct TwinMetrics {
     lagged_subscribers: u64,
+    live_dropped: u64,
+    things_cached: usize,
+    policies_cached: usize,
 }
 
 impl Collector for TwinMetrics {
@@ -92,7 +102,26 @@ impl Collector for TwinMetrics {
             "Subscribers to twin events (SSE streams) that fell behind the change feed and were closed; their clients resume from the event journal.",
             None,
             lagged.metric_type(),
-        )?)
+        )?)?;
+        let dropped = ConstCounter::new(self.live_dropped);
+        dropped.encode(encoder.encode_descriptor(
+            "ferry_twin_live_dropped",
+            "Live signals and twin events WebSocket sessions did not get because they fell behind (a full push queue, a lagging change feed).",
+            None,
+            dropped.metric_type(),
+        )?)?;
+        for (name, help, value) in [
+            ("ferry_twin_things_cached", "Things in the twins' cache.", self.things_cached),
+            (
+                "ferry_twin_policies_cached",
+                "Policies in the twins' cache (with their compiled enforcers).",
+                self.policies_cached,
+            ),
+        ] {
+            let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        Ok(())
     }
 }
 

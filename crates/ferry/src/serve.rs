@@ -4,6 +4,7 @@
 use crate::admin::{Admin, Listening};
 use crate::config::{Config, ListenerProtocol};
 use crate::http_auth::HttpAuth;
+use crate::ready::Accepting;
 use crate::reload::Reloader;
 use crate::security::Security;
 use crate::tls_listener::TlsListener;
@@ -89,6 +90,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         })
         .collect();
     let mut http = Vec::new();
+    let mut listeners = Vec::new();
     for (settings, name, tcp, tls) in bound {
         let address = tcp.local_addr()?;
         let protocol = match settings.protocol {
@@ -110,8 +112,15 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         }
         let auth = settings.auth(&config.auth);
         let listener = Arc::new(Listener::new(name, protocol, tls, auth, settings.max_connections));
-        tasks.push(tokio::spawn(accept::serve(tcp, listener, broker.clone(), cores.clone())));
+        let accepting = Accepting::new(listener.clone());
+        listeners.push(accepting.clone());
+        let (broker, cores) = (broker.clone(), cores.clone());
+        tasks.push(tokio::spawn(async move {
+            accept::serve(tcp, listener, broker, cores).await;
+            accepting.stopped();
+        }));
     }
+    let listeners: Arc<[Arc<Accepting>]> = listeners.into();
     for (tcp, tls, auth) in http {
         let address = tcp.local_addr()?;
         let http_auth = Arc::new(HttpAuth::new(&config, auth, address, broker.clone()));
@@ -120,8 +129,10 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         });
         let admin =
             Admin::new(&config, http_auth, reloader.clone(), listening.clone(), tls.is_some());
-        let app = crate::http::router(reloader.clone(), broker.clone(), Arc::new(admin), twins)
-            .into_make_service_with_connect_info::<crate::twins::Peer>();
+        let admin = Arc::new(admin);
+        let app =
+            crate::http::router(reloader.clone(), broker.clone(), listeners.clone(), admin, twins)
+                .into_make_service_with_connect_info::<crate::twins::Peer>();
         let mut shutdown = broker.shutdown_signal();
         let stopped = async move {
             let _ = shutdown.wait_for(|&stopping| stopping).await;

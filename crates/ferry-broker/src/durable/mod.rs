@@ -445,6 +445,22 @@ impl Store {
         }
     }
 
+    /// For readiness: the log's directory takes a write, and the disk
+    /// limits leave room (measured now). The error says which failed.
+    pub fn check_ready(&self) -> Result<(), String> {
+        self.space
+            .probe_writable()
+            .map_err(|error| format!("the durable log's directory is not writable: {error}"))?;
+        if !self.space.has_room_now() {
+            return Err(format!(
+                "the durable log is over a disk limit (free {} bytes, log {} bytes)",
+                self.space.free_bytes(),
+                self.space.log_bytes()
+            ));
+        }
+        Ok(())
+    }
+
     /// Stores everything appended so far and stops the writer.
     pub fn close(&self) {
         self.writer.close();

@@ -68,6 +68,26 @@ impl Space {
         !self.full.load(Ordering::Relaxed)
     }
 
+    /// For readiness: measures free space now, and says whether there is
+    /// room.
+    pub fn has_room_now(&self) -> bool {
+        self.measure_free();
+        self.decide();
+        !self.full.load(Ordering::Relaxed)
+    }
+
+    /// For readiness: whether a file can be written and synced in the
+    /// log's directory (a read-only remount, a full inode table, lost
+    /// permissions), as the log's next segment would need.
+    pub fn probe_writable(&self) -> std::io::Result<()> {
+        use std::io::Write;
+        let probe = self.dir.join(".ready-probe");
+        let mut file = std::fs::File::create(&probe)?;
+        file.write_all(b"ready")?;
+        file.sync_data()?;
+        std::fs::remove_file(probe)
+    }
+
     pub fn is_full(&self) -> bool {
         self.full.load(Ordering::Relaxed)
     }
