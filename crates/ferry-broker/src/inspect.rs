@@ -369,8 +369,8 @@ impl Broker {
             connections: stats.clients_connected.get(),
             subscriptions: self.subscription_count(),
             retained: self.retained_count(),
-            messages_in: stats.publishes_received.get().iter().map(|(_, count)| count).sum(),
-            messages_out: stats.publishes_sent.get().iter().map(|(_, count)| count).sum(),
+            messages_in: stats.publishes_received.sum(),
+            messages_out: stats.publishes_sent.sum(),
             bytes_in: stats.bytes_received.get(),
             bytes_out: stats.bytes_sent.get(),
             dropped: stats.dropped_queue_full.get()

@@ -30,8 +30,8 @@ pub struct AppState {
 pub fn router(
     reloader: Arc<Reloader>,
     broker: Arc<Broker>,
-    admin: Arc<Admin>,
     listeners: Arc<[Arc<Accepting>]>,
+    admin: Arc<Admin>,
     twins: Option<(Arc<Twins>, Arc<TwinAuth>, Arc<Connections>)>,
 ) -> Router {
     let router = Router::new()

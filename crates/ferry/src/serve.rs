@@ -135,7 +135,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
             (twins, Arc::new(TwinAuth::new(&config, http_auth, admin.clone())), connections)
         });
         let app =
-            crate::http::router(reloader.clone(), broker.clone(), admin, listeners.clone(), twins)
+            crate::http::router(reloader.clone(), broker.clone(), listeners.clone(), admin, twins)
                 .into_make_service_with_connect_info::<crate::twins::Peer>();
         let mut shutdown = broker.shutdown_signal();
         let stopped = async move {
