@@ -310,10 +310,15 @@ def raw_collect_publishes(raw: rawmqtt.RawClient, n: int, timeout: float = TIMEO
     return out
 
 
-def post_reload(b):
-    """POST /api/v1/reload on the broker's HTTP listener: (status, JSON body)."""
+def post_reload(b, user: str | None = None, password: str | None = None):
+    """POST /api/v1/reload on the broker's HTTP listener, as `user` (an
+    `[admin]` user) when credentials are configured: (status, JSON body)."""
     request = urllib.request.Request(f"http://{b.host}:{b.http_port}/api/v1/reload",
                                      method="POST")
+    if user is not None:
+        import base64
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.load(response)

@@ -72,7 +72,8 @@ def guarded(broker_factory, password_file, tmp_path):
     acl = tmp_path / "acl.toml"
     acl.write_text(ACL)
     b = broker_factory({"auth": {"allow_anonymous": False, "password_file": str(password_file),
-                                 "acl_file": str(acl)}})
+                                 "acl_file": str(acl)},
+                        "admin": {"groups": ["admins"]}})
     b.acl_path = acl
     return b
 
@@ -197,7 +198,7 @@ def test_acl_reloads_on_sighup_and_admin_api_without_dropping_clients(guarded):
 
     # a broken file is refused with a JSON error, and the rules in force stay
     guarded.acl_path.write_text(ACL + "\n[[rule]]\npermission = \"maybe\"\n")
-    status, body = post_reload(guarded)
+    status, body = post_reload(guarded, "admin", USERS["admin"])
     assert status == 422, body
     assert body["status"] == 422 and body["error"] == "reload_failed"
     assert "acl.toml" in body["message"] and "permission" in body["message"], body
@@ -206,7 +207,7 @@ def test_acl_reloads_on_sighup_and_admin_api_without_dropping_clients(guarded):
     assert p.payload == b"3"
 
     guarded.acl_path.write_text(ACL)
-    status, body = post_reload(guarded)
+    status, body = post_reload(guarded, "admin", USERS["admin"])
     assert status == 200 and body["status"] == "reloaded", body
     assert body["loaded"]["acl_rules"] == 6 and body["loaded"]["users"] == 3
     pid = alice.publish("public/news", b"4", qos=1, wait_ack=False)

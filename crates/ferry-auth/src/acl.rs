@@ -114,6 +114,9 @@ pub enum SubscribeVerdict {
 #[derive(Debug)]
 pub struct Acl {
     rules: Vec<Rule>,
+    /// `[groups]`: each group's user names, for who asks which groups a
+    /// user is in (the admin API's `[admin] groups`).
+    groups: BTreeMap<String, Vec<String>>,
 }
 
 impl Acl {
@@ -145,12 +148,20 @@ impl Acl {
             .enumerate()
             .map(|(index, rule)| Rule::from_raw(rule, &file.groups, index + 1, text, path))
             .collect::<Result<_, _>>()?;
-        Ok(Acl { rules })
+        Ok(Acl { rules, groups: file.groups })
     }
 
     /// How many rules the file holds, for a log line.
     pub fn rules(&self) -> usize {
         self.rules.len()
+    }
+
+    /// The `[groups]` that list `user`.
+    pub fn groups_of<'a>(&'a self, user: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.groups
+            .iter()
+            .filter(move |(_, members)| members.iter().any(|member| member == user))
+            .map(|(name, _)| name.as_str())
     }
 
     /// May this client publish to this topic name?
@@ -687,6 +698,19 @@ mod tests {
             let verdict = if read { Allowed } else { Denied };
             assert_eq!(acl.may_subscribe(&who, topic), verdict, "{topic}");
         }
+    }
+
+    #[test]
+    fn the_groups_that_list_a_user() {
+        let acl = acl(r##"
+            [groups]
+            operators = ["alice", "bob"]
+            auditors = ["alice"]
+            empty = []
+        "##);
+        assert_eq!(acl.groups_of("alice").collect::<Vec<_>>(), ["auditors", "operators"]);
+        assert_eq!(acl.groups_of("bob").collect::<Vec<_>>(), ["operators"]);
+        assert_eq!(acl.groups_of("carol").count(), 0);
     }
 
     #[test]

@@ -103,6 +103,8 @@ pub struct Broker {
     pub(crate) services: Services,
     /// Connections admitted and not yet closed, over every listener.
     pub(crate) open_connections: AtomicUsize,
+    /// Each connection attached to a session, for the admin API.
+    pub(crate) connections_attached: crate::connection_info::Connections,
     pub(crate) connection_rate: Mutex<TokenBucket>,
     pub(crate) shed_log: ShedLog,
     /// Set while resident memory is above `max_memory_bytes`.
@@ -139,7 +141,7 @@ pub(crate) enum Routed {
     /// Being stored; it is delivered, and its acknowledgement takes its
     /// place in the publisher's replies, once the log has it. `congested`
     /// is as in `Published`.
-    Storing { congested: Option<Arc<Session>> },
+    Storing { congested: Option<Arc<Session>>, delivered: usize },
     /// It must be stored and cannot be now (the disk limits): answer with
     /// this reason.
     Refused(ReasonCode),
@@ -241,6 +243,7 @@ impl Broker {
             routing: Default::default(),
             services: Default::default(),
             open_connections: AtomicUsize::new(0),
+            connections_attached: Default::default(),
             connection_rate: Mutex::new(TokenBucket::new(
                 f64::from(config.max_connection_rate),
                 f64::from(config.max_connection_rate),
@@ -846,6 +849,51 @@ impl Broker {
         }
     }
 
+    /// Publishes for an administrator (the admin API): routed like a
+    /// message the broker makes, no ACL asked, and answered once the
+    /// durable log has it when it must be stored. Says how many sessions
+    /// it went to, or why it was refused.
+    pub async fn publish_admin(&self, message: Message) -> Result<usize, ReasonCode> {
+        let (waiter, answered) = oneshot::channel();
+        let waiter = Some(Acknowledgement::Waiter(waiter));
+        match self.publish_with(Arc::new(message), None, waiter, Routes::Apply) {
+            Routed::Now(published) => Ok(published.delivered),
+            Routed::Storing { delivered, .. } => match answered.await {
+                Ok(reason) if !reason.is_error() => Ok(delivered),
+                Ok(reason) => Err(reason),
+                Err(_) => Err(ReasonCode::UnspecifiedError),
+            },
+            Routed::Refused(reason) => Err(reason),
+            // Only a client's publish is held.
+            Routed::Held { .. } => Err(ReasonCode::QuotaExceeded),
+        }
+    }
+
+    /// Removes the retained message of `topic` without delivering anything
+    /// (the admin API's delete). With durability through a record of its
+    /// own, as a client's empty retained publish would be; answers once
+    /// the removal holds.
+    pub(crate) async fn clear_retained(&self, topic: ByteStr) {
+        let message = Arc::new(Message::new(
+            topic,
+            bytes::Bytes::new(),
+            QoS::AtMostOnce,
+            true,
+            ferry_mqtt::Properties::default(),
+            0,
+        ));
+        match self.store.as_ref().filter(|_| !message.topic.starts_with("$SYS")) {
+            Some(store) => {
+                let (waiter, answered) = oneshot::channel();
+                let destinations = Destinations { plan: Plan::new(), endpoints: Vec::new() };
+                let waiter = Some(Acknowledgement::Waiter(waiter));
+                self.store_then_deliver(store, message, destinations, None, waiter, None);
+                let _ = answered.await;
+            }
+            None => self.retain(&message),
+        }
+    }
+
     /// Publishes without asking the routes: for what an endpoint republishes
     /// (`ferry-routes`' topic endpoint), which routing again could loop.
     pub fn publish_unrouted(&self, message: Message) {
@@ -951,10 +999,11 @@ impl Broker {
                     plan.push((subscription.session.clone(), delivery));
                 });
                 drop(tree);
+                let delivered = plan.len();
                 let destinations = Destinations { plan, endpoints };
                 let congested =
                     self.store_then_deliver(store, message, destinations, publisher, answer, None);
-                return Routed::Storing { congested };
+                return Routed::Storing { congested, delivered };
             }
         }
         let mut published = Published { delivered: 0, congested: None };

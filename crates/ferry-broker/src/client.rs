@@ -7,6 +7,7 @@ use crate::backpressure::{self, Pace};
 use crate::broker::{publish_reason, Answer, Broker, Routed};
 use crate::close::Close;
 use crate::config::BrokerConfig;
+use crate::connection_info::ConnectionInfo;
 use crate::durable::record::{Record, StoredSubscription};
 use crate::durable::Store;
 use crate::encode_once::{encode_publish, PublishShape};
@@ -40,6 +41,17 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 /// collisions to cost anything.
 type AliasMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
 
+/// Both directions' topic aliases, boxed together and made on first use:
+/// most clients never use one, and two empty tables inline cost every
+/// idle connection 64 bytes.
+#[derive(Default)]
+struct Aliases {
+    /// Topic aliases the client set toward us.
+    inbound: AliasMap<u16, ByteStr>,
+    /// Topic aliases we set toward the client, at most `outbound_alias_max`.
+    outbound: AliasMap<ByteStr, u16>,
+}
+
 /// A client after a successful CONNECT.
 pub(crate) struct Client {
     pub version: ProtocolVersion,
@@ -50,10 +62,7 @@ pub(crate) struct Client {
     send_window: u16,
     /// The client's maximum packet size; larger messages are not sent to it.
     max_outgoing_packet_bytes: u32,
-    /// Topic aliases the client set toward us.
-    inbound_aliases: AliasMap<u16, ByteStr>,
-    /// Topic aliases we set toward the client, at most `outbound_alias_max`.
-    outbound_aliases: AliasMap<ByteStr, u16>,
+    aliases: Option<Box<Aliases>>,
     outbound_alias_max: u16,
     /// False when a v5 client asked for no reason strings (Request Problem Information 0).
     problem_information: bool,
@@ -74,6 +83,9 @@ pub(crate) struct Client {
     /// Who the client proved to be and its publish limits: `None` for an
     /// anonymous client of a broker without limits, most of them.
     particulars: Option<Box<Particulars>>,
+    /// What the admin API sees of this connection; its counters are this
+    /// connection's own.
+    pub info: Arc<ConnectionInfo>,
 }
 
 /// What a publish is answered with once routed (or stored).
@@ -222,7 +234,7 @@ impl Client {
             .clone()
             .or_else(|| connect.username.as_ref().map(|name| Arc::from(name.as_str())));
         let Accepted { client, connack, stored } =
-            Client::connect(broker, *connect, principal, valid_until, wbuf)?;
+            Client::connect(broker, origin, *connect, principal, valid_until, wbuf)?;
         if let Some(stored) = stored {
             // Answered even when the store fails (the session then lasts
             // until a restart, and that is logged): never left hanging.
@@ -244,6 +256,7 @@ impl Client {
     /// expire (a JWT's), and it is disconnected.
     fn connect(
         broker: &Arc<Broker>,
+        origin: &Origin,
         connect: Connect,
         mut principal: Principal,
         valid_until: Option<u64>,
@@ -323,6 +336,14 @@ impl Client {
         });
         attached.session.liveness.arm(now_ms, keep_alive, credentials_end_ms);
         let will = connect.will.map(|will| PendingWill::from_connect(will, attached.session.id));
+        let info = Arc::new(ConnectionInfo::new(
+            origin.peer,
+            origin.listener.clone(),
+            principal.username.clone(),
+            version,
+            keep_alive_secs,
+            connect.clean_start,
+        ));
 
         if v5 {
             connack_properties.receive_maximum = Some(config.receive_maximum);
@@ -343,8 +364,7 @@ impl Client {
                 .unwrap_or(u16::MAX)
                 .min(config.max_inflight_messages),
             max_outgoing_packet_bytes: connect.properties.maximum_packet_size.unwrap_or(u32::MAX),
-            inbound_aliases: AliasMap::default(),
-            outbound_aliases: AliasMap::default(),
+            aliases: None,
             outbound_alias_max: connect
                 .properties
                 .topic_alias_maximum
@@ -356,6 +376,7 @@ impl Client {
             delivered: Vec::new(),
             ending: false,
             particulars: Particulars::of(principal, config),
+            info,
         };
         if attached.session_present && broker.authorization.is_active() {
             broker.recheck_subscriptions(&client.session, &client.shared_principal());
@@ -471,6 +492,7 @@ impl Client {
     ) -> Result<(), Close> {
         broker.stats.publishes_received.at(publish.qos).inc();
         broker.stats.payload_bytes_received.at(publish.qos).add(publish.payload.len() as u64);
+        ConnectionInfo::add(&self.info.messages_in, 1);
         if let Some(alias) = publish.properties.topic_alias {
             if alias == 0 || alias > broker.config.topic_alias_maximum {
                 return Err(Close::protocol(
@@ -479,7 +501,7 @@ impl Client {
                 ));
             }
             if publish.topic.is_empty() {
-                match self.inbound_aliases.get(&alias) {
+                match self.aliases.as_ref().and_then(|aliases| aliases.inbound.get(&alias)) {
                     Some(topic) => publish.topic = topic.clone(),
                     None => {
                         return Err(Close::protocol(
@@ -489,7 +511,8 @@ impl Client {
                     }
                 }
             } else {
-                self.inbound_aliases.insert(alias, publish.topic.clone());
+                let aliases = self.aliases.get_or_insert_with(Box::default);
+                aliases.inbound.insert(alias, publish.topic.clone());
             }
         }
         if publish.retain && !broker.config.retain_available {
@@ -828,7 +851,7 @@ impl Client {
             Routed::Now(published) => {
                 (published.congested, Some(publish_reason(published.delivered)))
             }
-            Routed::Storing { congested } => {
+            Routed::Storing { congested, .. } => {
                 self.replies_held += u32::from(acknowledged);
                 (congested, None)
             }
@@ -1276,6 +1299,9 @@ impl Client {
         if self.session.liveness.credentials_expired() {
             return Err(Close::CredentialsExpired);
         }
+        if let Some(reason) = self.info.close_requested() {
+            return Err(Close::Administrative(reason.to_owned()));
+        }
         let mut state = self.session.lock();
         if state.ended || state.generation != self.generation {
             return Err(Close::TakenOver);
@@ -1342,7 +1368,8 @@ impl Client {
                 continue;
             }
             if let Some((alias, true)) = alias {
-                self.outbound_aliases.insert(delivery.message.topic.clone(), alias);
+                let aliases = self.aliases.get_or_insert_with(Box::default);
+                aliases.outbound.insert(delivery.message.topic.clone(), alias);
             }
             broker.stats.count_sent(delivery.qos, delivery.message.payload.len());
             broker
@@ -1350,6 +1377,7 @@ impl Client {
                 .delivery_latency
                 .observe(now.saturating_duration_since(delivery.message.received_at));
             broker.stats.messages_sent.inc();
+            ConnectionInfo::add(&self.info.messages_out, 1);
             if delivery.qos != QoS::AtMostOnce {
                 let delivery = Box::new(delivery);
                 state.inflight.push_back(Inflight::Publish { packet_id, delivery });
@@ -1377,10 +1405,11 @@ impl Client {
         if self.outbound_alias_max == 0 {
             return None;
         }
-        if let Some(alias) = self.outbound_aliases.get(topic) {
+        let outbound = self.aliases.as_ref().map(|aliases| &aliases.outbound);
+        if let Some(alias) = outbound.and_then(|outbound| outbound.get(topic)) {
             return Some((*alias, false));
         }
-        let next = u16::try_from(self.outbound_aliases.len() + 1).ok()?;
+        let next = u16::try_from(outbound.map_or(0, HashMap::len) + 1).ok()?;
         (next <= self.outbound_alias_max).then_some((next, true))
     }
 
@@ -1428,6 +1457,7 @@ impl Client {
     /// over), and a connection waiting to take it over may go on.
     pub(crate) fn finish(self, broker: &Arc<Broker>, close: Close) {
         let session = self.session.clone();
+        broker.connections_attached.detach(&session, &self.info);
         self.end(broker, close);
         session.settled();
     }

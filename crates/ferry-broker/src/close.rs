@@ -31,6 +31,9 @@ pub(crate) enum Close {
     /// Another connection attached to the session.
     TakenOver,
     ServerShuttingDown,
+    /// An administrator closed it (`DELETE /api/v1/clients/{id}`), for
+    /// this reason.
+    Administrative(String),
 }
 
 impl Close {
@@ -50,6 +53,7 @@ impl Close {
             Close::CredentialsExpired => Some(ReasonCode::MaximumConnectTime),
             Close::TakenOver => Some(ReasonCode::SessionTakenOver),
             Close::ServerShuttingDown => Some(ReasonCode::ServerShuttingDown),
+            Close::Administrative(_) => Some(ReasonCode::AdministrativeAction),
         }
     }
 
@@ -62,6 +66,7 @@ impl Close {
             Close::CredentialsExpired => Some("credentials expired".into()),
             Close::TakenOver => Some("another connection took over the session".into()),
             Close::ServerShuttingDown => Some("server shutting down".into()),
+            Close::Administrative(reason) => Some(reason.clone()),
             _ => None,
         }
     }
@@ -88,6 +93,7 @@ impl Close {
             Close::CredentialsExpired => "credentials_expired",
             Close::TakenOver => "taken_over",
             Close::ServerShuttingDown => "server_shutdown",
+            Close::Administrative(_) => "administrative_action",
         }
     }
 
@@ -108,6 +114,9 @@ impl Close {
             Close::CredentialsExpired => "closing connection: credentials expired (JWT exp)".into(),
             Close::TakenOver => "closing connection: session taken over".into(),
             Close::ServerShuttingDown => "closing connection: server shutting down".into(),
+            Close::Administrative(reason) => {
+                format!("closing connection: administrative action: {reason}")
+            }
         }
     }
 

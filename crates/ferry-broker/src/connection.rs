@@ -11,6 +11,7 @@
 use crate::broker::Broker;
 use crate::client::Client;
 use crate::close::Close;
+use crate::connection_info::ConnectionInfo;
 use crate::listener::Origin;
 use crate::transport::Transport;
 use bytes::BytesMut;
@@ -59,6 +60,9 @@ pub(crate) async fn serve<S: Transport>(mut stream: S, origin: Box<Origin>, brok
             return;
         }
     };
+    // Here rather than in `Client::accept`, whose future may be dropped
+    // (the connect timeout) after the client was made: `finish` undoes it.
+    broker.connections_attached.attach(&client.session, &client.info);
     flush(&mut stream, &mut wbuf).await;
     // Most connections then sit idle: hold no buffers while they do.
     wbuf = BytesMut::new();
@@ -206,6 +210,7 @@ async fn run<S: Transport>(
             Event::Wrote(Ok(written)) => {
                 unflushed = S::BUFFERS_WRITES;
                 broker.stats.bytes_sent.add(written as u64);
+                ConnectionInfo::add(&client.info.bytes_out, written as u64);
                 let _ = wbuf.split_to(written);
                 if wbuf.is_empty() && wbuf.capacity() > write_cap {
                     *wbuf = BytesMut::new();
@@ -217,6 +222,7 @@ async fn run<S: Transport>(
             Event::Read(Ok(read)) => {
                 session.liveness.touch(broker.now_ms());
                 broker.stats.bytes_received.add(read as u64);
+                ConnectionInfo::add(&client.info.bytes_in, read as u64);
                 read_chunk = if rbuf.len() == rbuf.capacity() {
                     (read_chunk * 2).min(READ_CHUNK_MAX_BYTES)
                 } else {
@@ -293,6 +299,7 @@ async fn apply_arrived<S: Transport>(
             Some(Ok(0)) => return Err(Close::PeerClosed),
             Some(Ok(read)) => {
                 broker.stats.bytes_received.add(read as u64);
+                ConnectionInfo::add(&client.info.bytes_in, read as u64);
                 process_input(client, broker, rbuf, wbuf)?;
             }
             Some(Err(_)) => return Err(Close::Io),

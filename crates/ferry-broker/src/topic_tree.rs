@@ -453,6 +453,32 @@ impl<K: Eq + Hash + Clone, V> TopicTree<K, V> {
         }
     }
 
+    /// Calls `visit` once per subscription, shared members included, in
+    /// no particular order: for inspection (the admin API), not for the
+    /// publish path. Vacant nodes hold empty entries, so visiting every
+    /// slot is right.
+    pub fn for_each(&self, mut visit: impl FnMut(&K, &V)) {
+        let mut entry = |entry: &Entry<K, V>| {
+            for (key, value) in &entry.subscribers.list {
+                visit(key, value);
+            }
+            for group in &entry.groups {
+                for (key, value) in &group.members {
+                    visit(key, value);
+                }
+            }
+        };
+        for exact in self.exact.values() {
+            entry(exact);
+        }
+        for node in &self.nodes {
+            entry(&node.entry);
+            if let Some(hash) = &node.hash {
+                entry(hash);
+            }
+        }
+    }
+
     /// Number of (filter, key) subscriptions, shared members included.
     pub fn len(&self) -> usize {
         self.len
@@ -654,6 +680,27 @@ mod tests {
     };
     use proptest::prelude::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn for_each_visits_every_subscription_once_and_none_removed() {
+        let mut tree = TopicTree::new();
+        for (filter, key) in
+            [("a/b", 1), ("a/b", 2), ("a/+", 1), ("#", 3), ("a/#", 4), ("$share/g/a/#", 5)]
+        {
+            tree.insert(filter, key, filter.to_owned());
+        }
+        tree.insert("x/+/y", 6, "x/+/y".to_owned());
+        tree.remove("x/+/y", &6);
+        let mut seen = Vec::new();
+        tree.for_each(|key, filter| seen.push((*key, filter.clone())));
+        seen.sort();
+        let expected: Vec<(i32, String)> =
+            [(1, "a/+"), (1, "a/b"), (2, "a/b"), (3, "#"), (4, "a/#"), (5, "$share/g/a/#")]
+                .into_iter()
+                .map(|(key, filter)| (key, filter.to_owned()))
+                .collect();
+        assert_eq!(seen, expected);
+    }
 
     /// (filter, topic, matches): the spec's examples and the edge cases.
     #[rustfmt::skip]

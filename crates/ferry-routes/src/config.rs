@@ -196,6 +196,18 @@ pub enum EndpointKind {
     Kafka(Box<KafkaEndpointConfig>),
 }
 
+impl EndpointKind {
+    /// The `type` the configuration gives it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EndpointKind::Mqtt(_) => "mqtt",
+            EndpointKind::Topic(_) => "topic",
+            EndpointKind::Http(_) => "http",
+            EndpointKind::Kafka(_) => "kafka",
+        }
+    }
+}
+
 /// How messages flow to an endpoint, whatever its type.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]

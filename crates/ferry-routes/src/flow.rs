@@ -27,8 +27,9 @@ pub async fn run<S: Sink>(
     config: FlowConfig,
     stats: Arc<EndpointStats>,
     stop: watch::Receiver<bool>,
+    paused: watch::Receiver<bool>,
 ) {
-    flow(&mut queue, sink, config, stats, stop).await;
+    flow(&mut queue, sink, config, stats, stop, paused).await;
     queue.settled().await;
 }
 
@@ -38,6 +39,7 @@ async fn flow<S: Sink>(
     config: FlowConfig,
     stats: Arc<EndpointStats>,
     mut stop: watch::Receiver<bool>,
+    mut paused: watch::Receiver<bool>,
 ) {
     let name = queue.name().to_owned();
     let mut backoff = Backoff::new(&config);
@@ -68,6 +70,16 @@ async fn flow<S: Sink>(
             draining = true;
         }
         loop {
+            if *paused.borrow_and_update() {
+                // Messages keep queuing in the log meanwhile, under the
+                // endpoint's max_bytes and TTL as always.
+                tracing::info!(endpoint = %name, "endpoint paused");
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = paused.wait_for(|paused| !paused) => {}
+                }
+                tracing::info!(endpoint = %name, "endpoint resumed");
+            }
             trim(queue, &config, &stats).await;
             let lower_first = lower_turn(batches, config.starvation_share_percent);
             let batch = fill(queue, &config, lower_first, &stats).await;

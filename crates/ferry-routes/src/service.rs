@@ -33,6 +33,9 @@ pub struct RoutesService {
     stats: BTreeMap<String, Arc<EndpointStats>>,
     /// Messages no route took, with `count_unrouted`.
     unrouted: Arc<AtomicU64>,
+    /// Each endpoint's pause (the admin API's), kept across reloads like
+    /// its figures: an operator who paused an endpoint resumes it.
+    paused: BTreeMap<String, watch::Sender<bool>>,
 }
 
 struct RunningEndpoint {
@@ -47,6 +50,8 @@ pub struct EndpointStatus {
     pub name: String,
     /// False for a queue left by an endpoint no longer configured.
     pub configured: bool,
+    /// Paused by an operator: it sends nothing until resumed.
+    pub paused: bool,
     pub figures: EndpointFigures,
     /// Messages queued, by priority.
     pub queued: [usize; PRIORITIES],
@@ -90,6 +95,7 @@ impl RoutesService {
             running: BTreeMap::new(),
             stats: BTreeMap::new(),
             unrouted: Arc::default(),
+            paused: BTreeMap::new(),
         };
         service.apply(routes, endpoints).await?;
         Ok(service)
@@ -137,6 +143,11 @@ impl RoutesService {
             let queue = self.broker.endpoint_queue(&name).ok_or(RoutesError::NoDurability)?;
             let stats = self.stats.entry(name.clone()).or_default().clone();
             let (stop, stopped) = watch::channel(false);
+            let paused = self
+                .paused
+                .entry(name.clone())
+                .or_insert_with(|| watch::channel(false).0)
+                .subscribe();
             let flow = config.flow.clone();
             self.broker.set_endpoint_cap(
                 &name,
@@ -148,16 +159,16 @@ impl RoutesService {
             );
             let task = match sink {
                 Built::Mqtt(sink) => {
-                    tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped))
+                    tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped, paused))
                 }
                 Built::Topic(sink) => {
-                    tokio::spawn(flow::run(queue, sink, flow, stats.clone(), stopped))
+                    tokio::spawn(flow::run(queue, sink, flow, stats.clone(), stopped, paused))
                 }
                 Built::Http(sink) => {
-                    tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped))
+                    tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped, paused))
                 }
                 Built::Kafka(sink) => {
-                    tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped))
+                    tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped, paused))
                 }
             };
             self.running.insert(name, RunningEndpoint { config, stop, task });
@@ -209,6 +220,7 @@ impl RoutesService {
                 let stats = self.stats.get(&name).cloned();
                 EndpointStatus {
                     configured: running.is_some(),
+                    paused: self.paused.get(&name).is_some_and(|paused| *paused.borrow()),
                     queued_bytes,
                     oldest,
                     figures: stats.as_ref().map(|stats| stats.figures()).unwrap_or_default(),
@@ -218,6 +230,18 @@ impl RoutesService {
                 }
             })
             .collect()
+    }
+
+    /// Pauses (`true`) or resumes a configured endpoint's sending; false
+    /// when no endpoint of that name is configured.
+    pub fn set_paused(&self, name: &str, paused: bool) -> bool {
+        if !self.running.contains_key(name) {
+            return false;
+        }
+        self.paused.get(name).is_some_and(|pause| {
+            pause.send_replace(paused);
+            true
+        })
     }
 
     /// Messages no route took, counted with `count_unrouted`.

@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[derive(Debug)]
 pub struct EndpointStats {
@@ -16,6 +16,9 @@ pub struct EndpointStats {
     sent: AtomicU64,
     batches: AtomicU64,
     backoff_ms: AtomicU64,
+    /// When the backoff in progress ends, in Unix milliseconds; 0 when
+    /// there is none.
+    backoff_until_ms: AtomicU64,
     last_batch_us: AtomicU64,
     /// Reasons are a handful of static names (`ttl`, `rejected_by_endpoint`,
     /// …), so the map stays tiny.
@@ -34,6 +37,7 @@ impl Default for EndpointStats {
             sent: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             backoff_ms: AtomicU64::new(0),
+            backoff_until_ms: AtomicU64::new(0),
             last_batch_us: AtomicU64::new(0),
             dropped: Mutex::default(),
             // 100 µs .. ~52 s: a batch to a local broker up to one through
@@ -53,6 +57,9 @@ pub struct EndpointFigures {
     pub sent: u64,
     pub batches: u64,
     pub backoff: Duration,
+    /// When the backoff in progress ends, in Unix milliseconds; 0 when
+    /// there is none.
+    pub backoff_until_ms: u64,
     pub last_batch: Duration,
     pub dropped: BTreeMap<&'static str, u64>,
 }
@@ -69,6 +76,15 @@ impl EndpointStats {
     pub(crate) fn set_backoff(&self, backoff: Duration) {
         let ms = u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX);
         self.backoff_ms.store(ms, Ordering::Relaxed);
+        let until = if backoff.is_zero() {
+            0
+        } else {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |now| u64::try_from(now.as_millis()).unwrap_or(u64::MAX))
+                .saturating_add(ms)
+        };
+        self.backoff_until_ms.store(until, Ordering::Relaxed);
     }
 
     /// A batch the endpoint acknowledged, some of it maybe refused.
@@ -104,6 +120,7 @@ impl EndpointStats {
             sent: self.sent.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
             backoff: Duration::from_millis(self.backoff_ms.load(Ordering::Relaxed)),
+            backoff_until_ms: self.backoff_until_ms.load(Ordering::Relaxed),
             last_batch: Duration::from_micros(self.last_batch_us.load(Ordering::Relaxed)),
             dropped: self.dropped.lock().clone(),
         }

@@ -31,6 +31,22 @@ pub struct Config {
     pub endpoints: BTreeMap<String, EndpointConfig>,
     /// `[twins]`: the digital twins and their HTTP API (docs/twins.md).
     pub twins: TwinsSettings,
+    /// `[admin]`: who may use the admin API (docs/operations.md).
+    pub admin: AdminSettings,
+}
+
+/// `[admin]`: the users of the admin API and the console, by name and by
+/// group. Nobody by default: beyond loopback, the API then refuses every
+/// request.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSettings {
+    /// User names (from the password file, or a JWT's user) that are
+    /// administrators.
+    pub users: Vec<String>,
+    /// Groups (the ACL file's `[groups]`, or a JWT's groups claim) whose
+    /// members are administrators.
+    pub groups: Vec<String>,
 }
 
 impl Default for Config {
@@ -47,6 +63,7 @@ impl Default for Config {
             routes: RoutesConfig::default(),
             endpoints: BTreeMap::new(),
             twins: TwinsSettings::default(),
+            admin: AdminSettings::default(),
         }
     }
 }
@@ -577,6 +594,16 @@ mod tests {
         let text = error.to_string();
         assert!(text.starts_with("ferry.toml:4: key `broker"), "{text}");
         assert!(text.contains("bogus"), "{text}");
+    }
+
+    #[test]
+    fn admin_users_and_groups() {
+        let config = parse("[admin]\nusers = [\"alice\"]\ngroups = [\"ops\"]\n").unwrap();
+        assert_eq!(config.admin.users, ["alice"]);
+        assert_eq!(config.admin.groups, ["ops"]);
+        assert!(parse("").unwrap().admin.users.is_empty(), "nobody is an administrator by default");
+        let error = parse("[admin]\n\nusers = \"alice\"\n").unwrap_err().to_string();
+        assert!(error.starts_with("ferry.toml:3: key `admin.users`"), "{error}");
     }
 
     #[test]

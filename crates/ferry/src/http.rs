@@ -1,15 +1,16 @@
-//! The HTTP listener: health and readiness, Prometheus metrics, the admin API's
-//! reload, and Ditto's twin API under `/api/2` (`ferry_twins::http`)
-//! behind its authentication (`twins.rs`). The rest of the admin API and
-//! the console will be served here.
+//! The HTTP listener: health and readiness, Prometheus metrics, the admin
+//! API under `/api/v1` (`admin.rs`), and Ditto's twin API under `/api/2`
+//! (`ferry_twins::http`) behind its authentication (`twins.rs`). The
+//! console will be served here.
 
+use crate::admin::Admin;
 use crate::ready::Accepting;
 use crate::reload::Reloader;
 use crate::twins::TwinAuth;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Json, Router};
 use ferry_broker::Broker;
 use ferry_twins::connections::Connections;
@@ -30,13 +31,13 @@ pub fn router(
     reloader: Arc<Reloader>,
     broker: Arc<Broker>,
     listeners: Arc<[Arc<Accepting>]>,
+    admin: Arc<Admin>,
     twins: Option<(Arc<Twins>, Arc<TwinAuth>, Arc<Connections>)>,
 ) -> Router {
     let router = Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
-        .route("/api/v1/reload", post(reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(AppState {
@@ -44,7 +45,8 @@ pub fn router(
             broker,
             listeners,
             twins: twins.as_ref().map(|(twins, _, _)| twins.clone()),
-        });
+        })
+        .merge(crate::admin::router(admin));
     match twins {
         Some((twins, auth, connections)) => router.merge(ferry_twins::http::public_router()).merge(
             ferry_twins::http::router(twins)
@@ -52,18 +54,6 @@ pub fn router(
                 .layer(axum::middleware::from_fn_with_state(auth, crate::twins::authenticate)),
         ),
         None => router,
-    }
-}
-
-/// Reloads users, JWT keys, the ACL, certificates, routes and endpoints,
-/// as SIGHUP does.
-async fn reload(State(state): State<AppState>) -> Response {
-    match state.reloader.reload().await {
-        Ok(loaded) => Json(json!({ "status": "reloaded", "loaded": loaded })).into_response(),
-        Err(error) => {
-            tracing::error!("reload failed, the previous settings stay: {error:#}");
-            self::error(StatusCode::UNPROCESSABLE_ENTITY, "reload_failed", format!("{error:#}"))
-        }
     }
 }
 
@@ -125,7 +115,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 }
 
 /// Every HTTP error is JSON `{status, error, message}`, like Ditto's.
-fn error(status: StatusCode, code: &str, message: String) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, message: String) -> Response {
     let body = json!({ "status": status.as_u16(), "error": code, "message": message });
     (status, Json(body)).into_response()
 }

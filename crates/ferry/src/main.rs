@@ -2,8 +2,10 @@
 //! then hands over to the crate that does the work. Nothing here is on a
 //! hot path.
 
+mod admin;
 mod config;
 mod http;
+mod http_auth;
 mod logging;
 mod metrics;
 mod passwd;

@@ -11,8 +11,10 @@
 use crate::config::Config;
 use crate::security::{Loaded, Security};
 use anyhow::Context;
-use ferry_routes::RoutesService;
+use ferry_routes::config::RoutesConfig;
+use ferry_routes::{EndpointStatus, RoutesService};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -20,6 +22,8 @@ use tokio::sync::Mutex;
 pub struct Reloader {
     security: Arc<Security>,
     routes: Mutex<Option<RoutesService>>,
+    /// The routes and endpoint types in force, for the admin API.
+    applied: parking_lot::Mutex<Applied>,
     /// `None` when Ferry runs without `--config`: there is no file to
     /// read the routes from again, and they stay as they are (none).
     config_file: Option<PathBuf>,
@@ -34,13 +38,40 @@ pub struct Reloaded {
     pub endpoints: usize,
 }
 
+/// The routing configuration in force: the routes, and each endpoint's
+/// type (its other settings may hold secrets).
+#[derive(Clone)]
+pub struct Applied {
+    pub routes: RoutesConfig,
+    pub endpoint_types: BTreeMap<String, &'static str>,
+}
+
+impl Applied {
+    fn of(config: &Config) -> Applied {
+        Applied {
+            routes: config.routes.clone(),
+            endpoint_types: config
+                .endpoints
+                .iter()
+                .map(|(name, endpoint)| (name.clone(), endpoint.kind.type_name()))
+                .collect(),
+        }
+    }
+}
+
 impl Reloader {
     pub fn new(
         security: Arc<Security>,
         routes: RoutesService,
+        config: &Config,
         config_file: Option<PathBuf>,
     ) -> Reloader {
-        Reloader { security, routes: Mutex::new(Some(routes)), config_file }
+        Reloader {
+            security,
+            routes: Mutex::new(Some(routes)),
+            applied: parking_lot::Mutex::new(Applied::of(config)),
+            config_file,
+        }
     }
 
     pub async fn reload(&self) -> anyhow::Result<Reloaded> {
@@ -53,6 +84,7 @@ impl Reloader {
         let (route_count, endpoint_count) = match (&config, routes.as_mut()) {
             (Some(config), Some(routes)) => {
                 routes.apply(&config.routes, &config.endpoints).await.context("routes")?;
+                *self.applied.lock() = Applied::of(config);
                 (config.routes.routes.len(), config.endpoints.len())
             }
             _ => (0, 0),
@@ -82,6 +114,22 @@ impl Reloader {
         let routes = self.routes.lock().await;
         let routes = routes.as_ref()?;
         Some(ferry_routes::RoutesMetrics::new(routes.status(), routes.unrouted()))
+    }
+
+    /// The routes and endpoint types in force.
+    pub fn applied(&self) -> Applied {
+        self.applied.lock().clone()
+    }
+
+    /// Every endpoint's state and queue (`RoutesService::status`).
+    pub async fn endpoints(&self) -> Vec<EndpointStatus> {
+        self.routes.lock().await.as_ref().map(RoutesService::status).unwrap_or_default()
+    }
+
+    /// Pauses or resumes an endpoint; false if none of that name runs.
+    pub async fn set_paused(&self, endpoint: &str, paused: bool) -> bool {
+        let routes = self.routes.lock().await;
+        routes.as_ref().is_some_and(|routes| routes.set_paused(endpoint, paused))
     }
 
     /// Stops the endpoints at shutdown; what is in flight stays queued.

@@ -1,7 +1,9 @@
 //! `ferry serve`: bind the listeners, run until SIGINT/SIGTERM, then shut
 //! down gracefully.
 
+use crate::admin::{Admin, Listening};
 use crate::config::{Config, ListenerProtocol};
+use crate::http_auth::HttpAuth;
 use crate::ready::Accepting;
 use crate::reload::Reloader;
 use crate::security::Security;
@@ -71,7 +73,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     let routes = RoutesService::start(broker.clone(), &config.routes, &config.endpoints)
         .await
         .context("cannot start the routes")?;
-    let reloader = Arc::new(Reloader::new(security, routes, config_file));
+    let reloader = Arc::new(Reloader::new(security, routes, &config, config_file));
     let twins = crate::twins::start(&config).await?;
     if let Some(twins) = &twins {
         let loopback_only = bound
@@ -81,6 +83,12 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     }
     let connections =
         twins.as_ref().map(|twins| crate::twins::connections(&config, twins)).transpose()?;
+    let listening: Vec<Listening> = bound
+        .iter()
+        .filter_map(|(settings, _, tcp, _)| {
+            Some(Listening { kind: settings.scheme(), address: tcp.local_addr().ok()?.to_string() })
+        })
+        .collect();
     let mut http = Vec::new();
     let mut listeners = Vec::new();
     for (settings, name, tcp, tls) in bound {
@@ -115,12 +123,16 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     let listeners: Arc<[Arc<Accepting>]> = listeners.into();
     for (tcp, tls, auth) in http {
         let address = tcp.local_addr()?;
+        let http_auth = Arc::new(HttpAuth::new(&config, auth, address, broker.clone()));
         let twins = twins.clone().zip(connections.clone()).map(|(twins, connections)| {
-            let auth = TwinAuth::new(&config, auth, address, broker.clone());
-            (twins, Arc::new(auth), connections)
+            (twins, Arc::new(TwinAuth::new(&config, http_auth.clone())), connections)
         });
-        let app = crate::http::router(reloader.clone(), broker.clone(), listeners.clone(), twins)
-            .into_make_service_with_connect_info::<crate::twins::Peer>();
+        let admin =
+            Admin::new(&config, http_auth, reloader.clone(), listening.clone(), tls.is_some());
+        let admin = Arc::new(admin);
+        let app =
+            crate::http::router(reloader.clone(), broker.clone(), listeners.clone(), admin, twins)
+                .into_make_service_with_connect_info::<crate::twins::Peer>();
         let mut shutdown = broker.shutdown_signal();
         let stopped = async move {
             let _ = shutdown.wait_for(|&stopping| stopping).await;

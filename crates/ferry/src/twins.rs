@@ -18,14 +18,12 @@
 //!   a fresh `ferry serve`. Never beyond loopback.
 
 use crate::config::{Config, OwnThingSetting, TwinsStore};
+use crate::http_auth::{HttpAuth, HttpUser};
 use anyhow::Context;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::header::AUTHORIZATION;
 use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
-use base64::Engine;
-use ferry_auth::{Credentials, ListenerAuth, Verdict};
 use ferry_broker::{Broker, Fsync};
 use ferry_twins::connections::Connections;
 use ferry_twins::mqtt::{MqttSettings, OwnThing, TwinTopics};
@@ -34,10 +32,8 @@ use ferry_twins::shadow::ShadowSettings;
 use ferry_twins::store::postgres::PostgresStore;
 use ferry_twins::store::sqlite::SqliteStore;
 use ferry_twins::store::Store;
-use std::hash::{BuildHasher, RandomState};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// Opens the store and starts the service, or `None` with `[twins]
 /// enabled = false`.
@@ -141,52 +137,26 @@ pub fn serve_mqtt(
     Ok(())
 }
 
-/// How one HTTP listener tells who a request to the twin API is from.
+/// How one HTTP listener tells who a request to the twin API is from:
+/// the credentials `HttpAuth` checks, as Ditto subjects.
 pub struct TwinAuth {
-    broker: Arc<Broker>,
-    listener: ListenerAuth,
+    http: Arc<HttpAuth>,
     anonymous: Option<String>,
     basic_prefix: String,
     jwt_prefix: String,
     pre_authenticated: bool,
-    /// Passwords verified lately, by a keyed hash of user and password:
-    /// hashing one takes ~20 ms of a core, and an HTTP client sends the
-    /// same credentials with every request.
-    verified: quick_cache::sync::Cache<u128, (String, Instant)>,
-    keys: (RandomState, RandomState),
 }
 
-/// How long a verified password is trusted without hashing it again: a
-/// password changed by a reload is refused at most this long after.
-const VERIFIED_FOR: Duration = Duration::from_secs(60);
-
-/// Credentials remembered at most: one per client, in practice.
-const VERIFIED_ENTRIES: usize = 10_000;
-
 impl TwinAuth {
-    pub fn new(
-        config: &Config,
-        listener: ListenerAuth,
-        bind: SocketAddr,
-        broker: Arc<Broker>,
-    ) -> TwinAuth {
+    pub fn new(config: &Config, http: Arc<HttpAuth>) -> TwinAuth {
         let settings = &config.twins;
-        let no_credentials_configured =
-            config.auth.password_file.is_none() && config.auth.jwt.is_none();
-        let anonymous = (bind.ip().is_loopback()
-            && listener.allow_anonymous
-            && no_credentials_configured
-            && !settings.anonymous_subject.is_empty())
-        .then(|| settings.anonymous_subject.clone());
         TwinAuth {
-            broker,
-            listener,
-            anonymous,
+            http,
+            anonymous: (!settings.anonymous_subject.is_empty())
+                .then(|| settings.anonymous_subject.clone()),
             basic_prefix: settings.basic_subject_prefix.clone(),
             jwt_prefix: settings.jwt_subject_prefix.clone(),
             pre_authenticated: settings.pre_authenticated,
-            verified: quick_cache::sync::Cache::new(VERIFIED_ENTRIES),
-            keys: (RandomState::new(), RandomState::new()),
         }
     }
 
@@ -207,80 +177,12 @@ impl TwinAuth {
                 return Ok(Caller::new(subjects));
             }
         }
-        let Some(authorization) = headers.get(AUTHORIZATION) else {
-            return self
-                .anonymous
-                .clone()
-                .map(|subject| Caller::new(vec![subject]))
-                .ok_or("no credentials");
+        let subject = match self.http.user(headers, peer).await? {
+            HttpUser::Basic(user) => format!("{}:{user}", self.basic_prefix),
+            HttpUser::Bearer { user, .. } => format!("{}:{user}", self.jwt_prefix),
+            HttpUser::LoopbackDefault => self.anonymous.clone().ok_or("no credentials")?,
         };
-        let authorization = authorization.to_str().map_err(|_| "unreadable Authorization")?;
-        let (scheme, value) = authorization.split_once(' ').ok_or("unreadable Authorization")?;
-        if scheme.eq_ignore_ascii_case("basic") {
-            let decoded = base64::engine::general_purpose::STANDARD
-                .decode(value.trim())
-                .map_err(|_| "Basic credentials are not base64")?;
-            let decoded =
-                String::from_utf8(decoded).map_err(|_| "Basic credentials are not UTF-8")?;
-            let (user, password) =
-                decoded.split_once(':').ok_or("Basic credentials without ':'")?;
-            self.basic(user, password, peer).await.map(|subject| Caller::new(vec![subject]))
-        } else if scheme.eq_ignore_ascii_case("bearer") {
-            let policy = ListenerAuth { allow_anonymous: false, password: false, ..self.listener };
-            let credentials = Credentials {
-                peer: peer.ip(),
-                username: None,
-                password: Some(value.trim().as_bytes()),
-                certificate: None,
-            };
-            match self.broker.authenticate(policy, credentials).await {
-                Verdict::Accepted(identity) => match identity.username {
-                    Some(user) => Ok(Caller::new(vec![format!("{}:{user}", self.jwt_prefix)])),
-                    None => Err("the token names no user"),
-                },
-                _ => Err("the token does not verify"),
-            }
-        } else {
-            Err("an Authorization scheme other than Basic or Bearer")
-        }
-    }
-
-    async fn basic(
-        &self,
-        user: &str,
-        password: &str,
-        peer: SocketAddr,
-    ) -> Result<String, &'static str> {
-        let key = {
-            let text = (user, password);
-            u128::from(self.keys.0.hash_one(text)) << 64 | u128::from(self.keys.1.hash_one(text))
-        };
-        if let Some((subject, at)) = self.verified.get(&key) {
-            if at.elapsed() < VERIFIED_FOR {
-                return Ok(subject);
-            }
-        }
-        let policy = ListenerAuth {
-            allow_anonymous: false,
-            jwt: false,
-            certificate: false,
-            ..self.listener
-        };
-        let credentials = Credentials {
-            peer: peer.ip(),
-            username: Some(user),
-            password: Some(password.as_bytes()),
-            certificate: None,
-        };
-        match self.broker.authenticate(policy, credentials).await {
-            Verdict::Accepted(_) => {
-                let subject = format!("{}:{user}", self.basic_prefix);
-                self.verified.insert(key, (subject.clone(), Instant::now()));
-                Ok(subject)
-            }
-            Verdict::TooManyFailures => Err("too many failed attempts from this address"),
-            _ => Err("wrong user name or password"),
-        }
+        Ok(Caller::new(vec![subject]))
     }
 }
 
