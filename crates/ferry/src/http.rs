@@ -25,6 +25,7 @@ pub struct AppState {
     /// The MQTT listeners: their figures, and whether they still accept.
     listeners: Arc<[Arc<Accepting>]>,
     twins: Option<Arc<Twins>>,
+    connections: Option<Arc<Connections>>,
 }
 
 pub fn router(
@@ -45,6 +46,7 @@ pub fn router(
             broker,
             listeners,
             twins: twins.as_ref().map(|(twins, _, _)| twins.clone()),
+            connections: twins.as_ref().map(|(_, _, connections)| connections.clone()),
         })
         .merge(crate::admin::router(admin));
     match twins {
@@ -67,6 +69,7 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
         reloader: &state.reloader,
         listeners: &state.listeners,
         twins: state.twins.as_deref(),
+        connections: state.connections.as_deref(),
     };
     match crate::metrics::render(sources).await {
         Ok(text) if openmetrics => {
