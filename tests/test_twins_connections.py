@@ -8,10 +8,12 @@ from __future__ import annotations
 import http.server
 import json
 import queue
+import subprocess
 import threading
 import time
 
 import pytest
+import requests
 
 from conftest import make_password_file
 from twins import Ditto
@@ -144,6 +146,15 @@ def test_modified_events_are_pushed_to_the_receiver(broker_factory, receiver):
     assert metrics["containsFailures"] is False
     status = ditto.get("/connections/bench-push/status").json()
     assert (status["connectionStatus"], status["liveStatus"]) == ("open", "open")
+
+    # The same figures in Prometheus, per connection and target.
+    text = requests.get(ditto.base.replace("/api/2", "/metrics"), timeout=10).text
+    labels = 'connection="bench-push",target="POST:/{{ thing:id }}"'
+    assert f"ferry_twin_connection_published_total{{{labels}}} 1" in text
+    assert f"ferry_twin_connection_open{{{labels}}} 1" in text
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_a_failing_receiver_gets_the_event_again(broker_factory, receiver):

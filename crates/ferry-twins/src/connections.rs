@@ -58,6 +58,19 @@ impl Drop for Running {
     }
 }
 
+/// One target's counts since its connection (re)started.
+#[derive(Debug, Clone)]
+pub struct TargetFigures {
+    pub connection: String,
+    pub address: String,
+    pub open: bool,
+    pub dispatched: u64,
+    pub filtered: u64,
+    pub published: u64,
+    pub failed: u64,
+    pub dropped: u64,
+}
+
 /// How a PUT landed.
 pub enum Put {
     Created(Value),
@@ -182,6 +195,28 @@ impl Connections {
         let running = self.running.lock().await;
         let connection = running.get(id).ok_or_else(|| DittoError::connection_not_found(id))?;
         Ok(connection.stats.metrics(&connection.spec))
+    }
+
+    /// Every target's counts, for Prometheus: `(connection, address,
+    /// figures)`, with whether its connection runs.
+    pub async fn figures(&self) -> Vec<TargetFigures> {
+        let running = self.running.lock().await;
+        let mut all = Vec::new();
+        for (id, connection) in running.iter() {
+            for (target, stats) in connection.spec.targets.iter().zip(&connection.stats.targets) {
+                all.push(TargetFigures {
+                    connection: id.clone(),
+                    address: target.address.clone(),
+                    open: !connection.tasks.is_empty(),
+                    dispatched: stats.dispatched.get(),
+                    filtered: stats.filtered.get(),
+                    published: stats.published.get(),
+                    failed: stats.failed.get(),
+                    dropped: stats.dropped.get(),
+                });
+            }
+        }
+        all
     }
 
     /// `POST …/command`: Ditto's `connectivity.commands:…` in the body.

@@ -25,6 +25,7 @@ pub struct AppState {
     /// The MQTT listeners: their figures, and whether they still accept.
     listeners: Arc<[Arc<Accepting>]>,
     twins: Option<Arc<Twins>>,
+    connections: Option<Arc<Connections>>,
 }
 
 pub fn router(
@@ -46,6 +47,7 @@ pub fn router(
             broker,
             listeners,
             twins: twins.as_ref().map(|(twins, _, _)| twins.clone()),
+            connections: twins.as_ref().map(|(_, _, connections)| connections.clone()),
         })
         .merge(crate::admin::router(admin));
     let router = match twins {
@@ -69,6 +71,7 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
         reloader: &state.reloader,
         listeners: &state.listeners,
         twins: state.twins.as_deref(),
+        connections: state.connections.as_deref(),
     };
     match crate::metrics::render(sources).await {
         Ok(text) if openmetrics => {

@@ -10,6 +10,7 @@ mod process;
 use crate::ready::Accepting;
 use crate::reload::Reloader;
 use ferry_broker::Broker;
+use ferry_twins::connections::{Connections, TargetFigures};
 use ferry_twins::service::Twins;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -31,11 +32,12 @@ pub struct Sources<'a> {
     pub reloader: &'a Reloader,
     pub listeners: &'a [Arc<Accepting>],
     pub twins: Option<&'a Twins>,
+    pub connections: Option<&'a Connections>,
 }
 
 /// The metrics in OpenMetrics text.
 pub async fn render(sources: Sources<'_>) -> Result<String, std::fmt::Error> {
-    let Sources { broker, reloader, listeners, twins } = sources;
+    let Sources { broker, reloader, listeners, twins, connections } = sources;
     let mut registry = Registry::default();
     registry.register_collector(Box::new(broker::BrokerMetrics::read(broker, listeners)));
     registry.register_collector(Box::new(process::ProcessMetrics::read(broker)));
@@ -47,6 +49,9 @@ pub async fn render(sources: Sources<'_>) -> Result<String, std::fmt::Error> {
             things_cached: things,
             policies_cached: policies,
         }));
+    }
+    if let Some(connections) = connections {
+        registry.register_collector(Box::new(ConnectionMetrics(connections.figures().await)));
     }
     if let Some(routes) = reloader.routes_metrics().await {
         registry.register_collector(Box::new(routes));
@@ -120,6 +125,68 @@ impl Collector for TwinMetrics {
         ] {
             let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
             gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The twins' connections, per target (`docs/twins.md`, Connections).
+#[derive(Debug)]
+struct ConnectionMetrics(Vec<TargetFigures>);
+
+impl Collector for ConnectionMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        type Count = fn(&TargetFigures) -> u64;
+        let families: [(&str, &str, Count); 5] = [
+            (
+                "ferry_twin_connection_dispatched",
+                "Twin events a connection's target selected and its subjects may read.",
+                |f| f.dispatched,
+            ),
+            (
+                "ferry_twin_connection_filtered",
+                "Twin events a target's topics or READ rights let nothing through of.",
+                |f| f.filtered,
+            ),
+            ("ferry_twin_connection_published", "Requests the receiver answered 2xx.", |f| {
+                f.published
+            }),
+            (
+                "ferry_twin_connection_failed",
+                "Requests refused for good (4xx) or out of tries.",
+                |f| f.failed,
+            ),
+            (
+                "ferry_twin_connection_dropped",
+                "Requests dropped because the connection's queue was full.",
+                |f| f.dropped,
+            ),
+        ];
+        for (name, help, count) in families {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for target in &self.0 {
+                let labels = [
+                    ("connection", target.connection.as_str()),
+                    ("target", target.address.as_str()),
+                ];
+                ConstCounter::new(count(target)).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let mut open = encoder.encode_descriptor(
+            "ferry_twin_connection_open",
+            "1 while the connection runs (connectionStatus open), else 0; per target.",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for target in &self.0 {
+            let labels =
+                [("connection", target.connection.as_str()), ("target", target.address.as_str())];
+            ConstGauge::new(i64::from(target.open)).encode(open.encode_family(&labels)?)?;
         }
         Ok(())
     }
