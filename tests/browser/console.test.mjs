@@ -127,7 +127,8 @@ if (MODE === "anonymous") {
     await page.getByRole("button", { name: "Search" }).click();
     await page.getByRole("button", { name: `Delete session ${id}` }).click();
     await page.getByText(`Deleted the session of ${id}.`).waitFor();
-    assert.equal(await page.getByRole("button", { name: `Delete session ${id}` }).count(), 0);
+    // The list reloads after the notice: wait for the row to go.
+    await page.getByRole("button", { name: `Delete session ${id}` }).waitFor({ state: "detached" });
     await shot("sessions");
   });
 
@@ -135,11 +136,11 @@ if (MODE === "anonymous") {
     await go("retained");
     const topic = env("RETAINED_TOPIC");
     await page.getByRole("button", { name: `View ${topic}` }).click();
-    assert.equal(await page.locator("#retained-payload").textContent(), env("RETAINED_PAYLOAD"));
+    await until("retained payload", () => page.locator("#retained-payload").textContent(), (t) => t === env("RETAINED_PAYLOAD"));
     await shot("retained");
     await page.getByRole("button", { name: `Delete ${topic}` }).click();
     await page.getByText(`Deleted the retained message of ${topic}.`).waitFor();
-    assert.equal(await page.getByRole("button", { name: `View ${topic}` }).count(), 0);
+    await page.getByRole("button", { name: `View ${topic}` }).waitFor({ state: "detached" });
   });
 
   test("the topic explorer shows what paho publishes", async () => {
@@ -181,7 +182,8 @@ if (MODE === "anonymous") {
     await page.getByLabel(/RQL filter/).fill(`eq(thingId,"${id}")`);
     await page.getByRole("button", { name: "Search" }).click();
     await page.getByRole("button", { name: `View thing ${id}` }).click();
-    const json = JSON.parse(await page.locator("#thing-json").textContent());
+    const text = await until("thing JSON", () => page.locator("#thing-json").textContent(), (t) => t?.includes(id));
+    const json = JSON.parse(text);
     assert.equal(json.thingId, id);
     assert.deepEqual(json.attributes, JSON.parse(env("THING_ATTRIBUTES")));
     await shot("twins");
