@@ -114,10 +114,12 @@ def _browser(env: dict[str, str]) -> None:
 
 class Ticker:
     """A paho client publishing `explore/tick` ten times a second while the
-    browser runs: the overview's rate and the topic explorer need traffic."""
+    browser runs, and subscribed to it: the overview's rates and latency
+    and the topic explorer need traffic."""
 
     def __init__(self, client):
         self.client = client
+        client.subscribe("explore/tick", qos=0)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 

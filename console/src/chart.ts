@@ -15,7 +15,8 @@ export class LiveChart {
   private readonly data: (number | null)[][];
   private readonly resize: ResizeObserver;
 
-  constructor(title: string, series: string[], format: (value: number) => string, id: string) {
+  /** `top` is the least the y axis reaches, so that an idle chart still has a scale. */
+  constructor(title: string, series: string[], format: (value: number) => string, id: string, top = 1) {
     const box = h("div", { class: "chart-box" });
     this.el = h("figure", { class: "chart", id, "data-points": 0 }, h("figcaption", {}, title), box);
     this.data = [[], ...series.map(() => [])];
@@ -34,7 +35,7 @@ export class LiveChart {
       axes: [{}, { values: (_: uPlot, ticks: number[]) => ticks.map(format), size: 70 }],
       // At least the last minute on the time axis, so that the first points
       // do not spread over a span of years.
-      scales: { x: { time: true, range: (_: uPlot, min: number, max: number) => [Math.min(min, max - 60), max] }, y: { range: (_: uPlot, min: number, max: number) => [Math.min(0, min), Math.max(1, max * 1.1)] } },
+      scales: { x: { time: true, range: (_: uPlot, min: number, max: number) => [Math.min(min, max - 60), max] }, y: { range: (_: uPlot, min: number, max: number) => [Math.min(0, min), Math.max(top, max * 1.1)] } },
       legend: { live: false },
       cursor: { drag: { x: false, y: false } },
     };

@@ -99,6 +99,10 @@ if (MODE === "anonymous") {
     await until("points on the messages chart", points, (n) => n >= first + 2);
     // paho publishes all along (test_console.py): some second shows messages in.
     await until("messages in per second", () => page.locator("#stat-rate_in").textContent(), (t) => t !== "–" && Number(t) > 0);
+    // ...and the ticker's own subscription has them delivered, so some second has a latency.
+    await until("latency tile", () => page.locator("#stat-latency").textContent(), (t) => /^[\d.]+ (µs|ms|s) \/ [\d.]+ (µs|ms|s)$/.test(t));
+    const latencyPoints = () => page.locator("#chart-latency").getAttribute("data-points").then(Number);
+    await until("points on the latency chart", latencyPoints, (n) => n >= 1);
     await shot("overview");
     await page.setViewportSize({ width: 390, height: 800 });
     await shot("overview-narrow");

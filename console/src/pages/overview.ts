@@ -28,6 +28,7 @@ interface Overview {
 const rate = (v: number) => (v >= 100 ? v.toFixed(0) : v.toFixed(1));
 // Axis ticks between whole numbers keep their fraction; counts themselves are whole.
 const count = (v: number) => (Number.isInteger(v) ? num(v) : v.toFixed(1));
+const orDash = (v: number | null) => (v === null ? "–" : seconds(v));
 const seconds = (v: number) => (v < 0.001 ? `${(v * 1e6).toFixed(0)} µs` : v < 1 ? `${(v * 1e3).toFixed(1)} ms` : `${v.toFixed(2)} s`);
 
 export function overviewPage(main: HTMLElement): Stop {
@@ -46,6 +47,7 @@ export function overviewPage(main: HTMLElement): Stop {
     tile("retained", "Retained messages"),
     tile("rate_in", "Messages in /s"),
     tile("rate_out", "Messages out /s"),
+    tile("latency", "Latency p50 / p99"),
     tile("dropped", "Dropped"),
     tile("queued", "Queued (offline sessions)"),
     tile("disk", "Disk free"),
@@ -53,10 +55,10 @@ export function overviewPage(main: HTMLElement): Stop {
   );
   const messages = new LiveChart("Messages per second", ["in", "out"], rate, "chart-messages");
   const connections = new LiveChart("Connections", ["connections"], count, "chart-connections");
-  const latency = new LiveChart("Publish-to-deliver latency", ["p50", "p90", "p99"], seconds, "chart-latency");
+  const latency = new LiveChart("Publish-to-deliver latency", ["p50", "p90", "p99"], seconds, "chart-latency", 0.001);
   const queues = new LiveChart("Queued messages", ["queued"], count, "chart-queued");
   const disk = new LiveChart("Disk free", ["free"], bytes, "chart-disk");
-  const latencyNote = h("p", { class: "note", hidden: true }, "No latency figures yet: this Ferry does not measure publish-to-deliver latency.");
+  const latencyNote = h("p", { class: "note", hidden: true }, "Nothing was delivered in the last second.");
   const charts = h("div", { class: "charts" }, messages.el, connections.el, h("div", {}, latency.el, latencyNote), queues.el, disk.el);
   main.append(state, stats, charts);
 
@@ -93,6 +95,7 @@ export function overviewPage(main: HTMLElement): Stop {
         const l = now.latency;
         const hasLatency = !!l && (l.p50 !== null || l.p90 !== null || l.p99 !== null);
         latencyNote.hidden = hasLatency;
+        fill(tiles.latency, hasLatency && l ? `${orDash(l.p50)} / ${orDash(l.p99)}` : "–");
         latency.push(time, [l?.p50 ?? null, l?.p90 ?? null, l?.p99 ?? null]);
         queues.push(time, [now.queued_messages]);
         disk.push(time, [now.disk_free_bytes]);

@@ -13,6 +13,7 @@ use crate::broker::Broker;
 use crate::connection_info::ConnectionInfo;
 use crate::message::Message;
 use crate::session::Session;
+use crate::stats::HistogramFigures;
 use ferry_mqtt::{ByteStr, ProtocolVersion, QoS, RetainHandling, SubscriptionOptions};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -127,6 +128,9 @@ pub struct Overview {
     pub dropped: u64,
     pub queued_messages: usize,
     pub queued_bytes: u64,
+    /// Publish-to-deliver latency since the start; a reader keeps the
+    /// previous reading to have the latency of an interval.
+    pub latency: HistogramFigures,
     pub disk_free_bytes: Option<u64>,
     pub log_bytes: Option<u64>,
 }
@@ -376,6 +380,7 @@ impl Broker {
             dropped: stats.dropped_queue_full.get()
                 + stats.dropped_too_large.get()
                 + stats.dropped_expired.get(),
+            latency: stats.delivery_latency.get(),
             ..Overview::default()
         };
         let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();

@@ -116,7 +116,7 @@ impl Default for Histogram {
 }
 
 /// What a [`Histogram`] holds, summed over the cores.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct HistogramFigures {
     /// Counts per bucket, not cumulative; the last is over every bound.
     pub buckets: [u64; LATENCY_BUCKETS + 1],
@@ -126,6 +126,44 @@ pub struct HistogramFigures {
 impl HistogramFigures {
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
+    }
+
+    /// What was observed after `earlier`, a reading of the same histogram.
+    pub fn since(&self, earlier: &HistogramFigures) -> HistogramFigures {
+        HistogramFigures {
+            buckets: std::array::from_fn(|i| self.buckets[i].saturating_sub(earlier.buckets[i])),
+            sum: self.sum.saturating_sub(earlier.sum),
+        }
+    }
+
+    /// The `q` quantile (0 to 1), or `None` when nothing was observed.
+    ///
+    /// Bucket `i` holds durations in [2^(i-1), 2^i) µs, so the answer is
+    /// placed within its bucket by linear interpolation, as Prometheus's
+    /// `histogram_quantile` does: exact to within the bucket's bounds, a
+    /// factor of two. The last bucket has no upper bound; a quantile that
+    /// falls in it is its lower bound, the slowest figure that is known.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let count = self.count();
+        if count == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * count as f64;
+        let mut below = 0u64;
+        for (bucket, &n) in self.buckets.iter().enumerate() {
+            if n == 0 || ((below + n) as f64) < rank {
+                below += n;
+                continue;
+            }
+            let lower = if bucket == 0 { 0.0 } else { (1u64 << (bucket - 1)) as f64 };
+            if bucket == LATENCY_BUCKETS {
+                return Some(Duration::from_secs_f64(lower / 1e6));
+            }
+            let upper = (1u64 << bucket) as f64;
+            let within = ((rank - below as f64) / n as f64).clamp(0.0, 1.0);
+            return Some(Duration::from_secs_f64((lower + (upper - lower) * within) / 1e6));
+        }
+        unreachable!("the rank is at most the count")
     }
 }
 
@@ -276,6 +314,54 @@ impl Stats {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    fn figures(counts: &[(usize, u64)]) -> HistogramFigures {
+        let mut buckets = [0u64; LATENCY_BUCKETS + 1];
+        for &(bucket, n) in counts {
+            buckets[bucket] = n;
+        }
+        HistogramFigures { buckets, sum: Duration::ZERO }
+    }
+
+    #[test]
+    fn quantiles_interpolate_within_the_bucket_that_holds_the_rank() {
+        assert_eq!(figures(&[]).quantile(0.5), None);
+        // 100 in [256, 512) µs and 100 in [512, 1024) µs
+        let two = figures(&[(9, 100), (10, 100)]);
+        assert_eq!(two.quantile(0.5), Some(Duration::from_micros(512)));
+        assert_eq!(two.quantile(0.25), Some(Duration::from_micros(384)));
+        let p99 = two.quantile(0.99).unwrap().as_secs_f64() * 1e6;
+        assert!((p99 - 1013.76).abs() < 1e-6, "{p99}");
+        assert_eq!(two.quantile(1.0), Some(Duration::from_micros(1024)));
+        // under 1 µs: bucket 0 spans [0, 1) µs
+        assert_eq!(figures(&[(0, 4)]).quantile(0.5), Some(Duration::from_nanos(500)));
+        // the open bucket answers its lower bound, 2^23 µs
+        let slow = figures(&[(3, 1), (LATENCY_BUCKETS, 99)]);
+        assert_eq!(slow.quantile(0.9), Some(Duration::from_micros(1 << 23)));
+    }
+
+    #[test]
+    fn observations_land_in_the_bucket_whose_bounds_hold_them() {
+        let histogram = Histogram::default();
+        for micros in [0, 1, 3, 1000, 20_000_000] {
+            histogram.observe(Duration::from_micros(micros));
+        }
+        let read = histogram.get();
+        assert_eq!(read.count(), 5);
+        assert_eq!(read.buckets[0], 1); // 0 µs
+        assert_eq!(read.buckets[1], 1); // [1, 2) µs
+        assert_eq!(read.buckets[2], 1); // [2, 4) µs
+        assert_eq!(read.buckets[10], 1); // [512, 1024) µs
+        assert_eq!(read.buckets[LATENCY_BUCKETS], 1); // over ~8.4 s
+        let later = {
+            histogram.observe(Duration::from_micros(3));
+            histogram.get()
+        };
+        let window = later.since(&read);
+        assert_eq!(window.count(), 1);
+        assert_eq!(window.buckets[2], 1);
+        assert_eq!(window.sum, Duration::from_micros(3));
+    }
 
     #[test]
     fn a_counter_sums_the_slots_of_every_core_and_of_other_threads() {
