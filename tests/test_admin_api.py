@@ -17,7 +17,7 @@ import pytest
 import requests
 from openapi_spec_validator import validate
 
-from conftest import make_password_file
+from conftest import make_password_file, to_toml
 
 pytestmark = pytest.mark.ferry_only  # Ferry's admin API
 
@@ -143,23 +143,26 @@ def password_file(tmp_path_factory):
     return make_password_file(tmp_path_factory.mktemp("admin") / "passwd", USERS)
 
 
+def guarded_config(password_file, tmp_path, admins=("alice",)) -> dict:
+    acl = tmp_path / "acl.toml"
+    acl.write_text(ACL)
+    secret = tmp_path / "jwt.secret"
+    secret.write_text(SECRET + "\n")
+    return {
+        "auth": {"password_file": str(password_file), "acl_file": str(acl),
+                 "jwt": {"secret_file": str(secret)}},
+        "admin": {"users": list(admins), "groups": ["ops", "jwt-ops"]},
+        "listener": [{"name": "public", "protocol": "http", "bind": "0.0.0.0:0"}],
+    }
+
+
 @pytest.fixture
 def guarded(broker_factory, password_file, tmp_path):
     """Users from a password file, alice an administrator by name and
     oscar by the ACL's group `ops`; bob and dev are not. A JWT key too,
     and a second HTTP listener bound beyond loopback."""
-    acl = tmp_path / "acl.toml"
-    acl.write_text(ACL)
-    secret = tmp_path / "jwt.secret"
-    secret.write_text(SECRET + "\n")
-    config = {
-        "auth": {"password_file": str(password_file), "acl_file": str(acl),
-                 "jwt": {"secret_file": str(secret)}},
-        "admin": {"users": ["alice"], "groups": ["ops", "jwt-ops"]},
-        "listener": [{"name": "public", "protocol": "http", "bind": "0.0.0.0:0"}],
-    }
     wait = {"public": re.compile(r"listening on http://(0\.0\.0\.0):(\d+)")}
-    return broker_factory(config, wait=wait)
+    return broker_factory(guarded_config(password_file, tmp_path), wait=wait)
 
 
 def token(**claims) -> str:
@@ -244,6 +247,35 @@ def test_the_console_logs_in_with_a_cookie_and_out(guarded):
     stale = Api(guarded)
     stale.session.cookies.set("ferry_session", value.group(1))
     error_of(stale.get("/me"), 401, "unauthorized")
+
+
+def test_a_reload_ends_the_sessions_of_users_no_longer_administrators(broker_factory, tmp_path):
+    users = tmp_path / "passwd"
+    make_password_file(users, USERS)
+    wait = {"public": re.compile(r"listening on http://(0\.0\.0\.0):(\d+)")}
+    b = broker_factory(guarded_config(users, tmp_path), wait=wait)
+
+    def logged_in(user):
+        api = Api(b)
+        assert api.post("/login", {"username": user, "password": USERS[user]}).status_code == 200
+        assert api.ok("/me") == {"username": user}
+        return api
+
+    alice, oscar = logged_in("alice"), logged_in("oscar")
+    # alice is no administrator any more (oscar still is, by his group)
+    (b.workdir / "ferry.toml").write_text(to_toml(guarded_config(users, tmp_path, admins=[])))
+    assert Api(b, ("alice", "alice-pw")).post("/reload").status_code == 200
+    error_of(alice.get("/me"), 401, "unauthorized")
+    error_of(Api(b, ("alice", "alice-pw")).get("/me"), 403, "forbidden")
+    error_of(Api(b).post("/login", {"username": "alice", "password": "alice-pw"}), 403, "forbidden")
+    assert oscar.ok("/me") == {"username": "oscar"}
+    b.wait_log(r"console session ended: no longer an administrator")
+    # oscar leaves the password file: his session ends with him
+    users.unlink()
+    make_password_file(users, {u: p for u, p in USERS.items() if u != "oscar"})
+    assert oscar.post("/reload").status_code == 200
+    error_of(oscar.get("/me"), 401, "unauthorized")
+    b.wait_log(r"console session ended: no longer in the password file")
 
 
 # ------------------------------------------------------------------- clients

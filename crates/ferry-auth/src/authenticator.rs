@@ -101,6 +101,12 @@ impl Authenticator {
         Authenticator { passwords, jwt, failures: Mutex::new(Failures::default()) }
     }
 
+    /// Whether the password file has `user`: a login made with a password
+    /// lasts only as long as its user does.
+    pub fn has_password_user(&self, user: &str) -> bool {
+        self.passwords.as_ref().is_some_and(|passwords| passwords.users().any(|u| u == user))
+    }
+
     /// Whether `check` will hash a password (tens of milliseconds of one
     /// core and 19 MiB): callers run such checks off their async threads,
     /// a bounded number at a time.

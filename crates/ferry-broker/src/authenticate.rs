@@ -33,6 +33,10 @@ impl Authentication {
         *self.authenticator.write() = Arc::new(authenticator);
     }
 
+    pub(crate) fn has_password_user(&self, user: &str) -> bool {
+        self.authenticator.read().has_password_user(user)
+    }
+
     /// The method that judges these credentials, for the count of a refusal.
     pub(crate) fn method(&self, policy: ListenerAuth, credentials: &Credentials<'_>) -> Method {
         self.authenticator.read().method(&policy, credentials)

@@ -270,6 +270,11 @@ impl Broker {
         self.authentication.set(authenticator);
     }
 
+    /// Whether the password file in force has `user`.
+    pub fn has_password_user(&self, user: &str) -> bool {
+        self.authentication.has_password_user(user)
+    }
+
     /// The verdict of the authenticator in force on `credentials`, for
     /// other protocols than MQTT (the HTTP API): the same files, the same
     /// failure counting, and password hashing kept off the async threads.

@@ -28,7 +28,7 @@ mod sessions;
 mod subscriptions;
 mod topics;
 
-use crate::config::{AdminSettings, Config};
+use crate::config::Config;
 use crate::http::error;
 use crate::http_auth::{HttpAuth, HttpUser};
 use crate::reload::Reloader;
@@ -55,7 +55,6 @@ pub struct Admin {
     auth: Arc<HttpAuth>,
     broker: Arc<Broker>,
     reloader: Arc<Reloader>,
-    settings: AdminSettings,
     logins: login::Logins,
     /// The listener speaks TLS: the session cookie is then `Secure`.
     tls: bool,
@@ -79,7 +78,6 @@ impl Admin {
             broker: auth.broker().clone(),
             auth,
             reloader,
-            settings: config.admin.clone(),
             logins: login::Logins::default(),
             tls,
             info: info::Info::new(config, listening),
@@ -88,10 +86,12 @@ impl Admin {
     }
 
     /// Whether `user`, in `groups` (a JWT's), is an administrator, by name
-    /// or by a group of theirs (a JWT's, or the ACL file's).
+    /// or by a group of theirs (a JWT's, or the ACL file's), as the
+    /// configuration last (re)loaded says.
     fn is_admin(&self, user: &str, groups: &[Arc<str>]) -> bool {
-        self.settings.users.iter().any(|admin| admin == user)
-            || self.settings.groups.iter().any(|wanted| {
+        let settings = self.reloader.admin_settings();
+        settings.users.iter().any(|admin| admin == user)
+            || settings.groups.iter().any(|wanted| {
                 groups.iter().any(|group| **group == **wanted)
                     || self.broker.acl_groups_of(user).iter().any(|group| group == wanted)
             })

@@ -1,14 +1,14 @@
 //! What SIGHUP and `POST /api/v1/reload` change without a restart: users,
-//! JWT keys, the ACL and certificates (`security.rs`), and the routes and
-//! endpoints, read again from the configuration file. Other settings in
-//! the file need a restart.
+//! JWT keys, the ACL and certificates (`security.rs`), the administrators
+//! (`[admin]`), and the routes and endpoints, read again from the
+//! configuration file. Other settings in the file need a restart.
 //!
 //! The file is read and checked first: if it is bad, nothing changes. Then
-//! the routes (whose endpoints are built before any is replaced), then the
-//! security files (all read before any is applied); a failure in either
-//! leaves that part as it was.
+//! the administrators, the routes (whose endpoints are built before any is
+//! replaced), then the security files (all read before any is applied); a
+//! failure in either of the last two leaves that part as it was.
 
-use crate::config::Config;
+use crate::config::{AdminSettings, Config};
 use crate::security::{Loaded, Security};
 use anyhow::Context;
 use ferry_routes::config::RoutesConfig;
@@ -24,6 +24,8 @@ pub struct Reloader {
     routes: Mutex<Option<RoutesService>>,
     /// The routes and endpoint types in force, for the admin API.
     applied: parking_lot::Mutex<Applied>,
+    /// Who is an administrator: read on every admin API request.
+    admin: parking_lot::RwLock<Arc<AdminSettings>>,
     /// `None` when Ferry runs without `--config`: there is no file to
     /// read the routes from again, and they stay as they are (none).
     config_file: Option<PathBuf>,
@@ -70,6 +72,7 @@ impl Reloader {
             security,
             routes: Mutex::new(Some(routes)),
             applied: parking_lot::Mutex::new(Applied::of(config)),
+            admin: parking_lot::RwLock::new(Arc::new(config.admin.clone())),
             config_file,
         }
     }
@@ -80,6 +83,9 @@ impl Reloader {
             .await
             .context("the reload task failed")?
             .transpose()?;
+        if let Some(config) = &config {
+            *self.admin.write() = Arc::new(config.admin.clone());
+        }
         let mut routes = self.routes.lock().await;
         let (route_count, endpoint_count) = match (&config, routes.as_mut()) {
             (Some(config), Some(routes)) => {
@@ -114,6 +120,11 @@ impl Reloader {
         let routes = self.routes.lock().await;
         let routes = routes.as_ref()?;
         Some(ferry_routes::RoutesMetrics::new(routes.status(), routes.unrouted()))
+    }
+
+    /// The `[admin]` settings in force.
+    pub fn admin_settings(&self) -> Arc<AdminSettings> {
+        self.admin.read().clone()
     }
 
     /// The routes and endpoint types in force.

@@ -109,8 +109,22 @@ fn cookie(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// The administrator whose session cookie the request carries, if live.
+/// A session whose user a reload took out of the password file, or out of
+/// `[admin]` or the group that made them one, ends here at its next
+/// request rather than at its idle timeout.
 pub(super) fn session_user(admin: &Admin, headers: &HeaderMap) -> Option<String> {
-    admin.logins.touch(cookie(headers)?)
+    let cookie = cookie(headers)?;
+    let user = admin.logins.touch(cookie)?;
+    let gone = if !admin.broker.has_password_user(&user) {
+        "no longer in the password file"
+    } else if !admin.is_admin(&user, &[]) {
+        "no longer an administrator"
+    } else {
+        return Some(user);
+    };
+    admin.logins.close(cookie);
+    tracing::info!(user, "console session ended: {gone}");
+    None
 }
 
 #[derive(Deserialize)]
