@@ -173,6 +173,7 @@ def test_the_console_in_a_browser(broker_factory, tmp_path):
             "DISCONNECT_CLIENT": "console-victim-01", "OFFLINE_CLIENT": "console-offline",
             "RETAINED_TOPIC": "console/retained/a", "RETAINED_PAYLOAD": retained_payload,
             "EXPLORE_FILTER": "explore/#", "EXPLORE_PAYLOAD_PREFIX": "tick-",
+            "SUBSCRIBER_CLIENT": "console-subscriber", "SUBSCRIBER_FILTER": "console/in",
             "PUBLISH_TOPIC": "console/in", "PUBLISH_PAYLOAD": "from the console",
             "ENDPOINT_NAME": "mirror",
             "THING_ID": thing_id, "THING_ATTRIBUTES": json.dumps(attributes),

@@ -136,6 +136,19 @@ if (MODE === "anonymous") {
     await shot("sessions");
   });
 
+  test("the subscriptions page finds a paho client's subscription", async () => {
+    await go("subscriptions");
+    await page.getByLabel("Client id").fill(env("SUBSCRIBER_CLIENT"));
+    await page.getByRole("button", { name: "Search" }).click();
+    await until("rows", () => page.locator("tbody tr").count(), (n) => n === 1);
+    const cells = await page.locator("tbody tr td").allTextContents();
+    assert.deepEqual(cells.slice(0, 3), [env("SUBSCRIBER_CLIENT"), env("SUBSCRIBER_FILTER"), "1"]);
+    await page.getByLabel("Client id").fill("nobody-has-this-id");
+    await page.getByRole("button", { name: "Search" }).click();
+    await page.getByText("No subscription matches.").waitFor();
+    await shot("subscriptions");
+  });
+
   test("the retained page lists a retained message and deletes it", async () => {
     await go("retained");
     const topic = env("RETAINED_TOPIC");
