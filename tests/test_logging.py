@@ -150,3 +150,22 @@ def test_connects_disconnects_and_no_secrets(broker_factory, tmp_path, fmt):
     log = "\n".join(lines)
     for secret_text in (PASSWORD, WRONG, token, basic, SECRET, token.split(".")[2]):
         assert secret_text not in log, f"a secret in the log: {secret_text[:8]}…"
+
+
+def test_per_module_levels(broker_factory):
+    """`[log] level` takes tracing directives: the broker's crate at warn
+    keeps its connect lines out while the rest of Ferry logs at info."""
+    b = broker_factory({"log": {"level": "info,ferry_broker=warn"}})
+    r = b.raw(5)
+    r.connect("quiet-module")
+    r.disconnect()
+    assert b.stop() == 0
+    lines = b.log_lines()
+    assert any("listening on mqtt://" in line for line in lines), "ferry's own info lines"
+    assert not any("client connected" in line or "client disconnected" in line
+                   for line in lines), "ferry_broker's info lines are filtered"
+
+    b = broker_factory({"log": {"level": "info"}})
+    r = b.raw(5)
+    r.connect("loud-module")
+    b.wait_log(r"client connected.*loud-module")
