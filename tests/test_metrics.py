@@ -15,6 +15,7 @@ from pathlib import Path
 import jwt
 import pytest
 
+import rawmqtt
 from conftest import make_password_file
 
 pytestmark = pytest.mark.ferry_only  # Ferry's /metrics and /ready
@@ -46,6 +47,12 @@ def parse(text: str) -> dict[tuple[str, frozenset], float]:
         name, labels, value = m.groups()
         samples[(name, frozenset(LABEL.findall(labels or "")))] = float(value)
     return samples
+
+
+# Every `reason` of ferry_disconnections_total (docs/metrics.md).
+REASONS = ["client_gone", "truncated_packet", "connection_lost", "client_disconnect",
+           "malformed_packet", "protocol_error", "keep_alive_timeout", "credentials_expired",
+           "taken_over", "server_shutdown", "administrative_action"]
 
 
 def scrape(b) -> dict[tuple[str, frozenset], float]:
@@ -203,6 +210,35 @@ def test_refused_connections_are_counted_by_listener_and_reason(broker_factory):
     first.disconnect()
     wait_for(b, lambda s: listener_value(s, "ferry_connections") == 0
              and value(s, "ferry_clients_connected") == 0, "the connection gone")
+
+
+def test_disconnections_are_counted_by_reason(metrics_broker):
+    b = metrics_broker
+    before = scrape(b)
+    b.client(5, "m-bye").disconnect()
+    b.client(4, "m-bye-311").disconnect()
+    gone = b.raw(5)
+    gone.connect("m-gone")
+    gone.close()
+    bad = b.raw(5)
+    bad.connect("m-bad")
+    bad.send(rawmqtt.encode_connect("m-bad"))  # a second CONNECT: 0x82
+    bad.read_until_closed()
+    first = b.raw(5)
+    first.connect("m-twice")
+    b.raw(5).connect("m-twice")
+    first.read_until_closed()
+
+    def counted(s):
+        return sum(value(s, "ferry_disconnections_total", reason=r)
+                   - value(before, "ferry_disconnections_total", reason=r)
+                   for r in REASONS) == 5
+
+    after = wait_for(b, counted, "five disconnections")
+    delta = lambda reason: value(after, "ferry_disconnections_total", reason=reason) \
+        - value(before, "ferry_disconnections_total", reason=reason)
+    assert {r: delta(r) for r in REASONS if delta(r)} == {
+        "client_disconnect": 2, "client_gone": 1, "protocol_error": 1, "taken_over": 1}
 
 
 def test_the_exposition_passes_promtool_in_both_formats(metrics_broker):

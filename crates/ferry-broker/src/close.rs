@@ -3,6 +3,23 @@
 use ferry_mqtt::{DecodeError, ReasonCode};
 use std::net::SocketAddr;
 
+/// The names of the reasons a connected client's connection ends, in the
+/// order of [`Close::index`]: the disconnect log line's `reason` and the
+/// labels of `ferry_disconnections_total`.
+pub const DISCONNECT_REASONS: [&str; 11] = [
+    "client_gone",
+    "truncated_packet",
+    "connection_lost",
+    "client_disconnect",
+    "malformed_packet",
+    "protocol_error",
+    "keep_alive_timeout",
+    "credentials_expired",
+    "taken_over",
+    "server_shutdown",
+    "administrative_action",
+];
+
 /// The end of a connection. Decides the DISCONNECT reason code sent to a
 /// v5 client, the log line, and whether the will is published.
 #[derive(Debug)]
@@ -79,22 +96,27 @@ impl Close {
         }
     }
 
-    /// The reason's name in the disconnect log line: one word a log query
-    /// can match.
-    pub(crate) fn name(&self) -> &'static str {
+    /// The reason's place in [`DISCONNECT_REASONS`].
+    pub(crate) fn index(&self) -> usize {
         match self {
-            Close::PeerClosed => "client_gone",
-            Close::Truncated(_) => "truncated_packet",
-            Close::Io => "connection_lost",
-            Close::Disconnected { .. } => "client_disconnect",
-            Close::Malformed(_) => "malformed_packet",
-            Close::Protocol { .. } => "protocol_error",
-            Close::KeepAliveTimeout => "keep_alive_timeout",
-            Close::CredentialsExpired => "credentials_expired",
-            Close::TakenOver => "taken_over",
-            Close::ServerShuttingDown => "server_shutdown",
-            Close::Administrative(_) => "administrative_action",
+            Close::PeerClosed => 0,
+            Close::Truncated(_) => 1,
+            Close::Io => 2,
+            Close::Disconnected { .. } => 3,
+            Close::Malformed(_) => 4,
+            Close::Protocol { .. } => 5,
+            Close::KeepAliveTimeout => 6,
+            Close::CredentialsExpired => 7,
+            Close::TakenOver => 8,
+            Close::ServerShuttingDown => 9,
+            Close::Administrative(_) => 10,
         }
+    }
+
+    /// The reason's name in the disconnect log line and the
+    /// `ferry_disconnections_total` metric: one word a query can match.
+    pub(crate) fn name(&self) -> &'static str {
+        DISCONNECT_REASONS[self.index()]
     }
 
     fn description(&self) -> String {

@@ -90,6 +90,7 @@ pub(crate) async fn serve<S: Transport>(mut stream: S, origin: Box<Origin>, brok
         }
     }
     close.log_disconnect(origin.peer, &client.session.client_id, &origin.listener.name);
+    broker.stats.disconnections[close.index()].inc();
     let server_closed = close.reason_code().is_some();
     client.finish(&broker, close);
     Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, server_closed)).await;

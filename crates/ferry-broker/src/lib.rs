@@ -50,6 +50,7 @@ mod websocket;
 mod will;
 
 pub use broker::{Broker, SessionFigures};
+pub use close::DISCONNECT_REASONS;
 pub use config::{BrokerConfig, ConfigError, QueueOverflow};
 pub use cores::Cores;
 pub use durable::{DurabilityConfig, Fsync, StoreError, StoreFigures};

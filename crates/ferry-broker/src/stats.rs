@@ -14,6 +14,7 @@
 //! Sums wrap, so a gauge that is raised on one core and lowered on another
 //! (`clients_connected`) still sums to the right figure.
 
+use crate::close::DISCONNECT_REASONS;
 use ferry_auth::Method;
 use ferry_mqtt::QoS;
 use std::cell::Cell;
@@ -273,8 +274,9 @@ pub struct Stats {
     /// when full (`when_full = "block"`) held its `max_bytes`; counted once
     /// per hold, however long it lasts.
     pub held_endpoint_full: Counter,
-    /// Connections closed because of a malformed or illegal packet.
-    pub protocol_errors: Counter,
+    /// Connected clients' connections ended, by reason (as indexed by
+    /// [`DISCONNECT_REASONS`]).
+    pub disconnections: [Counter; DISCONNECT_REASONS.len()],
     /// CONNECTs refused for their credentials (or for failing too often).
     pub clients_refused: Counter,
     /// CONNECTs refused by authentication, by [`AuthMethod`] (as indexed

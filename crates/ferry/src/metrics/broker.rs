@@ -7,7 +7,9 @@
 
 use super::encode::{counter, counters, gauge, gauges, histogram_pow2_micros};
 use crate::ready::Accepting;
-use ferry_broker::{AuthMethod, Broker, HistogramFigures, SessionFigures, StoreFigures};
+use ferry_broker::{
+    AuthMethod, Broker, HistogramFigures, SessionFigures, StoreFigures, DISCONNECT_REASONS,
+};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use std::fmt::Error;
@@ -43,6 +45,7 @@ pub struct BrokerMetrics {
     publishers_throttled: u64,
     slow_consumers_disconnected: u64,
     authentication_failures: Vec<(&'static str, u64)>,
+    disconnections: Vec<(&'static str, u64)>,
     latency: HistogramFigures,
     store: Option<StoreFigures>,
 }
@@ -94,6 +97,11 @@ impl BrokerMetrics {
             authentication_failures: AuthMethod::ALL
                 .iter()
                 .map(|method| (method.name(), stats.authentication_failure(*method).get()))
+                .collect(),
+            disconnections: DISCONNECT_REASONS
+                .iter()
+                .zip(&stats.disconnections)
+                .map(|(reason, counter)| (*reason, counter.get()))
                 .collect(),
             latency: stats.delivery_latency.get(),
             store: broker.store_figures(),
@@ -294,6 +302,13 @@ impl Collector for BrokerMetrics {
             "CONNECTs refused by authentication, by the method that judged them: password, jwt, certificate, anonymous (nothing to check where anonymous clients are not allowed), enhanced (an MQTT 5 authentication method).",
             "method",
             &self.authentication_failures,
+        )?;
+        by_label(
+            e,
+            "ferry_disconnections",
+            "Connected clients' connections ended, by reason: client_disconnect (DISCONNECT), client_gone (closed without one), truncated_packet, connection_lost (a socket error), malformed_packet, protocol_error, keep_alive_timeout, credentials_expired, taken_over, server_shutdown, administrative_action.",
+            "reason",
+            &self.disconnections,
         )?;
         histogram_pow2_micros(
             e,
