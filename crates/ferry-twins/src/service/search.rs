@@ -212,9 +212,12 @@ fn fields_of<'f>(filter: &'f Filter, out: &mut Vec<&'f Field>) {
     }
 }
 
-/// The id a filter `eq(thingId,'…')` names: a search for one thing.
+/// The id a filter `eq(thingId,'…')` names: a search for one thing. The
+/// gateway wraps every filter in `and(…)`, so an `and` of one is looked
+/// through.
 fn pinned_id(filter: &Filter) -> Option<&str> {
     match filter {
+        Filter::And(children) if children.len() == 1 => pinned_id(&children[0]),
         Filter::Compare { op: CompareOp::Eq, field, value: Literal::String(id) }
             if matches!(field.kind(), FieldKind::Simple)
                 && field.pointer().levels() == ["thingId"] =>
@@ -725,6 +728,27 @@ mod tests {
         assert_eq!(limited["nextPageOffset"], 3);
     }
 
+    #[test]
+    fn only_a_filter_on_one_id_is_a_search_by_id() {
+        let pinned = |text: &str| {
+            let filter = Filter::parse(text, Scope::THINGS).unwrap();
+            pinned_id(&filter).map(str::to_owned)
+        };
+        assert_eq!(pinned("eq(thingId,'ns:a')").as_deref(), Some("ns:a"));
+        assert_eq!(pinned(r#"and(eq(thingId,"ns:a"))"#).as_deref(), Some("ns:a"));
+        assert_eq!(pinned("and(and(eq(thingId,'ns:a')))").as_deref(), Some("ns:a"));
+        for other in [
+            "and(eq(thingId,'ns:a'),exists(attributes/x))",
+            "or(eq(thingId,'ns:a'))",
+            "ne(thingId,'ns:a')",
+            "eq(thingId,1)",
+            "eq(attributes/thingId,'ns:a')",
+            "in(thingId,'ns:a')",
+        ] {
+            assert_eq!(pinned(other), None, "{other}");
+        }
+    }
+
     #[tokio::test]
     async fn a_search_by_id_answers_what_the_general_path_answers() {
         let dir = tempfile::tempdir().unwrap();
@@ -754,10 +778,11 @@ mod tests {
                 for namespaces in &namespaces {
                     for option in options {
                         for fields in [None, Some("thingId,attributes/secret")] {
-                            let by_id = format!("eq(thingId,'{id}')");
-                            // `and(…)` of one is the same filter by the
-                            // general path: the store's index, then the judge.
-                            let general = format!("and({by_id})");
+                            let by_id = format!("and(eq(thingId,'{id}'))");
+                            // The same filter twice is the same filter by
+                            // the general path: the store's index, then the
+                            // judge.
+                            let general = format!("and(eq(thingId,'{id}'),eq(thingId,'{id}'))");
                             let ask = |filter| SearchParams {
                                 filter: Some(filter),
                                 option,
