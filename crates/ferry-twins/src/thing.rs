@@ -77,7 +77,7 @@ pub struct Thing {
     revision: u64,
     created: Timestamp,
     modified: Timestamp,
-    metadata: Map<String, Value>,
+    metadata: metadata::Metadata,
 }
 
 impl Thing {
@@ -101,7 +101,7 @@ impl Thing {
             revision: 1,
             created: *now,
             modified: *now,
-            metadata,
+            metadata: metadata::Metadata::from_map(&metadata),
         })
     }
 
@@ -133,8 +133,9 @@ impl Thing {
         &self.document
     }
 
-    pub fn metadata(&self) -> &Map<String, Value> {
-        &self.metadata
+    /// `_metadata`, parsed for the caller.
+    pub fn metadata(&self) -> Map<String, Value> {
+        self.metadata.to_map()
     }
 
     /// The whole thing as `GET /things/{id}` answers: the document, or its
@@ -244,12 +245,8 @@ impl Thing {
                 }
             }
             limits.check(&body.document)?;
-            metadata::record_write(
-                &mut self.metadata,
-                &[],
-                Some(&Value::Object(body.document.clone())),
-                now,
-            );
+            let written = Value::Object(body.document.clone());
+            self.metadata.update(|meta| metadata::record_write(meta, &[], Some(&written), now));
             self.document = body.document;
             self.count_change(now);
             return Ok(Written::Modified);
@@ -274,7 +271,8 @@ impl Thing {
             }
         }
         limits.check(&document)?;
-        metadata::record_write(&mut self.metadata, pointer.levels(), Some(&stored), now);
+        self.metadata
+            .update(|meta| metadata::record_write(meta, pointer.levels(), Some(&stored), now));
         self.document = document;
         self.count_change(now);
         Ok(if existed || *resource == ThingResource::PolicyId {
@@ -337,13 +335,9 @@ impl Thing {
         let document = shape::thing_document(&merged, &self.id)?;
         limits.check(&document)?;
         let merged_here = pointer.get(&Value::Object(document.clone())).cloned();
-        metadata::record_merge(
-            &mut self.metadata,
-            pointer.levels(),
-            &patch,
-            merged_here.as_ref(),
-            now,
-        );
+        self.metadata.update(|meta| {
+            metadata::record_merge(meta, pointer.levels(), &patch, merged_here.as_ref(), now)
+        });
         self.document = document;
         self.count_change(now);
         Ok(())
@@ -433,7 +427,7 @@ impl Thing {
                 parent.shift_remove(last);
             }
         }
-        metadata::record_write(&mut self.metadata, pointer.levels(), None, now);
+        self.metadata.update(|meta| metadata::record_write(meta, pointer.levels(), None, now));
         self.count_change(now);
         Ok(Deleted::Resource)
     }
@@ -454,7 +448,7 @@ impl Thing {
         stored.insert("_revision".into(), Value::from(self.revision));
         stored.insert("_created".into(), Value::String(self.created.to_string()));
         stored.insert("_modified".into(), Value::String(self.modified.to_string()));
-        stored.insert("_metadata".into(), Value::Object(self.metadata.clone()));
+        stored.insert("_metadata".into(), Value::Object(self.metadata.to_map()));
         Value::Object(stored)
     }
 
@@ -479,7 +473,11 @@ impl Thing {
                 .ok_or_else(|| DittoError::json_invalid("a stored thing without _revision"))?,
             created: timestamp("_created")?,
             modified: timestamp("_modified")?,
-            metadata: map.get("_metadata").and_then(Value::as_object).cloned().unwrap_or_default(),
+            metadata: map
+                .get("_metadata")
+                .and_then(Value::as_object)
+                .map(metadata::Metadata::from_map)
+                .unwrap_or_default(),
             id,
         })
     }
@@ -570,7 +568,7 @@ impl FieldSource for ThingFields<'_> {
             "_created" => Some(Cow::Owned(Value::String(thing.created.to_string()))),
             "_modified" => Some(Cow::Owned(Value::String(thing.modified.to_string()))),
             "_namespace" => Some(Cow::Owned(Value::String(thing.id.namespace().into()))),
-            "_metadata" => Some(Cow::Owned(Value::Object(thing.metadata.clone()))),
+            "_metadata" => Some(Cow::Owned(Value::Object(thing.metadata.to_map()))),
             "_policy" => self.policy.map(Cow::Borrowed),
             _ => thing.document.get(key).map(Cow::Borrowed),
         }

@@ -40,7 +40,7 @@ use ferry_auth::Principal;
 use ferry_broker::service::{ServiceRequest, Signal};
 use ferry_broker::{Broker, Message};
 use ferry_mqtt::{ByteStr, Properties, QoS, ReasonCode};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Weak};
 
@@ -226,8 +226,12 @@ impl Shadows {
         let answer = document::update_accepted(update, version, seconds);
         let current = self.twins.thing(thing_id).await.map_err(|_| ShadowError::internal())?;
         let documents = current.map(|current| {
-            let before = previous.and_then(|thing| snapshot(thing, feature_id));
-            let after = snapshot(&current, feature_id);
+            let before_meta = previous.map(Thing::metadata);
+            let before = previous
+                .zip(before_meta.as_ref())
+                .and_then(|(thing, meta)| snapshot(thing, meta, feature_id));
+            let after_meta = current.metadata();
+            let after = snapshot(&current, &after_meta, feature_id);
             let token = update.header.client_token.as_deref();
             let documents = after.map(|after| document::documents(before, after, seconds, token));
             (documents, current)
@@ -252,9 +256,10 @@ impl Shadows {
             .ok()
             .flatten()
             .ok_or_else(|| ShadowError::no_shadow(topic.display_name()))?;
+        let meta = thing.metadata();
         let shadow = Snapshot {
             feature: &shown,
-            metadata: feature_metadata(&thing, feature_id),
+            metadata: feature_metadata(&meta, feature_id),
             version: thing.revision(),
         };
         let answer =
@@ -401,7 +406,8 @@ impl Shadows {
         ) {
             return;
         }
-        let Some(shadow) = snapshot(&thing, feature_id) else { return };
+        let meta = thing.metadata();
+        let Some(shadow) = snapshot(&thing, &meta, feature_id) else { return };
         let Some(delta) = document::delta_document(shadow, now.unix_seconds()) else { return };
         let Some(broker) = self.broker.upgrade() else { return };
         let signal =
@@ -415,8 +421,9 @@ impl Shadows {
         let Ok(Some(thing)) = self.twins.thing(&event.thing_id).await else { return };
         let Some(thing_name) = topic::thing_name(&event.thing_id, &self.settings) else { return };
         let seconds = Timestamp::now().unix_seconds();
+        let meta = thing.metadata();
         for feature_id in changed_features(event) {
-            let Some(shadow) = snapshot(&thing, &feature_id) else { continue };
+            let Some(shadow) = snapshot(&thing, &meta, &feature_id) else { continue };
             let Some(delta) = document::delta_document(shadow, seconds) else { continue };
             let mut names = Vec::with_capacity(2);
             if topic::is_shadow_name(&feature_id) {
@@ -483,15 +490,20 @@ fn feature_of<'t>(thing: &'t Thing, feature_id: &str) -> Option<&'t Value> {
     thing.document().get("features")?.get(feature_id)
 }
 
-fn feature_metadata<'t>(thing: &'t Thing, feature_id: &str) -> Option<&'t Value> {
-    thing.metadata().get("features")?.get(feature_id)
+fn feature_metadata<'m>(meta: &'m Map<String, Value>, feature_id: &str) -> Option<&'m Value> {
+    meta.get("features")?.get(feature_id)
 }
 
-/// The whole shadow as it is in `thing`, if the feature exists.
-fn snapshot<'t>(thing: &'t Thing, feature_id: &str) -> Option<Snapshot<'t>> {
+/// The whole shadow as it is in `thing`, whose `_metadata` is `meta`, if
+/// the feature exists.
+fn snapshot<'t>(
+    thing: &'t Thing,
+    meta: &'t Map<String, Value>,
+    feature_id: &str,
+) -> Option<Snapshot<'t>> {
     Some(Snapshot {
         feature: feature_of(thing, feature_id)?,
-        metadata: feature_metadata(thing, feature_id),
+        metadata: feature_metadata(meta, feature_id),
         version: thing.revision(),
     })
 }

@@ -23,6 +23,41 @@ use crate::policy::Timestamp;
 use serde_json::{Map, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// A thing's `_metadata` as a cached thing holds it: serialized. Parsed,
+/// every level and every leaf of it is a JSON object of its own (an
+/// `IndexMap` of a few hundred bytes), which for a small thing is more
+/// memory than the thing itself; and it is read only by writes,
+/// `fields=_metadata` and shadows, which parse it for the moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Metadata(Box<str>);
+
+impl Metadata {
+    pub fn from_map(map: &Map<String, Value>) -> Metadata {
+        if map.is_empty() {
+            return Metadata::default();
+        }
+        // A map of JSON values always serializes.
+        Metadata(serde_json::to_string(map).unwrap_or_default().into_boxed_str())
+    }
+
+    /// The metadata as a JSON object.
+    pub fn to_map(&self) -> Map<String, Value> {
+        if self.0.is_empty() {
+            return Map::new();
+        }
+        // Written by `from_map`, so it parses; if it did not, the
+        // metadata would be lost rather than the thing.
+        serde_json::from_str(&self.0).unwrap_or_default()
+    }
+
+    /// Changes the metadata in its parsed form.
+    pub fn update(&mut self, change: impl FnOnce(&mut Map<String, Value>)) {
+        let mut map = self.to_map();
+        change(&mut map);
+        *self = Metadata::from_map(&map);
+    }
+}
+
 /// The key of the per-leaf modification time inside `_metadata`.
 pub const LEAF_MODIFIED_KEY: &str = "_modified";
 
@@ -181,6 +216,22 @@ fn reconcile(node: &mut Value, patch: &Value, merged: &Value, now: &Timestamp) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn serialized_metadata_reads_back_as_written_in_order() {
+        let map = json!({"b": {"_modified": "t"}, "a": {"x": {"_modified": "u"}}});
+        let map = map.as_object().unwrap().clone();
+        let mut meta = Metadata::from_map(&map);
+        assert_eq!(meta.to_map(), map);
+        assert_eq!(meta.to_map().keys().collect::<Vec<_>>(), ["b", "a"]);
+        meta.update(|m| {
+            m.shift_remove("b");
+        });
+        assert_eq!(Value::Object(meta.to_map()), json!({"a": {"x": {"_modified": "u"}}}));
+        meta.update(Map::clear);
+        assert_eq!(meta, Metadata::default());
+        assert!(meta.to_map().is_empty());
+    }
 
     #[test]
     fn now_has_at_most_microseconds() {
