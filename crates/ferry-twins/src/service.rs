@@ -15,6 +15,7 @@
 //! (`Enforcer::compile` once per policy revision, shared by every thing
 //! that uses the policy and every request that reads it).
 
+mod enforcers;
 mod events;
 mod if_equal;
 mod journal;
@@ -88,15 +89,12 @@ pub struct CachedPolicy {
     pub enforcer: Arc<Enforcer>,
 }
 
-impl CachedPolicy {
-    fn from_record(record: &PolicyRecord) -> Result<CachedPolicy, DittoError> {
-        let mut policy = Policy::from_json(&record.id, &record.doc)?;
-        policy.housekeeping.revision = record.revision;
-        policy.housekeeping.created = Timestamp::parse(&record.created);
-        policy.housekeeping.modified = Timestamp::parse(&record.modified);
-        let enforcer = Enforcer::compile(&policy);
-        Ok(CachedPolicy { policy, enforcer })
-    }
+fn policy_of(record: &PolicyRecord) -> Result<Policy, DittoError> {
+    let mut policy = Policy::from_json(&record.id, &record.doc)?;
+    policy.housekeeping.revision = record.revision;
+    policy.housekeeping.created = Timestamp::parse(&record.created);
+    policy.housekeeping.modified = Timestamp::parse(&record.modified);
+    Ok(policy)
 }
 
 /// Write locks: one of `STRIPES` mutexes per entity id, by hash. Two ids
@@ -107,6 +105,7 @@ pub struct Twins {
     store: Store,
     config: TwinsConfig,
     policies: Cache<String, Arc<CachedPolicy>>,
+    enforcers: enforcers::Enforcers,
     things: Cache<String, Arc<crate::thing::Thing>>,
     stripes: Vec<Mutex<()>>,
     hasher: RandomState,
@@ -123,6 +122,7 @@ impl Twins {
         Twins {
             store,
             policies: Cache::new(config.cached_policies.max(1)),
+            enforcers: enforcers::Enforcers::default(),
             things: Cache::new(config.cached_things.max(1)),
             config,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
@@ -179,6 +179,13 @@ impl Twins {
         self.stripes[stripe].lock().await
     }
 
+    /// `policy` with its enforcer, shared with the policies of equal
+    /// entries (`enforcers.rs`).
+    fn compiled(&self, policy: Policy) -> Arc<CachedPolicy> {
+        let enforcer = self.enforcers.of(&policy);
+        Arc::new(CachedPolicy { policy, enforcer })
+    }
+
     /// The policy `id`, from the cache or the store.
     pub async fn policy(&self, id: &str) -> Result<Option<Arc<CachedPolicy>>, DittoError> {
         if let Some(cached) = self.policies.get(id) {
@@ -190,7 +197,7 @@ impl Twins {
         else {
             return Ok(None);
         };
-        let cached = Arc::new(CachedPolicy::from_record(&record)?);
+        let cached = self.compiled(policy_of(&record)?);
         self.policies.insert(id.to_owned(), cached.clone());
         Ok(Some(cached))
     }

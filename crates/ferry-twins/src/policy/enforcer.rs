@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// One path level of one subject's tree.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Node {
     /// Permission bits granted and revoked at exactly this path.
     grant: u8,
@@ -59,7 +59,7 @@ impl Node {
 }
 
 /// The trees of one subject id for one expiry (usually the only one).
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 struct SubjectTrees {
     expiry: Option<Timestamp>,
     /// Resource type (`thing`, `policy`, `message`) to the root node.
@@ -68,7 +68,7 @@ struct SubjectTrees {
 
 /// A policy compiled for permission checks. Build it once per revision
 /// and share it: it is immutable and `Sync`.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Enforcer {
     subjects: HashMap<String, Vec<SubjectTrees>>,
 }

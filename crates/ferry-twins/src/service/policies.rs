@@ -4,7 +4,7 @@
 //! read; a write needs WRITE on the resource with nothing below it
 //! revoked; a new policy must give its creator WRITE on `policy:/`.
 
-use super::{store_failure, CachedPolicy, Caller, Twins};
+use super::{store_failure, Caller, Twins};
 use crate::error::DittoError;
 use crate::pointer::JsonPointer;
 use crate::policy::{
@@ -331,9 +331,7 @@ impl Twins {
             match self.store.commit(vec![Write::Policy { record, expect }]).await {
                 Ok(()) => {
                     let value = resource.read(&policy).unwrap_or(Value::Null);
-                    let enforcer = Enforcer::compile(&policy);
-                    self.policies
-                        .insert(policy_id.to_owned(), Arc::new(CachedPolicy { policy, enforcer }));
+                    self.policies.insert(policy_id.to_owned(), self.compiled(policy));
                     return Ok((written, value));
                 }
                 Err(StoreError::Conflict { .. }) => {

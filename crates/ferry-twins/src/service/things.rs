@@ -410,7 +410,7 @@ impl Twins {
             let policy = self
                 .new_policy(caller, &thing_id, &policy_id, without_policy_id(copied), now)
                 .await?;
-            let enforcer = Enforcer::compile(&policy);
+            let enforcer = self.enforcers.of(&policy);
             new_policy = Some(policy);
             enforcer
         } else if let Some(inline) = body.inline_policy().cloned() {
@@ -428,7 +428,7 @@ impl Twins {
                     now,
                 )
                 .await?;
-            let enforcer = Enforcer::compile(&policy);
+            let enforcer = self.enforcers.of(&policy);
             new_policy = Some(policy);
             enforcer
         } else if let Some(policy_id) = body.policy_id() {
@@ -455,7 +455,7 @@ impl Twins {
                 .into());
             }
             stamp_new(&mut policy, now);
-            let enforcer = Enforcer::compile(&policy);
+            let enforcer = self.enforcers.of(&policy);
             new_policy = Some(policy);
             enforcer
         };
