@@ -227,11 +227,16 @@ fn make(
     index: usize,
     consumer: usize,
 ) -> Result<StreamConsumer, ConsumerError> {
+    let name = format!("{}-source{index}-{consumer}", kafka.client_id);
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", &kafka.bootstrap_servers)
         .set("group.id", &kafka.group_id)
-        .set("client.id", format!("{}-source{index}-{consumer}", kafka.client_id))
+        .set("client.id", &name)
+        // Static membership: a consumer started again after a crash or a
+        // restart of Ferry takes its partitions back at once, instead of
+        // waiting out the dead member's session (10 s) and a rebalance.
+        .set("group.instance.id", &name)
         .set("enable.auto.commit", "true")
         .set("auto.commit.interval.ms", COMMIT_INTERVAL_MS)
         .set("enable.auto.offset.store", if source.at_least_once { "false" } else { "true" })
