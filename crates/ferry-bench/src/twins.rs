@@ -10,6 +10,9 @@
 //!   of random things, which Ferry answers once the change is durable.
 //! - `modify-mqtt`: the same change as a Ditto protocol command over MQTT,
 //!   with an event sink (`twins/mqtt.rs`).
+//! - `modify-kafka`: the same command produced to Kafka for the server's
+//!   Kafka connection, events pushed over HTTP to a receiver
+//!   (`twins/kafka.rs`): the seed's MODIFY_THINGS as Ditto ran it.
 //! - `live`: `POST …/inbox/messages/bench` answered by simulated MQTT
 //!   devices (`twins/live.rs`).
 //! - `events`: `modify` with Server-Sent Events listeners
@@ -46,11 +49,13 @@ pub enum TwinsOp {
     Search,
     Modify,
     ModifyMqtt,
+    ModifyKafka,
     Live,
     Events,
 }
 
 mod events;
+mod kafka;
 mod live;
 mod mqtt;
 
@@ -75,6 +80,13 @@ pub struct TwinsArgs {
     /// The MQTT listener, for `modify-mqtt`.
     #[arg(long, default_value = "127.0.0.1:1883")]
     pub mqtt: String,
+    /// Kafka's bootstrap servers, for `modify-kafka`.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub kafka: String,
+    /// The topic `modify-kafka` produces to and the server's Kafka
+    /// connection reads.
+    #[arg(long, default_value = "create-update")]
+    pub topic: String,
     /// Server-Sent Events listeners of `events`.
     #[arg(long, default_value_t = 100)]
     pub listeners: usize,
@@ -115,7 +127,7 @@ pub struct TwinsReport {
     pub seconds: f64,
     pub per_second: f64,
     pub latency: LatencySummary,
-    /// `modify-mqtt`: the events the sink received.
+    /// `modify-mqtt`, `modify-kafka`: the events the sink received.
     pub events: Option<EventFigures>,
     pub broker_before: Option<Sample>,
     pub broker_after: Option<Sample>,
@@ -172,6 +184,9 @@ pub async fn run(args: TwinsArgs) -> Result<TwinsReport, BenchError> {
         .then(|| Duration::from_secs_f64(args.connections as f64 / args.rate as f64));
     let (done, events) = if args.op == TwinsOp::ModifyMqtt {
         let (done, events) = mqtt::run(&args, deadline, interval).await?;
+        (done, Some(events))
+    } else if args.op == TwinsOp::ModifyKafka {
+        let (done, events) = kafka::run(&args, &target, deadline, interval).await?;
         (done, Some(events))
     } else {
         let devices = match args.op {
@@ -329,7 +344,7 @@ fn build(
             format!("/api/2/things/{id}/inbox/messages/{}?timeout=10s", live::SUBJECT),
             Some(format!("{{\"n\":{value}}}")),
         ),
-        TwinsOp::Modify | TwinsOp::ModifyMqtt | TwinsOp::Events => (
+        TwinsOp::Modify | TwinsOp::ModifyMqtt | TwinsOp::ModifyKafka | TwinsOp::Events => (
             Method::PUT,
             format!("/api/2/things/{id}/features/coffee-brewer/properties/brewed-coffees"),
             Some(value.to_string()),

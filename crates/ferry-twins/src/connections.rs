@@ -1,8 +1,9 @@
 //! Ditto's connections (`/api/2/connections`): twin events pushed to
 //! services outside, managed over HTTP and kept across restarts.
 //!
-//! So far the `http-push` type with targets on twin events (`model.rs`
-//! says what is refused). Connections are stored in one JSON file in the
+//! The `http-push` type with targets on twin events (`push.rs`), and the
+//! `kafka` type with such targets and with sources of Ditto protocol
+//! commands (`kafka.rs`); `model.rs` says what is refused. Connections are stored in one JSON file in the
 //! data directory, replaced whole and fsynced on every change: there are
 //! few of them (at most `MAX_CONNECTIONS`), and they change by hand.
 //! Each open connection runs in tasks of its own (`push.rs`); changing a
@@ -14,15 +15,19 @@
 //! caller without credentials on a loopback listener of Ferry with no
 //! users; see the binary's `twins.rs`).
 
+mod enforcement;
 mod errors;
+mod inbound;
+mod kafka;
 pub mod model;
+mod placeholder;
 mod push;
 mod stats;
 mod template;
 
 use crate::error::DittoError;
 use crate::service::{Caller, Twins};
-use model::ConnectionSpec;
+use model::{ConnectionSpec, Transport};
 use serde_json::Value;
 use stats::ConnectionStats;
 use std::collections::BTreeMap;
@@ -69,6 +74,17 @@ pub struct TargetFigures {
     pub published: u64,
     pub failed: u64,
     pub dropped: u64,
+}
+
+/// One source's counts since its connection (re)started.
+#[derive(Debug, Clone)]
+pub struct SourceFigures {
+    pub connection: String,
+    /// Its topics, joined with `,`.
+    pub addresses: String,
+    pub consumed: u64,
+    pub applied: u64,
+    pub failed: u64,
 }
 
 /// How a PUT landed.
@@ -219,6 +235,24 @@ impl Connections {
         all
     }
 
+    /// Every source's counts, for Prometheus.
+    pub async fn source_figures(&self) -> Vec<SourceFigures> {
+        let running = self.running.lock().await;
+        let mut all = Vec::new();
+        for (id, connection) in running.iter() {
+            for (source, stats) in connection.spec.sources().iter().zip(&connection.stats.sources) {
+                all.push(SourceFigures {
+                    connection: id.clone(),
+                    addresses: source.addresses.join(","),
+                    consumed: stats.consumed.get(),
+                    applied: stats.applied.get(),
+                    failed: stats.failed.get(),
+                });
+            }
+        }
+        all
+    }
+
     /// `POST …/command`: Ditto's `connectivity.commands:…` in the body.
     /// Open and close change `connectionStatus` and are stored.
     pub async fn command(&self, id: &str, command: &str) -> Result<(), DittoError> {
@@ -264,11 +298,15 @@ impl Connections {
 
 fn start(twins: &Arc<Twins>, spec: ConnectionSpec) -> Running {
     let spec = Arc::new(spec);
-    let stats = Arc::new(ConnectionStats::new(spec.targets.len()));
-    let tasks = if spec.open {
-        push::start(twins.clone(), spec.clone(), stats.clone())
-    } else {
-        Vec::new()
+    let stats = Arc::new(ConnectionStats::new(spec.targets.len(), spec.sources().len()));
+    let tasks = match &spec.transport {
+        _ if !spec.open => Vec::new(),
+        Transport::HttpPush(http) => {
+            push::start(twins.clone(), spec.clone(), http.clone(), stats.clone())
+        }
+        Transport::Kafka(kafka) => {
+            kafka::start(twins.clone(), spec.clone(), kafka.clone(), stats.clone())
+        }
     };
     Running { spec, stats, tasks }
 }

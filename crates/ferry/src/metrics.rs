@@ -10,7 +10,7 @@ mod process;
 use crate::ready::Accepting;
 use crate::reload::Reloader;
 use ferry_broker::Broker;
-use ferry_twins::connections::{Connections, TargetFigures};
+use ferry_twins::connections::{Connections, SourceFigures, TargetFigures};
 use ferry_twins::service::Twins;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -52,6 +52,8 @@ pub async fn render(sources: Sources<'_>) -> Result<String, std::fmt::Error> {
     }
     if let Some(connections) = connections {
         registry.register_collector(Box::new(ConnectionMetrics(connections.figures().await)));
+        let sources = connections.source_figures().await;
+        registry.register_collector(Box::new(SourceMetrics(sources)));
     }
     if let Some(routes) = reloader.routes_metrics().await {
         registry.register_collector(Box::new(routes));
@@ -187,6 +189,49 @@ impl Collector for ConnectionMetrics {
             let labels =
                 [("connection", target.connection.as_str()), ("target", target.address.as_str())];
             ConstGauge::new(i64::from(target.open)).encode(open.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The twins' connections' sources (Kafka), per source.
+#[derive(Debug)]
+struct SourceMetrics(Vec<SourceFigures>);
+
+impl Collector for SourceMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        type Count = fn(&SourceFigures) -> u64;
+        let families: [(&str, &str, Count); 3] = [
+            (
+                "ferry_twin_connection_consumed",
+                "Records a connection's source read (Ditto protocol commands).",
+                |f| f.consumed,
+            ),
+            (
+                "ferry_twin_connection_applied",
+                "Commands of a connection's source that were executed and succeeded.",
+                |f| f.applied,
+            ),
+            (
+                "ferry_twin_connection_source_failed",
+                "Commands of a connection's source not executed (enforcement, malformed) or refused.",
+                |f| f.failed,
+            ),
+        ];
+        for (name, help, count) in families {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for source in &self.0 {
+                let labels = [
+                    ("connection", source.connection.as_str()),
+                    ("source", source.addresses.as_str()),
+                ];
+                ConstCounter::new(count(source)).encode(family.encode_family(&labels)?)?;
+            }
         }
         Ok(())
     }

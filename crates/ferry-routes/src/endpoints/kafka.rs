@@ -18,11 +18,11 @@
 mod config;
 mod record;
 
-pub use config::{Compression, KafkaConfigError, KafkaEndpointConfig};
+pub use config::{is_valid_kafka_topic, Compression, KafkaConfigError, KafkaEndpointConfig};
 pub use record::{HEADER_CONTENT_TYPE, HEADER_QOS, HEADER_TOPIC};
 
 use crate::sink::{Sent, Sink, SinkError};
-use config::{is_valid_kafka_topic, Checked};
+use config::Checked;
 use ferry_broker::endpoint::RoutedMessage;
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};

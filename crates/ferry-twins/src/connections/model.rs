@@ -4,16 +4,19 @@
 //!
 //! Ferry runs `http-push` connections with targets on twin events
 //! (`_/_/things/twin/events`, with `filter`, `namespaces` and
-//! `extraFields`). Other connection types and topics are refused with
-//! Ditto's configuration error naming what is not supported yet, rather
-//! than accepted and silently idle.
+//! `extraFields`), and `kafka` connections with such targets and with
+//! sources of Ditto protocol commands (`kafka/spec.rs`). Other connection
+//! types and topics are refused with Ditto's configuration error naming
+//! what is not supported yet, rather than accepted and silently idle.
 
+use super::kafka::KafkaSpec;
 use super::template::AddressTemplate;
 use crate::error::DittoError;
 use crate::service::Caller;
 use crate::ws::events::EventOptions;
 use base64::Engine;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// Requests one connection may have on its way at once (its
 /// `specificConfig.parallelism`): each is one kept-alive HTTP connection
@@ -23,17 +26,40 @@ pub const MAX_PARALLELISM: usize = 64;
 /// Targets of one connection: each filters every twin event.
 pub const MAX_TARGETS: usize = 32;
 
-/// A checked `http-push` connection.
+/// A checked connection.
 #[derive(Debug)]
 pub struct ConnectionSpec {
     pub id: String,
     /// `connectionStatus`: whether it should run.
     pub open: bool,
-    pub receiver: Receiver,
-    pub parallelism: usize,
+    /// What each target selects; where it sends is the transport's.
     pub targets: Vec<TargetSpec>,
+    pub transport: Transport,
     /// The connection as given, with its id: what a retrieve returns.
     pub json: Value,
+}
+
+/// What a connection talks to, by its `connectionType`.
+#[derive(Debug)]
+pub enum Transport {
+    HttpPush(Arc<HttpPush>),
+    Kafka(Arc<KafkaSpec>),
+}
+
+/// An `http-push` connection's receiver and requests.
+#[derive(Debug)]
+pub struct HttpPush {
+    pub receiver: Receiver,
+    pub parallelism: usize,
+    /// Each target's request, in the order of `ConnectionSpec::targets`.
+    pub requests: Vec<HttpRequest>,
+}
+
+/// The request an `http-push` target sends: its address.
+#[derive(Debug)]
+pub struct HttpRequest {
+    pub method: axum::http::Method,
+    pub path: AddressTemplate,
 }
 
 /// Where an `http-push` connection sends: its `uri`.
@@ -52,8 +78,6 @@ pub struct Receiver {
 pub struct TargetSpec {
     /// As written (`POST:/{{ thing:id }}`): the name of its figures.
     pub address: String,
-    pub method: axum::http::Method,
-    pub path: AddressTemplate,
     pub topics: Vec<EventOptions>,
     /// `authorizationContext`: whose view of each event it sends.
     pub caller: Caller,
@@ -67,10 +91,10 @@ impl ConnectionSpec {
             return Err(DittoError::connection_invalid("A connection must be a JSON object."));
         };
         object.insert("id".into(), Value::String(id.to_owned()));
-        let kind = text(object, "connectionType")?;
-        if kind != "http-push" {
+        let kind = text(object, "connectionType")?.to_owned();
+        if kind != "http-push" && kind != "kafka" {
             return Err(DittoError::connection_invalid(format!(
-                "The connection type '{kind}' is not supported by Ferry yet; http-push is."
+                "The connection type '{kind}' is not supported by Ferry yet; http-push and kafka are."
             )));
         }
         let open = match text(object, "connectionStatus")? {
@@ -82,16 +106,6 @@ impl ConnectionSpec {
                 )))
             }
         };
-        let receiver = Receiver::parse(text(object, "uri")?)?;
-        if object
-            .get("sources")
-            .and_then(Value::as_array)
-            .is_some_and(|sources| !sources.is_empty())
-        {
-            return Err(DittoError::connection_invalid(
-                "An http-push connection has no sources: it only sends.",
-            ));
-        }
         let no_targets = Vec::new();
         let targets = match object.get("targets") {
             None => &no_targets,
@@ -103,9 +117,58 @@ impl ConnectionSpec {
                 "A connection may have at most {MAX_TARGETS} targets."
             )));
         }
-        let targets = targets.iter().map(TargetSpec::parse).collect::<Result<Vec<_>, _>>()?;
+        let parsed = targets.iter().map(TargetSpec::parse).collect::<Result<Vec<_>, _>>()?;
+        let transport = if kind == "kafka" {
+            Transport::Kafka(Arc::new(KafkaSpec::parse(id, object, targets)?))
+        } else {
+            Transport::HttpPush(Arc::new(HttpPush::parse(object, targets)?))
+        };
+        Ok(ConnectionSpec { id: id.to_owned(), open, targets: parsed, transport, json })
+    }
+
+    /// Whether the connection reads sources (a `kafka` one with some).
+    pub fn sources(&self) -> &[super::kafka::SourceSpec] {
+        match &self.transport {
+            Transport::Kafka(kafka) => &kafka.sources,
+            Transport::HttpPush(_) => &[],
+        }
+    }
+}
+
+impl HttpPush {
+    fn parse(object: &Map<String, Value>, targets: &[Value]) -> Result<HttpPush, DittoError> {
+        let receiver = Receiver::parse(text(object, "uri")?)?;
+        if object
+            .get("sources")
+            .and_then(Value::as_array)
+            .is_some_and(|sources| !sources.is_empty())
+        {
+            return Err(DittoError::connection_invalid(
+                "An http-push connection has no sources: it only sends.",
+            ));
+        }
+        let requests = targets.iter().map(HttpRequest::parse).collect::<Result<Vec<_>, _>>()?;
         let parallelism = parallelism(object.get("specificConfig"))?;
-        Ok(ConnectionSpec { id: id.to_owned(), open, receiver, parallelism, targets, json })
+        Ok(HttpPush { receiver, parallelism, requests })
+    }
+}
+
+impl HttpRequest {
+    fn parse(json: &Value) -> Result<HttpRequest, DittoError> {
+        // `TargetSpec::parse` has checked the address is a string.
+        let address = json.get("address").and_then(Value::as_str).unwrap_or_default();
+        let (method, path) = match address.split_once(':') {
+            Some((method, path)) if !method.is_empty() && !method.contains('/') => {
+                let method = axum::http::Method::from_bytes(method.as_bytes()).map_err(|_| {
+                    DittoError::connection_invalid(format!(
+                        "The address '{address}' names no valid HTTP method."
+                    ))
+                })?;
+                (method, path)
+            }
+            _ => (axum::http::Method::POST, address),
+        };
+        Ok(HttpRequest { method, path: AddressTemplate::parse(path)? })
     }
 }
 
@@ -167,18 +230,6 @@ impl TargetSpec {
             return Err(DittoError::connection_invalid("A target must be a JSON object."));
         };
         let address = text(target, "address")?;
-        let (method, path) = match address.split_once(':') {
-            Some((method, path)) if !method.is_empty() && !method.contains('/') => {
-                let method = axum::http::Method::from_bytes(method.as_bytes()).map_err(|_| {
-                    DittoError::connection_invalid(format!(
-                        "The address '{address}' names no valid HTTP method."
-                    ))
-                })?;
-                (method, path)
-            }
-            _ => (axum::http::Method::POST, address),
-        };
-        let path = AddressTemplate::parse(path)?;
         let topics = match target.get("topics") {
             Some(Value::Array(topics)) if !topics.is_empty() => topics,
             _ => {
@@ -188,27 +239,30 @@ impl TargetSpec {
             }
         };
         let topics = topics.iter().map(event_topic).collect::<Result<Vec<_>, _>>()?;
-        let subjects: Vec<String> = match target.get("authorizationContext") {
-            Some(Value::Array(subjects)) if !subjects.is_empty() => subjects
+        let caller = authorization_context(target).ok_or_else(|| {
+            DittoError::connection_invalid(format!(
+                "The target '{address}' needs an authorizationContext: the subjects whose view of each event it sends."
+            ))
+        })??;
+        Ok(TargetSpec { address: address.to_owned(), topics, caller })
+    }
+}
+
+/// A source's or target's `authorizationContext`: `None` when there is
+/// none (or it is empty), an error when it lists something else than ids.
+pub fn authorization_context(object: &Map<String, Value>) -> Option<Result<Caller, DittoError>> {
+    match object.get("authorizationContext") {
+        Some(Value::Array(subjects)) if !subjects.is_empty() => Some(
+            subjects
                 .iter()
                 .map(|subject| subject.as_str().map(str::to_owned))
-                .collect::<Option<_>>()
+                .collect::<Option<Vec<_>>>()
+                .map(Caller::new)
                 .ok_or_else(|| {
                     DittoError::connection_invalid("An authorizationContext lists subject ids.")
-                })?,
-            _ => {
-                return Err(DittoError::connection_invalid(format!(
-                    "The target '{address}' needs an authorizationContext: the subjects whose view of each event it sends."
-                )))
-            }
-        };
-        Ok(TargetSpec {
-            address: address.to_owned(),
-            method,
-            path,
-            topics,
-            caller: Caller::new(subjects),
-        })
+                }),
+        ),
+        _ => None,
     }
 }
 
@@ -248,7 +302,7 @@ fn parallelism(specific: Option<&Value>) -> Result<usize, DittoError> {
     }
 }
 
-fn text<'a>(object: &'a Map<String, Value>, key: &str) -> Result<&'a str, DittoError> {
+pub(super) fn text<'a>(object: &'a Map<String, Value>, key: &str) -> Result<&'a str, DittoError> {
     match object.get(key) {
         Some(Value::String(text)) => Ok(text),
         Some(_) => Err(DittoError::connection_invalid(format!("'{key}' must be a string."))),
@@ -301,9 +355,10 @@ mod tests {
     fn the_seeds_connection_is_read_as_ditto_writes_it() {
         let spec = ConnectionSpec::parse("a70c0749", seed_connection()).unwrap();
         assert!(spec.open);
-        assert_eq!((spec.receiver.host.as_str(), spec.receiver.port), ("mmock-service", 80));
-        assert_eq!(spec.parallelism, 1);
-        assert_eq!(spec.targets[0].method, axum::http::Method::POST);
+        let Transport::HttpPush(http) = &spec.transport else { panic!("an http-push connection") };
+        assert_eq!((http.receiver.host.as_str(), http.receiver.port), ("mmock-service", 80));
+        assert_eq!(http.parallelism, 1);
+        assert_eq!(http.requests[0].method, axum::http::Method::POST);
         assert_eq!(spec.targets[0].caller.subjects, ["nginx:ditto"]);
         assert_eq!(spec.json["id"], "a70c0749");
         assert_eq!(spec.json["tags"], json!(["benchmark"]));
@@ -312,7 +367,7 @@ mod tests {
     #[test]
     fn what_ferry_cannot_run_is_refused_with_dittos_error() {
         for (key, value) in [
-            ("connectionType", json!("kafka")),
+            ("connectionType", json!("amqp-091")),
             ("connectionStatus", json!("half")),
             ("uri", json!("tcp://broker:9092")),
             ("sources", json!([{"addresses": ["a"]}])),

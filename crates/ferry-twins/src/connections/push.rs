@@ -20,7 +20,7 @@
 //! Nothing is dropped without a count: a full queue and a feed that ran
 //! ahead of the connection are counted as dropped.
 
-use super::model::{ConnectionSpec, Receiver};
+use super::model::{ConnectionSpec, HttpPush, Receiver};
 use super::stats::{ConnectionStats, TargetStats};
 use super::template::Event;
 use crate::service::{next_event, Twins};
@@ -61,14 +61,15 @@ struct Push {
 pub fn start(
     twins: Arc<Twins>,
     spec: Arc<ConnectionSpec>,
+    http: Arc<HttpPush>,
     stats: Arc<ConnectionStats>,
 ) -> Vec<AbortHandle> {
     let (queue, waiting) = mpsc::channel(QUEUE);
     let waiting = Arc::new(Mutex::new(waiting));
-    let mut tasks =
-        vec![tokio::spawn(feed(twins, spec.clone(), stats.clone(), queue)).abort_handle()];
-    for _ in 0..spec.parallelism {
-        let sender = send(spec.clone(), stats.clone(), waiting.clone());
+    let feed = feed(twins, spec, http.clone(), stats.clone(), queue);
+    let mut tasks = vec![tokio::spawn(feed).abort_handle()];
+    for _ in 0..http.parallelism {
+        let sender = send(http.clone(), stats.clone(), waiting.clone());
         tasks.push(tokio::spawn(sender).abort_handle());
     }
     tasks
@@ -77,12 +78,14 @@ pub fn start(
 async fn feed(
     twins: Arc<Twins>,
     spec: Arc<ConnectionSpec>,
+    http: Arc<HttpPush>,
     stats: Arc<ConnectionStats>,
     queue: mpsc::Sender<Push>,
 ) {
     let mut events = twins.subscribe();
     while let Some(event) = next_event(&mut events, &stats.missed, &spec.id).await {
-        for (index, target) in spec.targets.iter().enumerate() {
+        let targets = spec.targets.iter().zip(&http.requests);
+        for (index, (target, request)) in targets.enumerate() {
             let figures = &stats.targets[index];
             let mut envelope = None;
             for topic in &target.topics {
@@ -95,11 +98,11 @@ async fn feed(
                 figures.filtered.inc();
                 continue;
             };
-            let path = target.path.render(&Event { topic: &envelope.topic });
+            let path = request.path.render(&Event { topic: &envelope.topic });
             let push = Push {
                 target: index,
-                method: target.method.clone(),
-                path: format!("{}{path}", spec.receiver.base_path),
+                method: request.method.clone(),
+                path: format!("{}{path}", http.receiver.base_path),
                 body: Bytes::from(envelope.to_bytes()),
             };
             figures.dispatched.inc();
@@ -111,11 +114,11 @@ async fn feed(
 }
 
 async fn send(
-    spec: Arc<ConnectionSpec>,
+    http: Arc<HttpPush>,
     stats: Arc<ConnectionStats>,
     waiting: Arc<Mutex<mpsc::Receiver<Push>>>,
 ) {
-    let receiver = &spec.receiver;
+    let receiver = &http.receiver;
     let tls = match receiver.https.then(|| Tls::to_host(&receiver.host, None)).transpose() {
         Ok(tls) => tls,
         Err(error) => {

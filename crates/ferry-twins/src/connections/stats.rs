@@ -41,9 +41,22 @@ pub struct TargetStats {
     pub dropped: Count,
 }
 
+/// One source's figures.
+#[derive(Debug, Default)]
+pub struct SourceStats {
+    /// Records read.
+    pub consumed: Count,
+    /// Commands applied (committed to the store, or answered).
+    pub applied: Count,
+    /// Records whose command was not executed (enforcement, a malformed
+    /// message) or was refused (rights, preconditions, errors).
+    pub failed: Count,
+}
+
 #[derive(Debug)]
 pub struct ConnectionStats {
     pub targets: Vec<TargetStats>,
+    pub sources: Vec<SourceStats>,
     /// Events the feed ran ahead of this connection with.
     pub missed: AtomicU64,
     started_ms: AtomicU64,
@@ -57,9 +70,10 @@ struct Last {
 }
 
 impl ConnectionStats {
-    pub fn new(targets: usize) -> ConnectionStats {
+    pub fn new(targets: usize, sources: usize) -> ConnectionStats {
         ConnectionStats {
             targets: (0..targets).map(|_| TargetStats::default()).collect(),
+            sources: (0..sources).map(|_| SourceStats::default()).collect(),
             missed: AtomicU64::new(0),
             started_ms: AtomicU64::new(now_ms()),
             last: Mutex::new(Last::default()),
@@ -88,6 +102,11 @@ impl ConnectionStats {
                 count.reset();
             }
         }
+        for source in &self.sources {
+            for count in [&source.consumed, &source.applied, &source.failed] {
+                count.reset();
+            }
+        }
         self.missed.store(0, Ordering::Relaxed);
         *self.last.lock() = Last::default();
     }
@@ -109,7 +128,8 @@ impl ConnectionStats {
         };
         let details = match &last.failure {
             Some((_, why)) if failing => why.clone(),
-            _ if running => "sending twin events".to_owned(),
+            _ if running && spec.sources().is_empty() => "sending twin events".to_owned(),
+            _ if running => "consuming Ditto protocol commands".to_owned(),
             _ => "closed".to_owned(),
         };
         let targets: Vec<Value> = spec
@@ -120,13 +140,22 @@ impl ConnectionStats {
                        "status": state, "statusDetails": details})
             })
             .collect();
+        let sources: Vec<Value> = spec
+            .sources()
+            .iter()
+            .flat_map(|source| source.addresses.iter())
+            .map(|address| {
+                json!({"type": "source", "client": "ferry", "address": address,
+                       "status": state, "statusDetails": details})
+            })
+            .collect();
         json!({
             "connectionId": spec.id,
             "connectionStatus": if spec.open { "open" } else { "closed" },
             "liveStatus": state,
             "connectedSince": running.then(|| rfc3339(self.started_ms.load(Ordering::Relaxed))),
             "clientStatus": [{"type": "client", "client": "ferry", "status": state, "statusDetails": details}],
-            "sourceStatus": [],
+            "sourceStatus": sources,
             "targetStatus": targets,
             "sshTunnelStatus": []
         })
@@ -150,12 +179,23 @@ impl ConnectionStats {
             }
             addresses.insert(target.address.clone(), outbound(counts, &last));
         }
-        let failures = sum[3] + sum[4] + self.missed.load(Ordering::Relaxed) > 0;
+        let mut sources = Map::new();
+        let mut inbound_sum = [0u64; 3];
+        for (source, figures) in spec.sources().iter().zip(&self.sources) {
+            let counts = [figures.consumed.get(), figures.applied.get(), figures.failed.get()];
+            for (total, count) in inbound_sum.iter_mut().zip(counts) {
+                *total += count;
+            }
+            sources.insert(source.addresses.join(","), inbound(counts, &last));
+        }
+        let failures = sum[3] + sum[4] + inbound_sum[2] + self.missed.load(Ordering::Relaxed) > 0;
+        let inbound_total =
+            if spec.sources().is_empty() { json!({}) } else { inbound(inbound_sum, &last) };
         json!({
             "connectionId": spec.id,
             "containsFailures": failures,
-            "connectionMetrics": {"inbound": {}, "outbound": outbound(sum, &last)},
-            "sourceMetrics": {"addressMetrics": {}},
+            "connectionMetrics": {"inbound": inbound_total, "outbound": outbound(sum, &last)},
+            "sourceMetrics": {"addressMetrics": sources},
             "targetMetrics": {"addressMetrics": addresses},
             "missedEvents": self.missed.load(Ordering::Relaxed)
         })
@@ -172,6 +212,19 @@ fn outbound([dispatched, filtered, published, failed, dropped]: [u64; 5], last: 
             "failure": {"total": failed, "lastMessageAt": last.failure.as_ref().map(|(at, _)| rfc3339(*at))}
         },
         "dropped": {"success": success(dropped)}
+    })
+}
+
+/// A source's figures in Ditto's inbound shape: `consumed` (read),
+/// `mapped` (Ditto protocol messages whose command was executed, or not:
+/// the failures), `enforced`-like counts folded into `failure`.
+fn inbound([consumed, applied, failed]: [u64; 3], last: &Last) -> Value {
+    json!({
+        "consumed": {"success": {"total": consumed}},
+        "mapped": {
+            "success": {"total": applied, "lastMessageAt": last.success_ms.map(rfc3339)},
+            "failure": {"total": failed, "lastMessageAt": last.failure.as_ref().map(|(at, _)| rfc3339(*at))}
+        }
     })
 }
 

@@ -131,6 +131,21 @@ pub struct Checked {
 }
 
 impl KafkaEndpointConfig {
+    /// Settings with every default, for producers made elsewhere than
+    /// from `[endpoints.NAME]` (the twins' Kafka connections), so that
+    /// Ferry has one producer setup.
+    pub fn with_defaults(brokers: String, topic: String) -> KafkaEndpointConfig {
+        KafkaEndpointConfig {
+            brokers,
+            topic,
+            key: None,
+            compression: Compression::default(),
+            client_id: None,
+            message_timeout: default_message_timeout(),
+            max_message_bytes: default_max_message_bytes(),
+        }
+    }
+
     /// Checks every setting; the error names the first key at fault.
     pub fn validate(&self) -> Result<Checked, KafkaConfigError> {
         check_brokers(&self.brokers)?;

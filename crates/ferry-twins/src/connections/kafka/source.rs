@@ -1,0 +1,288 @@
+//! One consumer of a Kafka source: records in, each one Ditto protocol
+//! command applied (`inbound.rs`), offsets committed behind them.
+//!
+//! Commands are applied up to `IN_FLIGHT` at once, so that one consumer
+//! fills the store's group commit rather than waiting an fsync per
+//! record; results are taken in the order the records came, so an offset
+//! is stored only once every record before it is done. Two commands for
+//! the same entity never run side by side: the later waits for the
+//! earlier, so a thing's modifies land in the order they were produced.
+//!
+//! With `qos: 1` (at least once) an offset is stored only after its
+//! command was applied (committed to the store, Ditto's `twin-persisted`)
+//! or refused for good; a command that failed for now (the store
+//! unavailable) is tried again, with a growing pause, until it is one or
+//! the other. librdkafka commits the stored offsets every
+//! `COMMIT_INTERVAL` and when the consumer closes. A crash re-reads at
+//! most what was applied since the last commit: modifies applied twice,
+//! nothing lost. With `qos: 0` librdkafka stores each offset as the
+//! record is handed over: what is in flight at a crash is lost.
+
+use super::super::inbound::{self, Outcome};
+use super::super::stats::{ConnectionStats, SourceStats};
+use super::{KafkaSpec, SourceSpec};
+use crate::service::Twins;
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{Headers, Message};
+use serde_json::{Map, Value};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Commands one consumer has on their way at once: enough to fill a
+/// group commit of the store (a few dozen writes share one fsync), few
+/// enough that a consumer holds at most this many records beyond
+/// librdkafka's own bounded fetch queue.
+const IN_FLIGHT: usize = 64;
+
+/// librdkafka's prefetch queue per consumer, in KiB (its default is
+/// 64 MiB per partition): about 8,000 records of a kilobyte, seconds of
+/// work at the rates a consumer applies.
+const PREFETCH_KIB: &str = "8192";
+
+/// How often stored offsets are committed: what a crash may re-read.
+const COMMIT_INTERVAL_MS: &str = "500";
+
+/// Pauses between tries of a command that failed for now.
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+const LAST_PAUSE: Duration = Duration::from_secs(5);
+
+/// Pause after the consumer reports an error (the cluster unreachable),
+/// so a dead cluster costs a loop a second, not a busy loop.
+const ERROR_PAUSE: Duration = Duration::from_secs(1);
+
+/// A record taken out of librdkafka's buffer.
+struct Record {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    entity: Option<String>,
+    headers: Map<String, Value>,
+    payload: Vec<u8>,
+}
+
+type Applying = Pin<Box<dyn Future<Output = (Record, Outcome)> + Send>>;
+
+/// Why a consumer could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot make the Kafka consumer: {0}")]
+pub struct ConsumerError(#[from] rdkafka::error::KafkaError);
+
+/// Reads `source` (the connection's `index`th) until aborted.
+pub async fn run(
+    twins: Arc<Twins>,
+    kafka: Arc<KafkaSpec>,
+    index: usize,
+    consumer: usize,
+    stats: Arc<ConnectionStats>,
+) {
+    let source = &kafka.sources[index];
+    let made = make(&kafka, source, index, consumer).map(Retiring::new);
+    let consumer = match made {
+        Ok(consumer) => consumer,
+        Err(error) => {
+            stats.set_failure(error.to_string());
+            return;
+        }
+    };
+    let figures = &stats.sources[index];
+    let mut window = Window::default();
+    loop {
+        tokio::select! {
+            // Finished commands first: they free room and advance offsets.
+            biased;
+            Some((record, outcome)) = window.applying.next(), if !window.applying.is_empty() => {
+                window.entities.pop_front();
+                finish(&consumer, source, figures, &stats, record, outcome);
+            }
+            received = consumer.recv(), if window.applying.len() < IN_FLIGHT => {
+                let record = match received {
+                    Ok(message) => read(&message),
+                    Err(error) => {
+                        stats.set_failure(format!("kafka {}: {error}", kafka.bootstrap_servers));
+                        tokio::time::sleep(ERROR_PAUSE).await;
+                        continue;
+                    }
+                };
+                figures.consumed.inc();
+                // The same entity's earlier commands finish first.
+                while record.entity.is_some() && window.entities.contains(&record.entity) {
+                    let Some((done, outcome)) = window.applying.next().await else { break };
+                    window.entities.pop_front();
+                    finish(&consumer, source, figures, &stats, done, outcome);
+                }
+                window.entities.push_back(record.entity.clone());
+                window.applying.push_back(Box::pin(apply(twins.clone(), kafka.clone(), index, record)));
+            }
+        }
+    }
+}
+
+/// The commands in flight, in the order their records came, with the
+/// entity of each (a scan of at most `IN_FLIGHT`, cheaper than a map
+/// kept in step).
+#[derive(Default)]
+struct Window {
+    applying: FuturesOrdered<Applying>,
+    entities: VecDeque<Option<String>>,
+}
+
+/// Applies one record's command; at least once, tries again what failed
+/// for now until it is applied or refused for good.
+async fn apply(
+    twins: Arc<Twins>,
+    kafka: Arc<KafkaSpec>,
+    index: usize,
+    record: Record,
+) -> (Record, Outcome) {
+    let source = &kafka.sources[index];
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let outcome = inbound::apply(&twins, source, &record.headers, &record.payload).await;
+        match outcome {
+            Outcome::Retriable(why) if source.at_least_once => {
+                tracing::warn!(topic = %record.topic, partition = record.partition, offset = record.offset, %why, "a Kafka source's command failed for now; tried again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(LAST_PAUSE);
+            }
+            outcome => return (record, outcome),
+        }
+    }
+}
+
+/// Counts a record's outcome and, at least once, stores its offset for
+/// the next commit: every record before it is done too.
+fn finish(
+    consumer: &StreamConsumer,
+    source: &SourceSpec,
+    figures: &SourceStats,
+    stats: &ConnectionStats,
+    record: Record,
+    outcome: Outcome,
+) {
+    match outcome {
+        Outcome::Applied => {
+            figures.applied.inc();
+            stats.set_success();
+        }
+        Outcome::Refused(why) | Outcome::Retriable(why) => {
+            figures.failed.inc();
+            tracing::debug!(topic = %record.topic, offset = record.offset, %why, "a Kafka source's command was not applied");
+            stats.set_failure(format!(
+                "{}[{}]@{}: {why}",
+                record.topic, record.partition, record.offset
+            ));
+        }
+    }
+    if source.at_least_once {
+        // librdkafka commits the stored offset plus one: the next record.
+        if let Err(error) = consumer.store_offset(&record.topic, record.partition, record.offset) {
+            // The partition was revoked meanwhile (a rebalance): its new
+            // owner reads from the last commit, the record again.
+            tracing::debug!(topic = %record.topic, %error, "offset not stored");
+        }
+    }
+}
+
+/// A record's parts, owned: its headers as Ditto headers (lower-case
+/// names, values as text) and the entity of its command, if it has one.
+fn read(message: &rdkafka::message::BorrowedMessage<'_>) -> Record {
+    let mut headers = Map::new();
+    if let Some(kafka_headers) = message.headers() {
+        for header in kafka_headers.iter() {
+            let value = header.value.map(String::from_utf8_lossy).unwrap_or_default();
+            headers.insert(header.key.to_ascii_lowercase(), Value::String(value.into_owned()));
+        }
+    }
+    let payload = message.payload().unwrap_or_default().to_vec();
+    Record {
+        topic: message.topic().to_owned(),
+        partition: message.partition(),
+        offset: message.offset(),
+        entity: entity_of(&payload),
+        headers,
+        payload,
+    }
+}
+
+/// The entity id in a Ditto protocol message's topic, read without
+/// parsing the rest (the command parses it in full).
+fn entity_of(payload: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct TopicOnly<'a> {
+        #[serde(borrow)]
+        topic: std::borrow::Cow<'a, str>,
+    }
+    let only: TopicOnly<'_> = serde_json::from_slice(payload).ok()?;
+    crate::protocol::Topic::parse(&only.topic).ok()?.entity_id()
+}
+
+fn make(
+    kafka: &KafkaSpec,
+    source: &SourceSpec,
+    index: usize,
+    consumer: usize,
+) -> Result<StreamConsumer, ConsumerError> {
+    let name = format!("{}-source{index}-{consumer}", kafka.client_id);
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &kafka.bootstrap_servers)
+        .set("group.id", &kafka.group_id)
+        .set("client.id", &name)
+        // Static membership: a consumer started again after a crash or a
+        // restart of Ferry takes its partitions back at once, instead of
+        // waiting out the dead member's session (10 s) and a rebalance.
+        .set("group.instance.id", &name)
+        .set("enable.auto.commit", "true")
+        .set("auto.commit.interval.ms", COMMIT_INTERVAL_MS)
+        .set("enable.auto.offset.store", if source.at_least_once { "false" } else { "true" })
+        // A new group reads the topic from its start: what was produced
+        // before the connection was made is not skipped.
+        .set("auto.offset.reset", "earliest")
+        .set("queued.max.messages.kbytes", PREFETCH_KIB)
+        // Ditto's consumer settings: a dead consumer is noticed in 10 s.
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "3000")
+        .set("reconnect.backoff.max.ms", "1000");
+    // Warnings and errors only: librdkafka's debug lines are many per
+    // request.
+    config.set_log_level(RDKafkaLogLevel::Warning);
+    let consumer: StreamConsumer = config.create()?;
+    let topics: Vec<&str> = source.addresses.iter().map(String::as_str).collect();
+    consumer.subscribe(&topics)?;
+    Ok(consumer)
+}
+
+/// A consumer that is closed off the runtime's threads: closing one
+/// leaves its group and commits its stored offsets, which waits for the
+/// cluster's answer.
+struct Retiring(Option<StreamConsumer>);
+
+impl Retiring {
+    fn new(consumer: StreamConsumer) -> Retiring {
+        Retiring(Some(consumer))
+    }
+}
+
+impl std::ops::Deref for Retiring {
+    type Target = StreamConsumer;
+
+    fn deref(&self) -> &StreamConsumer {
+        // Taken only in `drop`.
+        self.0.as_ref().expect("a consumer until dropped")
+    }
+}
+
+impl Drop for Retiring {
+    fn drop(&mut self) {
+        let Some(consumer) = self.0.take() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || drop(consumer))),
+            Err(_) => drop(consumer),
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! A `kafka` connection as Ditto's connectivity API writes it: where the
+//! cluster is (`uri` `tcp://host:port` or `specificConfig.
+//! bootstrapServers`), its sources (topics of Ditto protocol commands)
+//! and its targets' topics. What Ferry cannot honour is refused with
+//! Ditto's configuration error naming it.
+
+use super::super::enforcement::Enforcement;
+use super::super::model::{authorization_context, text};
+use super::super::placeholder::{Holds, SourceTemplate};
+use super::super::template::AddressTemplate;
+use crate::error::DittoError;
+use crate::service::Caller;
+use ferry_routes::endpoints::kafka::KafkaEndpointConfig;
+use serde_json::{Map, Value};
+
+/// Sources one connection may have, and consumers one source may run
+/// (`consumerCount`): each consumer is a librdkafka client with its own
+/// threads and fetch buffers (up to `queued.max.messages.kbytes`).
+pub const MAX_SOURCES: usize = 16;
+pub const MAX_CONSUMERS: usize = 8;
+
+/// Topics one source may read.
+const MAX_ADDRESSES: usize = 64;
+
+/// Headers one `headerMapping` may set.
+const MAX_HEADER_MAPPINGS: usize = 32;
+
+#[derive(Debug)]
+pub struct KafkaSpec {
+    /// `host:port,host:port`.
+    pub bootstrap_servers: String,
+    /// The consumers' group: `specificConfig.groupId`, else
+    /// `ferry-connection-<id>`.
+    pub group_id: String,
+    /// The producer's and consumers' `client.id` prefix.
+    pub client_id: String,
+    pub sources: Vec<SourceSpec>,
+    /// Where each target publishes, in the order of the connection's
+    /// targets.
+    pub destinations: Vec<Destination>,
+}
+
+#[derive(Debug)]
+pub struct SourceSpec {
+    /// The topics, as written: the name of its figures too.
+    pub addresses: Vec<String>,
+    pub consumer_count: usize,
+    /// `qos: 1`: a record's offset is committed only once its command
+    /// was applied (persisted, or refused for good).
+    pub at_least_once: bool,
+    /// `authorizationContext`: whose rights the commands run with.
+    pub caller: Caller,
+    pub enforcement: Option<Enforcement>,
+    /// `headerMapping`: Ditto headers set from the record's headers.
+    pub header_mapping: Vec<(String, SourceTemplate)>,
+}
+
+/// A Kafka target's `address`: `topic` or `topic/key` (Ditto's form).
+#[derive(Debug)]
+pub struct Destination {
+    pub topic: String,
+    pub key: Option<AddressTemplate>,
+}
+
+impl KafkaSpec {
+    pub fn parse(
+        id: &str,
+        object: &Map<String, Value>,
+        targets: &[Value],
+    ) -> Result<KafkaSpec, DittoError> {
+        let specific = match object.get("specificConfig") {
+            None => Map::new(),
+            Some(Value::Object(specific)) => specific.clone(),
+            Some(_) => {
+                return Err(DittoError::connection_invalid("'specificConfig' must be an object."))
+            }
+        };
+        let setting = |key: &str| specific.get(key).and_then(Value::as_str).map(str::trim);
+        let bootstrap_servers = match setting("bootstrapServers").filter(|s| !s.is_empty()) {
+            Some(servers) => servers.to_owned(),
+            None => uri_servers(text(object, "uri")?)?,
+        };
+        // Ditto's SASL and TLS settings would need credentials Ferry does
+        // not pass on yet; refusing them beats connecting in the clear.
+        if object.get("uri").and_then(Value::as_str).is_some_and(|uri| uri.starts_with("ssl://")) {
+            return Err(DittoError::connection_invalid(
+                "Kafka over TLS (ssl://) is not supported by Ferry yet; use tcp://host:port.",
+            ));
+        }
+        if let Some(mechanism) = setting("saslMechanism") {
+            if uri_has_credentials(object) {
+                return Err(DittoError::connection_invalid(format!(
+                    "Kafka SASL ({mechanism}) with credentials is not supported by Ferry yet."
+                )));
+            }
+        }
+        let group_id = setting("groupId")
+            .filter(|group| !group.is_empty())
+            .map_or_else(|| format!("ferry-connection-{id}"), str::to_owned);
+        // The producer's settings are the edge Kafka endpoint's: checking
+        // them with its rules names a bad server list the same way.
+        let mut endpoint = producer_config(&bootstrap_servers, &format!("ferry-connection-{id}"));
+        endpoint.validate().map_err(|error| {
+            DittoError::connection_invalid(format!("The Kafka bootstrap servers: {error}"))
+        })?;
+        let sources = match object.get("sources") {
+            None => Vec::new(),
+            Some(Value::Array(sources)) if sources.len() <= MAX_SOURCES => {
+                sources.iter().map(SourceSpec::parse).collect::<Result<_, _>>()?
+            }
+            Some(_) => {
+                return Err(DittoError::connection_invalid(format!(
+                    "'sources' must be an array of at most {MAX_SOURCES}."
+                )))
+            }
+        };
+        let destinations = targets
+            .iter()
+            .map(|target| {
+                let address = target.get("address").and_then(Value::as_str).unwrap_or_default();
+                let destination = Destination::parse(address)?;
+                endpoint.topic = destination.topic.clone();
+                endpoint.validate().map_err(|error| {
+                    DittoError::connection_invalid(format!("The target '{address}': {error}"))
+                })?;
+                Ok(destination)
+            })
+            .collect::<Result<_, DittoError>>()?;
+        Ok(KafkaSpec {
+            bootstrap_servers,
+            group_id,
+            client_id: format!("ferry-connection-{id}"),
+            sources,
+            destinations,
+        })
+    }
+}
+
+/// The edge Kafka endpoint's producer settings for `servers` (acks=all,
+/// idempotent, lz4, bounded queue): one producer setup in Ferry.
+pub fn producer_config(servers: &str, client_id: &str) -> KafkaEndpointConfig {
+    // The topic is replaced per target when checked; records name theirs.
+    let mut config = KafkaEndpointConfig::with_defaults(servers.to_owned(), "ferry".to_owned());
+    config.client_id = Some(client_id.to_owned());
+    config
+}
+
+/// `tcp://host:port[,host:port]` as bootstrap servers.
+fn uri_servers(uri: &str) -> Result<String, DittoError> {
+    let rest =
+        uri.strip_prefix("tcp://").or_else(|| uri.strip_prefix("ssl://")).ok_or_else(|| {
+            DittoError::connection_invalid(format!(
+                "The uri '{}' is not tcp://host:port.",
+                super::super::model::redact(uri)
+            ))
+        })?;
+    let servers = rest.rsplit_once('@').map_or(rest, |(_, servers)| servers);
+    Ok(servers.trim_end_matches('/').to_owned())
+}
+
+fn uri_has_credentials(object: &Map<String, Value>) -> bool {
+    object.get("uri").and_then(Value::as_str).is_some_and(|uri| uri.contains('@'))
+}
+
+impl SourceSpec {
+    fn parse(json: &Value) -> Result<SourceSpec, DittoError> {
+        let Value::Object(source) = json else {
+            return Err(DittoError::connection_invalid("A source must be a JSON object."));
+        };
+        let addresses: Vec<String> = match source.get("addresses") {
+            Some(Value::Array(addresses))
+                if !addresses.is_empty() && addresses.len() <= MAX_ADDRESSES =>
+            {
+                addresses
+                    .iter()
+                    .map(|address| address.as_str().map(str::to_owned))
+                    .collect::<Option<_>>()
+                    .filter(|addresses: &Vec<String>| {
+                        addresses.iter().all(|topic| {
+                            ferry_routes::endpoints::kafka::is_valid_kafka_topic(topic)
+                        })
+                    })
+                    .ok_or_else(|| {
+                        DittoError::connection_invalid(
+                            "A source's addresses are Kafka topic names (a-z A-Z 0-9 . _ -).",
+                        )
+                    })?
+            }
+            _ => {
+                return Err(DittoError::connection_invalid(format!(
+                    "A source needs 1 to {MAX_ADDRESSES} addresses: the topics it reads."
+                )))
+            }
+        };
+        let named = addresses.join(",");
+        let consumer_count = match source.get("consumerCount") {
+            None => 1,
+            Some(count) => count
+                .as_u64()
+                .and_then(|count| usize::try_from(count).ok())
+                .filter(|count| (1..=MAX_CONSUMERS).contains(count))
+                .ok_or_else(|| {
+                    DittoError::connection_invalid(format!(
+                        "The consumerCount of the source '{named}' must be 1 to {MAX_CONSUMERS}."
+                    ))
+                })?,
+        };
+        let at_least_once = match source.get("qos") {
+            None => false,
+            Some(qos) if qos.as_u64() == Some(0) => false,
+            Some(qos) if qos.as_u64() == Some(1) => true,
+            Some(_) => {
+                return Err(DittoError::connection_invalid(format!(
+                    "The qos of the source '{named}' must be 0 or 1."
+                )))
+            }
+        };
+        let caller = authorization_context(source).ok_or_else(|| {
+            DittoError::connection_invalid(format!(
+                "The source '{named}' needs an authorizationContext: the subjects whose rights its commands run with."
+            ))
+        })??;
+        let enforcement = source.get("enforcement").map(Enforcement::parse).transpose()?;
+        let header_mapping = header_mapping(source.get("headerMapping"))?;
+        payload_mapping(source.get("payloadMapping"))?;
+        if source
+            .get("replyTarget")
+            .and_then(|reply| reply.get("enabled"))
+            .is_some_and(|enabled| enabled.as_bool() != Some(false))
+        {
+            return Err(DittoError::connection_invalid(format!(
+                "The source '{named}' enables a replyTarget: Ferry does not send responses of Kafka sources yet; set replyTarget.enabled to false."
+            )));
+        }
+        Ok(SourceSpec {
+            addresses,
+            consumer_count,
+            at_least_once,
+            caller,
+            enforcement,
+            header_mapping,
+        })
+    }
+}
+
+/// `headerMapping`: `{"name": "{{ header:x }}"}`, each a Ditto header
+/// set from the record's headers.
+fn header_mapping(json: Option<&Value>) -> Result<Vec<(String, SourceTemplate)>, DittoError> {
+    let mapping = match json {
+        None => return Ok(Vec::new()),
+        Some(Value::Object(mapping)) if mapping.len() <= MAX_HEADER_MAPPINGS => mapping,
+        Some(_) => {
+            return Err(DittoError::connection_invalid(format!(
+                "A headerMapping is an object of at most {MAX_HEADER_MAPPINGS} headers."
+            )))
+        }
+    };
+    mapping
+        .iter()
+        .map(|(name, value)| {
+            let value = value.as_str().ok_or_else(|| {
+                DittoError::connection_invalid("A headerMapping's values are strings.")
+            })?;
+            let template = SourceTemplate::parse(value, Holds::Headers, "headerMapping")?;
+            Ok((name.to_ascii_lowercase(), template))
+        })
+        .collect()
+}
+
+/// `payloadMapping`: only Ditto's own (the record's value is a Ditto
+/// protocol message). Ditto's other mappers (JavaScript, normalized,
+/// implicitThingCreation, …) are refused by name.
+fn payload_mapping(json: Option<&Value>) -> Result<(), DittoError> {
+    let Some(mappings) = json else { return Ok(()) };
+    let mappings = mappings.as_array().ok_or_else(|| {
+        DittoError::connection_invalid("A payloadMapping is an array of mapping ids.")
+    })?;
+    let others: Vec<&str> = mappings
+        .iter()
+        .map(|mapping| mapping.as_str().unwrap_or("?"))
+        .filter(|mapping| !mapping.eq_ignore_ascii_case("ditto"))
+        .collect();
+    if others.is_empty() {
+        Ok(())
+    } else {
+        Err(DittoError::connection_invalid(format!(
+            "The payload mapping(s) {} not supported by Ferry: a Kafka source reads Ditto protocol messages ('ditto').",
+            others.iter().map(|other| format!("'{other}'")).collect::<Vec<_>>().join(", ") + if others.len() == 1 { " is" } else { " are" }
+        )))
+    }
+}
+
+impl Destination {
+    fn parse(address: &str) -> Result<Destination, DittoError> {
+        let (topic, key) = match address.split_once('/') {
+            Some((topic, key)) => (topic, Some(AddressTemplate::parse(key)?)),
+            None => (address, None),
+        };
+        Ok(Destination { topic: topic.to_owned(), key })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::model::{ConnectionSpec, Transport};
+    use serde_json::{json, Value};
+
+    /// The Ditto benchmark's Kafka connection (../seeds/ditto-benchmark.txt).
+    pub fn seed_connection() -> Value {
+        json!({
+            "name": "kafka-source",
+            "connectionType": "kafka",
+            "connectionStatus": "open",
+            "uri": "tcp://bitnami-kafka:9092",
+            "sources": [{
+                "addresses": ["create-update"],
+                "consumerCount": 1,
+                "qos": 0,
+                "authorizationContext": ["nginx:ditto"],
+                "enforcement": {"input": "{{ header:device_id }}", "filters": ["{{ entity:id }}"]},
+                "headerMapping": {},
+                "payloadMapping": ["ditto"],
+                "replyTarget": {"enabled": false}
+            }],
+            "targets": [],
+            "clientCount": 1,
+            "failoverEnabled": true,
+            "validateCertificates": true,
+            "processorPoolSize": 1,
+            "specificConfig": {"saslMechanism": "plain", "bootstrapServers": "bitnami-kafka:9092"},
+            "mappingDefinitions": {"ditto": {"mappingEngine": "Ditto", "options": {"thingId": "{{ header:device_id }}"}}},
+            "tags": ["benchmark"]
+        })
+    }
+
+    fn kafka(json: Value) -> std::sync::Arc<super::KafkaSpec> {
+        match ConnectionSpec::parse("4cd191cc", json).unwrap().transport {
+            Transport::Kafka(kafka) => kafka,
+            Transport::HttpPush(_) => panic!("a kafka connection"),
+        }
+    }
+
+    #[test]
+    fn the_seeds_connection_is_read_as_ditto_writes_it() {
+        let spec = kafka(seed_connection());
+        assert_eq!(spec.bootstrap_servers, "bitnami-kafka:9092");
+        assert_eq!(spec.group_id, "ferry-connection-4cd191cc");
+        let source = &spec.sources[0];
+        assert_eq!(source.addresses, ["create-update"]);
+        assert!(!source.at_least_once);
+        assert_eq!(source.caller.subjects, ["nginx:ditto"]);
+        assert!(source.enforcement.is_some());
+    }
+
+    #[test]
+    fn the_uri_group_and_target_addresses_are_read() {
+        let mut connection = seed_connection();
+        connection["specificConfig"] = json!({"groupId": "mine"});
+        connection["uri"] = json!("tcp://k1:9092,k2:9092");
+        connection["targets"] = json!([{
+            "address": "events/{{ thing:id }}",
+            "topics": ["_/_/things/twin/events"],
+            "authorizationContext": ["nginx:ditto"]
+        }]);
+        let spec = kafka(connection);
+        assert_eq!(spec.bootstrap_servers, "k1:9092,k2:9092");
+        assert_eq!(spec.group_id, "mine");
+        assert_eq!(spec.destinations[0].topic, "events");
+        assert!(spec.destinations[0].key.is_some());
+    }
+
+    #[test]
+    fn what_ferry_cannot_run_is_refused_with_dittos_error() {
+        for (pointer, value, says) in [
+            ("/sources/0/payloadMapping", json!(["javascript"]), "'javascript'"),
+            ("/sources/0/qos", json!(2), "qos"),
+            ("/sources/0/consumerCount", json!(0), "consumerCount"),
+            ("/sources/0/addresses", json!(["bad topic"]), "topic names"),
+            ("/sources/0/authorizationContext", json!([]), "authorizationContext"),
+            (
+                "/sources/0/enforcement",
+                json!({"input": "{{ thing:id }}", "filters": ["x"]}),
+                "thing:id",
+            ),
+            (
+                "/sources/0/replyTarget",
+                json!({"enabled": true, "address": "replies"}),
+                "replyTarget",
+            ),
+            ("/specificConfig/bootstrapServers", json!("no-port"), "bootstrap"),
+        ] {
+            let mut connection = seed_connection();
+            *connection.pointer_mut(pointer).unwrap() = value;
+            let error = ConnectionSpec::parse("c", connection).unwrap_err();
+            assert_eq!(error.error, "connectivity:connection.configuration.invalid", "{pointer}");
+            assert!(error.message.contains(says), "{pointer}: {}", error.message);
+        }
+    }
+}

@@ -1,0 +1,246 @@
+"""Ditto's Kafka connections on the real binary against a real Apache
+Kafka 4.x (tests/kafka.py, started once for the module): the Ditto
+benchmark's MODIFY_THINGS source (seeds/ditto-benchmark.txt) with its
+`{{ header:device_id }}` enforcement, qos 1 offsets committed only after
+the change is persisted (kill -9 loses nothing and re-reads nothing
+committed), a Kafka target receiving twin events, and the figures."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+import requests
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafka import Kafka
+from twins import Ditto
+
+pytestmark = pytest.mark.ferry_only
+
+NS = "org.eclipse.ditto"
+BREWER = {
+    "definition": "org.eclipse.ditto:coffeebrewer:0.1.0",
+    "attributes": {"location": "test location", "model": "Speaking coffee machine"},
+    "features": {"coffee-brewer": {"properties": {"brewed-coffees": 0}}},
+}
+BREWED = "/features/coffee-brewer/properties/brewed-coffees"
+
+
+@pytest.fixture(scope="module")
+def kafka():
+    k = Kafka()
+    yield k
+    k.close()
+
+
+def _ditto(broker) -> Ditto:
+    return Ditto(f"http://{broker.host}:{broker.http_port}")
+
+
+def eventually(check, timeout: float = 20.0):
+    """Polls `check` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        assert time.monotonic() < deadline, "not within the deadline"
+        time.sleep(0.05)
+    return result
+
+
+def kafka_connection(brokers: str, topic: str, qos: int = 0, targets=()) -> dict:
+    """The Ditto benchmark's Kafka connection (seeds/ditto-benchmark.txt),
+    on the test's cluster and topic."""
+    return {
+        "name": "kafka-source",
+        "connectionType": "kafka",
+        "connectionStatus": "open",
+        "uri": f"tcp://{brokers}",
+        "sources": [{
+            "addresses": [topic],
+            "consumerCount": 1,
+            "qos": qos,
+            "authorizationContext": ["nginx:ditto"],
+            "enforcement": {"input": "{{ header:device_id }}", "filters": ["{{ entity:id }}"]},
+            "headerMapping": {},
+            "payloadMapping": ["ditto"],
+            "replyTarget": {"enabled": False},
+        }],
+        "targets": list(targets),
+        "clientCount": 1,
+        "failoverEnabled": True,
+        "validateCertificates": True,
+        "processorPoolSize": 1,
+        "specificConfig": {"saslMechanism": "plain", "bootstrapServers": brokers},
+        "mappingDefinitions": {"ditto": {"mappingEngine": "Ditto",
+                                         "options": {"thingId": "{{ header:device_id }}"}}},
+        "tags": ["benchmark"],
+    }
+
+
+def modify(name: str, value) -> bytes:
+    """The seed's message: a Ditto protocol modify, its path without a
+    leading slash as the benchmark writes it."""
+    return json.dumps({
+        "topic": f"{NS}/{name}/things/twin/commands/modify",
+        "path": "features/coffee-brewer/properties/brewed-coffees",
+        "value": value,
+    }).encode()
+
+
+def produce(kafka: Kafka, topic: str, records) -> None:
+    """`records`: (device_id, value bytes) pairs, produced in order to one
+    partition and acknowledged by Kafka (acks=all) before this returns."""
+    producer = Producer({"bootstrap.servers": kafka.brokers, "enable.idempotence": True})
+    for device_id, value in records:
+        producer.produce(topic, value=value, headers=[("device_id", device_id.encode())])
+    assert producer.flush(30) == 0, "records not delivered"
+
+
+def committed(kafka: Kafka, group: str, topic: str) -> int:
+    """The group's committed offset on the topic's partition 0."""
+    consumer = Consumer({"bootstrap.servers": kafka.brokers, "group.id": group})
+    try:
+        [partition] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        return partition.offset
+    finally:
+        consumer.close()
+
+
+def brewed(ditto: Ditto, name: str):
+    response = ditto.get(f"/things/{NS}:{name}{BREWED}")
+    return response.json() if response.status_code == 200 else None
+
+
+def source_metrics(ditto: Ditto, connection: str) -> dict:
+    metrics = ditto.get(f"/connections/{connection}/metrics").json()
+    return metrics["connectionMetrics"]["inbound"]
+
+
+def counts(ditto: Ditto, connection: str) -> tuple[int, int, int]:
+    inbound = source_metrics(ditto, connection)
+    return (inbound["consumed"]["success"]["total"], inbound["mapped"]["success"]["total"],
+            inbound["mapped"]["failure"]["total"])
+
+
+def test_the_seeds_modifies_land_and_another_devices_are_refused(broker_factory, kafka):
+    b = broker_factory()
+    ditto = _ditto(b)
+    topic = f"create-update-{uuid.uuid4().hex[:8]}"
+    for name in ["test-thing-1", "test-thing-2"]:
+        assert ditto.put(f"/things/{NS}:{name}", BREWER).status_code == 201
+    created = ditto.put("/connections/kafka-source", kafka_connection(kafka.brokers, topic))
+    assert created.status_code == 201, created.text
+
+    produce(kafka, topic, [(f"{NS}:test-thing-1", modify("test-thing-1", "10"))])
+    eventually(lambda: brewed(ditto, "test-thing-1") == "10")
+
+    # test-thing-2's device writes into test-thing-1: not executed, counted.
+    produce(kafka, topic, [(f"{NS}:test-thing-2", modify("test-thing-1", "99")),
+                           (f"{NS}:test-thing-2", modify("test-thing-2", "7"))])
+    # One partition: the refused record was handled before the next lands.
+    eventually(lambda: brewed(ditto, "test-thing-2") == "7")
+    assert brewed(ditto, "test-thing-1") == "10"
+    revision = ditto.get(f"/things/{NS}:test-thing-1", params={"fields": "_revision"}).json()
+    assert revision["_revision"] == 2
+    eventually(lambda: counts(ditto, "kafka-source") == (3, 2, 1))
+
+    metrics = ditto.get("/connections/kafka-source/metrics").json()
+    assert metrics["containsFailures"] is True
+    address = metrics["sourceMetrics"]["addressMetrics"][topic]
+    assert address["consumed"]["success"]["total"] == 3
+    assert address["mapped"]["failure"]["lastMessageAt"] is not None
+    status = ditto.get("/connections/kafka-source/status").json()
+    assert status["sourceStatus"][0]["address"] == topic
+    # A refused command is the device's mistake: the connection is open.
+    assert (status["liveStatus"], status["sourceStatus"][0]["status"]) == ("open", "open")
+
+    text = requests.get(ditto.base.replace("/api/2", "/metrics"), timeout=10).text
+    labels = f'connection="kafka-source",source="{topic}"'
+    assert f"ferry_twin_connection_consumed_total{{{labels}}} 3" in text
+    assert f"ferry_twin_connection_applied_total{{{labels}}} 2" in text
+    assert f"ferry_twin_connection_source_failed_total{{{labels}}} 1" in text
+
+
+def test_qos1_commits_after_persistence_and_kill_9_loses_nothing(broker_factory, kafka):
+    b = broker_factory()
+    ditto = _ditto(b)
+    topic = f"create-update-{uuid.uuid4().hex[:8]}"
+    names = [f"thing-{i}" for i in range(20)]
+    for name in names:
+        assert ditto.put(f"/things/{NS}:{name}", BREWER).status_code == 201
+    connection = kafka_connection(kafka.brokers, topic, qos=1)
+    assert ditto.put("/connections/k1", connection).status_code == 201
+
+    produce(kafka, topic, [(f"{NS}:{name}", modify(name, 1)) for name in names])
+    eventually(lambda: all(brewed(ditto, name) == 1 for name in names))
+    # Committed behind the applied records, all 20 of them.
+    eventually(lambda: committed(kafka, "ferry-connection-k1", topic) == 20)
+
+    # A crash right after: the restarted connection reads from the commit,
+    # so nothing applied is read again.
+    b.restart(kill=True)
+    ditto = _ditto(b)
+    produce(kafka, topic, [(f"{NS}:thing-0", modify("thing-0", 2))])
+    eventually(lambda: brewed(ditto, "thing-0") == 2)
+    eventually(lambda: counts(ditto, "k1")[1] == 1)
+    assert counts(ditto, "k1") == (1, 1, 0), "records applied before the crash were read again"
+
+    # A crash while records are on their way: the restart applies every
+    # one that was not committed; none is lost.
+    produce(kafka, topic, [(f"{NS}:{name}", modify(name, 3)) for name in names])
+    b.restart(kill=True)
+    ditto = _ditto(b)
+    eventually(lambda: all(brewed(ditto, name) == 3 for name in names), timeout=30)
+    eventually(lambda: committed(kafka, "ferry-connection-k1", topic) == 41)
+
+
+def test_a_kafka_target_gets_the_modified_events(broker_factory, kafka):
+    b = broker_factory()
+    ditto = _ditto(b)
+    source_topic = f"create-update-{uuid.uuid4().hex[:8]}"
+    events_topic = f"twin-events-{uuid.uuid4().hex[:8]}"
+    target = {
+        "address": events_topic + "/{{ thing:id }}",
+        "topics": ["_/_/things/twin/events?filter=eq(topic:action,'modified')"],
+        "authorizationContext": ["nginx:ditto"],
+    }
+    connection = kafka_connection(kafka.brokers, source_topic, targets=[target])
+    assert ditto.put("/connections/both", connection).status_code == 201
+    assert ditto.put(f"/things/{NS}:test-thing-1", BREWER).status_code == 201  # filtered
+    produce(kafka, source_topic, [(f"{NS}:test-thing-1", modify("test-thing-1", "12"))])
+
+    consumer = Consumer({"bootstrap.servers": kafka.brokers, "group.id": f"reader-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([events_topic])
+    try:
+        deadline = time.monotonic() + 30
+        record = None
+        while record is None or record.error():
+            assert time.monotonic() < deadline, "no event on the target topic"
+            record = consumer.poll(0.5)
+        event = json.loads(record.value())
+        assert event["topic"] == f"{NS}/test-thing-1/things/twin/events/modified"
+        assert (event["path"], event["value"], event["revision"]) == (BREWED, "12", 2)
+        assert record.key() == f"{NS}:test-thing-1".encode()
+        assert dict(record.headers())["content-type"] == b"application/vnd.eclipse.ditto+json"
+    finally:
+        consumer.close()
+
+    def outbound():
+        metrics = ditto.get("/connections/both/metrics").json()
+        return metrics["connectionMetrics"]["outbound"]
+    eventually(lambda: outbound()["published"]["success"]["total"] == 1)
+    assert outbound()["filtered"]["success"]["total"] == 1  # the create
+
+
+def test_what_a_kafka_connection_cannot_do_is_refused(broker_factory, kafka):
+    ditto = _ditto(broker_factory())
+    connection = kafka_connection(kafka.brokers, "t")
+    connection["sources"][0]["payloadMapping"] = ["javascript"]
+    refused = ditto.put("/connections/bad", connection)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"] == "connectivity:connection.configuration.invalid"
+    assert "'javascript'" in refused.json()["message"]
+    assert ditto.get("/connections/bad").status_code == 404
