@@ -5,7 +5,8 @@
 #      and chromium for the console's via apt, a Python venv at .venv with
 #      tests/requirements.txt, tests/browser's npm packages),
 #   2. checks that console/dist is what console/'s sources build to,
-#   3. cargo build --release -p ferry, cargo test --workspace --release,
+#   3. cargo build --release -p ferry, cargo check of the edge build
+#      (--no-default-features), cargo test --workspace --release,
 #   4. the Python integration tests in tests/ against target/release/ferry.
 # Usage: bash scripts/test.sh [extra pytest arguments]
 # FERRY_TEST_TARGET=mosquitto runs the integration tests against Mosquitto
@@ -124,6 +125,11 @@ if [ "$TARGET" = "ferry" ]; then
     fi
     log "cargo build --release -p ferry"
     cargo build --release -p ferry
+    # The edge build (no Kafka, PostgreSQL or bench) only type-checked: its
+    # code is the default build's minus three features, so a check catches
+    # what it can break (a cfg forgotten) in about a minute, not a build's ten.
+    log "cargo check --release -p ferry --no-default-features (the edge build)"
+    cargo check --release -p ferry --no-default-features
     log "cargo test --workspace --release"
     cargo test --workspace --release
     export FERRY_BIN="${FERRY_BIN:-$ROOT/target/release/ferry}"

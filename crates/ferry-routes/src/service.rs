@@ -6,6 +6,7 @@
 
 use crate::config::{EndpointConfig, EndpointKind, RoutesConfig};
 use crate::endpoints::http::HttpSink;
+#[cfg(feature = "kafka")]
 use crate::endpoints::kafka::KafkaSink;
 use crate::endpoints::mqtt::MqttSink;
 use crate::endpoints::topic::TopicSink;
@@ -79,6 +80,7 @@ enum Built {
     /// Boxed: its headers and TLS settings make it many times a
     /// `TopicSink`, and the enum only carries it to `tokio::spawn`.
     Http(Box<HttpSink>),
+    #[cfg(feature = "kafka")]
     Kafka(Box<KafkaSink>),
 }
 
@@ -167,6 +169,7 @@ impl RoutesService {
                 Built::Http(sink) => {
                     tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped, paused))
                 }
+                #[cfg(feature = "kafka")]
                 Built::Kafka(sink) => {
                     tokio::spawn(flow::run(queue, *sink, flow, stats.clone(), stopped, paused))
                 }
@@ -191,6 +194,7 @@ impl RoutesService {
             EndpointKind::Http(http) => Built::Http(Box::new(
                 HttpSink::new(name, http).map_err(|error| failed(error.to_string()))?,
             )),
+            #[cfg(feature = "kafka")]
             EndpointKind::Kafka(kafka) => Built::Kafka(Box::new(
                 KafkaSink::new(name, kafka).map_err(|error| failed(error.to_string()))?,
             )),

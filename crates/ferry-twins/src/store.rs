@@ -18,6 +18,7 @@
 //! object: there are two, both known here, and every call is async.
 
 pub mod index;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod search;
 pub mod sqlite;
@@ -188,6 +189,7 @@ pub(crate) fn check_expectation(
 /// The store in use.
 pub enum Store {
     Sqlite(sqlite::SqliteStore),
+    #[cfg(feature = "postgres")]
     Postgres(postgres::PostgresStore),
 }
 
@@ -202,6 +204,7 @@ impl Store {
     pub async fn commit_journaled(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
         match self {
             Store::Sqlite(store) => store.commit(writes).await,
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => store.commit(writes).await,
         }
     }
@@ -215,6 +218,7 @@ impl Store {
     ) -> Result<Vec<(u64, EventRecord)>, StoreError> {
         match self {
             Store::Sqlite(store) => store.events_after(after, limit).await,
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => store.events_after(after, limit).await,
         }
     }
@@ -222,6 +226,7 @@ impl Store {
     pub async fn thing(&self, id: &str) -> Result<Option<ThingRecord>, StoreError> {
         match self {
             Store::Sqlite(store) => store.thing(id).await,
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => store.thing(id).await,
         }
     }
@@ -229,6 +234,7 @@ impl Store {
     pub async fn policy(&self, id: &str) -> Result<Option<PolicyRecord>, StoreError> {
         match self {
             Store::Sqlite(store) => store.policy(id).await,
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => store.policy(id).await,
         }
     }
@@ -239,6 +245,7 @@ impl Store {
     pub async fn search(&self, request: &SearchRequest) -> Result<Vec<Found>, StoreError> {
         match self {
             Store::Sqlite(store) => store.search(request).await,
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => store.search(request).await,
         }
     }
@@ -249,6 +256,7 @@ impl Store {
     pub async fn explain_search(&self, request: &SearchRequest) -> Result<String, StoreError> {
         match self {
             Store::Sqlite(store) => store.explain_search(request).await,
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => store.explain_search(request).await,
         }
     }
@@ -263,6 +271,7 @@ impl Store {
     ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
         match self {
             Store::Sqlite(store) => store.count_by_policy(filter, namespaces).await,
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => store.count_by_policy(filter, namespaces).await,
         }
     }

@@ -187,6 +187,7 @@ impl TwinsSettings {
 pub enum TwinsStore {
     Sqlite,
     /// A `postgres://` URL or a libpq `key=value` string.
+    #[cfg(feature = "postgres")]
     Postgres(String),
 }
 
@@ -195,6 +196,7 @@ impl std::fmt::Debug for TwinsStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TwinsStore::Sqlite => f.write_str("Sqlite"),
+            #[cfg(feature = "postgres")]
             TwinsStore::Postgres(_) => f.write_str("Postgres(…)"),
         }
     }
@@ -209,7 +211,14 @@ impl<'de> Deserialize<'de> for TwinsStore {
             || text.starts_with("postgresql://")
             || text.contains("host=")
         {
-            Ok(TwinsStore::Postgres(text))
+            #[cfg(feature = "postgres")]
+            return Ok(TwinsStore::Postgres(text));
+            // A PostgreSQL store this build left out: say which build has
+            // it, so the error is not read as a malformed URL.
+            #[cfg(not(feature = "postgres"))]
+            return Err(serde::de::Error::custom(
+                "a PostgreSQL store is not in this build of Ferry: it needs the `postgres` cargo feature (on by default; left out of the edge build, `--no-default-features`); \"sqlite\" is",
+            ));
         } else {
             Err(serde::de::Error::custom(
                 "expected \"sqlite\" or a PostgreSQL URL (postgres://user@host/db, or host=… dbname=…)",

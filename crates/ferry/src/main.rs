@@ -59,6 +59,7 @@ enum Command {
     /// latency percentiles and, given its pid, the broker's CPU and memory.
     ///
     ///     ferry bench pubsub --broker mqtt://127.0.0.1:1883 --publishers 100 --messages 1000000 --qos 1
+    #[cfg(feature = "bench")]
     Bench(ferry_bench::BenchCommand),
     /// Add a user to a password file, change its password, or remove it
     ///
@@ -111,6 +112,7 @@ fn main() -> anyhow::Result<()> {
             println!("{}: ok", file.display());
             Ok(())
         }
+        #[cfg(feature = "bench")]
         Command::Bench(command) => bench(command),
         Command::Passwd(args) => passwd::run(args),
         Command::Routes(args) => routes_cli::run(args),
@@ -150,6 +152,7 @@ fn main() -> anyhow::Result<()> {
 /// Runs a benchmark on all cores: one scenario, whose table is printed and
 /// whose JSON and charts are written where asked, or a comparison suite,
 /// which writes its own report.
+#[cfg(feature = "bench")]
 fn bench(command: ferry_bench::BenchCommand) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let scenario = match command.action {

@@ -35,6 +35,7 @@ use ferry_twins::connections::Connections;
 use ferry_twins::mqtt::{MqttSettings, OwnThing, TwinTopics};
 use ferry_twins::service::{Caller, Twins, TwinsConfig};
 use ferry_twins::shadow::ShadowSettings;
+#[cfg(feature = "postgres")]
 use ferry_twins::store::postgres::PostgresStore;
 use ferry_twins::store::sqlite::SqliteStore;
 use ferry_twins::store::Store;
@@ -60,6 +61,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Option<Arc<Twins>>> {
             tracing::info!(path = %path.display(), "twins stored in SQLite");
             Store::Sqlite(store)
         }
+        #[cfg(feature = "postgres")]
         TwinsStore::Postgres(url) => {
             let store = PostgresStore::open(url)
                 .await

@@ -2,6 +2,7 @@
 //! (`sink.rs`) for one protocol.
 
 pub mod http;
+#[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod mqtt;
 pub mod topic;

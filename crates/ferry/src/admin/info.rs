@@ -62,6 +62,7 @@ fn summary(config: &Config) -> Value {
             "enabled": config.twins.enabled,
             "store": match config.twins.store {
                 TwinsStore::Sqlite => "sqlite",
+                #[cfg(feature = "postgres")]
                 TwinsStore::Postgres(_) => "postgres",
             },
         },
