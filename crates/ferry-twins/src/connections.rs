@@ -15,11 +15,15 @@
 //! caller without credentials on a loopback listener of Ferry with no
 //! users; see the binary's `twins.rs`).
 
+#[cfg(feature = "kafka")]
 mod enforcement;
 mod errors;
+#[cfg(feature = "kafka")]
 mod inbound;
+#[cfg(feature = "kafka")]
 mod kafka;
 pub mod model;
+#[cfg(feature = "kafka")]
 mod placeholder;
 mod push;
 mod stats;
@@ -240,10 +244,11 @@ impl Connections {
         let running = self.running.lock().await;
         let mut all = Vec::new();
         for (id, connection) in running.iter() {
-            for (source, stats) in connection.spec.sources().iter().zip(&connection.stats.sources) {
+            let sources = connection.spec.source_addresses();
+            for (addresses, stats) in sources.into_iter().zip(&connection.stats.sources) {
                 all.push(SourceFigures {
                     connection: id.clone(),
-                    addresses: source.addresses.join(","),
+                    addresses: addresses.join(","),
                     consumed: stats.consumed.get(),
                     applied: stats.applied.get(),
                     failed: stats.failed.get(),
@@ -298,12 +303,13 @@ impl Connections {
 
 fn start(twins: &Arc<Twins>, spec: ConnectionSpec) -> Running {
     let spec = Arc::new(spec);
-    let stats = Arc::new(ConnectionStats::new(spec.targets.len(), spec.sources().len()));
+    let stats = Arc::new(ConnectionStats::new(spec.targets.len(), spec.source_addresses().len()));
     let tasks = match &spec.transport {
         _ if !spec.open => Vec::new(),
         Transport::HttpPush(http) => {
             push::start(twins.clone(), spec.clone(), http.clone(), stats.clone())
         }
+        #[cfg(feature = "kafka")]
         Transport::Kafka(kafka) => {
             kafka::start(twins.clone(), spec.clone(), kafka.clone(), stats.clone())
         }

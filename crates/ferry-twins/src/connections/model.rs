@@ -9,10 +9,11 @@
 //! types and topics are refused with Ditto's configuration error naming
 //! what is not supported yet, rather than accepted and silently idle.
 
+#[cfg(feature = "kafka")]
 use super::kafka::KafkaSpec;
 use super::template::AddressTemplate;
 use crate::error::DittoError;
-use crate::service::Caller;
+use crate::service::{Caller, ThingEvent, Twins};
 use crate::ws::events::EventOptions;
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -43,6 +44,7 @@ pub struct ConnectionSpec {
 #[derive(Debug)]
 pub enum Transport {
     HttpPush(Arc<HttpPush>),
+    #[cfg(feature = "kafka")]
     Kafka(Arc<KafkaSpec>),
 }
 
@@ -119,20 +121,45 @@ impl ConnectionSpec {
         }
         let parsed = targets.iter().map(TargetSpec::parse).collect::<Result<Vec<_>, _>>()?;
         let transport = if kind == "kafka" {
-            Transport::Kafka(Arc::new(KafkaSpec::parse(id, object, targets)?))
+            kafka_transport(id, object, targets)?
         } else {
             Transport::HttpPush(Arc::new(HttpPush::parse(object, targets)?))
         };
         Ok(ConnectionSpec { id: id.to_owned(), open, targets: parsed, transport, json })
     }
 
-    /// Whether the connection reads sources (a `kafka` one with some).
-    pub fn sources(&self) -> &[super::kafka::SourceSpec] {
+    /// The addresses of each source it reads (a `kafka` one's).
+    pub fn source_addresses(&self) -> Vec<&[String]> {
         match &self.transport {
-            Transport::Kafka(kafka) => &kafka.sources,
-            Transport::HttpPush(_) => &[],
+            #[cfg(feature = "kafka")]
+            Transport::Kafka(kafka) => {
+                kafka.sources.iter().map(|source| source.addresses.as_slice()).collect()
+            }
+            Transport::HttpPush(_) => Vec::new(),
         }
     }
+}
+
+#[cfg(feature = "kafka")]
+fn kafka_transport(
+    id: &str,
+    object: &Map<String, Value>,
+    targets: &[Value],
+) -> Result<Transport, DittoError> {
+    Ok(Transport::Kafka(Arc::new(KafkaSpec::parse(id, object, targets)?)))
+}
+
+/// This build has no Kafka client: the connection is refused, naming the
+/// cargo feature that would have it, rather than kept and never run.
+#[cfg(not(feature = "kafka"))]
+fn kafka_transport(
+    _id: &str,
+    _object: &Map<String, Value>,
+    _targets: &[Value],
+) -> Result<Transport, DittoError> {
+    Err(DittoError::connection_invalid(
+        "The connection type 'kafka' is not in this build of Ferry: it needs the `kafka` cargo feature (on by default; left out of the edge build).",
+    ))
 }
 
 impl HttpPush {
@@ -225,6 +252,23 @@ pub fn redact(uri: &str) -> String {
 }
 
 impl TargetSpec {
+    /// What the target sends of `event`: the envelope of its first topic
+    /// that lets the event through, as its subjects may see it; `None`
+    /// when no topic does (the event is filtered out).
+    pub async fn envelope_for(
+        &self,
+        twins: &Twins,
+        event: &ThingEvent,
+    ) -> Option<crate::protocol::Envelope> {
+        for topic in &self.topics {
+            let envelope = topic.envelope_for(twins, &self.caller, event.clone()).await;
+            if envelope.is_some() {
+                return envelope;
+            }
+        }
+        None
+    }
+
     fn parse(json: &Value) -> Result<TargetSpec, DittoError> {
         let Value::Object(target) = json else {
             return Err(DittoError::connection_invalid("A target must be a JSON object."));
@@ -355,7 +399,12 @@ mod tests {
     fn the_seeds_connection_is_read_as_ditto_writes_it() {
         let spec = ConnectionSpec::parse("a70c0749", seed_connection()).unwrap();
         assert!(spec.open);
-        let Transport::HttpPush(http) = &spec.transport else { panic!("an http-push connection") };
+        // Without the kafka feature http-push is the only transport.
+        #[allow(irrefutable_let_patterns)]
+        let Transport::HttpPush(http) = &spec.transport
+        else {
+            panic!("an http-push connection")
+        };
         assert_eq!((http.receiver.host.as_str(), http.receiver.port), ("mmock-service", 80));
         assert_eq!(http.parallelism, 1);
         assert_eq!(http.requests[0].method, axum::http::Method::POST);

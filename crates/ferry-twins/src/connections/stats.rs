@@ -128,7 +128,7 @@ impl ConnectionStats {
         };
         let details = match &last.failure {
             Some((_, why)) if failing => why.clone(),
-            _ if running && spec.sources().is_empty() => "sending twin events".to_owned(),
+            _ if running && spec.source_addresses().is_empty() => "sending twin events".to_owned(),
             _ if running => "consuming Ditto protocol commands".to_owned(),
             _ => "closed".to_owned(),
         };
@@ -141,9 +141,9 @@ impl ConnectionStats {
             })
             .collect();
         let sources: Vec<Value> = spec
-            .sources()
-            .iter()
-            .flat_map(|source| source.addresses.iter())
+            .source_addresses()
+            .into_iter()
+            .flatten()
             .map(|address| {
                 json!({"type": "source", "client": "ferry", "address": address,
                        "status": state, "statusDetails": details})
@@ -181,16 +181,19 @@ impl ConnectionStats {
         }
         let mut sources = Map::new();
         let mut inbound_sum = [0u64; 3];
-        for (source, figures) in spec.sources().iter().zip(&self.sources) {
+        for (addresses, figures) in spec.source_addresses().into_iter().zip(&self.sources) {
             let counts = [figures.consumed.get(), figures.applied.get(), figures.failed.get()];
             for (total, count) in inbound_sum.iter_mut().zip(counts) {
                 *total += count;
             }
-            sources.insert(source.addresses.join(","), inbound(counts, &last));
+            sources.insert(addresses.join(","), inbound(counts, &last));
         }
         let failures = sum[3] + sum[4] + inbound_sum[2] + self.missed.load(Ordering::Relaxed) > 0;
-        let inbound_total =
-            if spec.sources().is_empty() { json!({}) } else { inbound(inbound_sum, &last) };
+        let inbound_total = if spec.source_addresses().is_empty() {
+            json!({})
+        } else {
+            inbound(inbound_sum, &last)
+        };
         json!({
             "connectionId": spec.id,
             "containsFailures": failures,

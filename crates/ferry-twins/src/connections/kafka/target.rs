@@ -69,14 +69,7 @@ async fn feed(
         let targets = spec.targets.iter().zip(&kafka.destinations);
         for (index, (target, destination)) in targets.enumerate() {
             let figures = &stats.targets[index];
-            let mut envelope = None;
-            for topic in &target.topics {
-                envelope = topic.envelope_for(&twins, &target.caller, event.clone()).await;
-                if envelope.is_some() {
-                    break;
-                }
-            }
-            let Some(envelope) = envelope else {
+            let Some(envelope) = target.envelope_for(&twins, &event).await else {
                 figures.filtered.inc();
                 continue;
             };
