@@ -132,6 +132,30 @@ impl Collector for TwinMetrics {
     }
 }
 
+/// A counter family: its name, its help, and what it counts of an item.
+type CounterFamily<'n, T> = (&'n str, &'n str, fn(&T) -> u64);
+
+/// Counter families with one sample per item, labelled by `labels`.
+fn counter_families<'a, T>(
+    encoder: &mut DescriptorEncoder<'_>,
+    families: &[CounterFamily<'_, T>],
+    items: &'a [T],
+    labels: impl Fn(&'a T) -> [(&'static str, &'a str); 2],
+) -> Result<(), std::fmt::Error> {
+    for (name, help, count) in families {
+        let mut family = encoder.encode_descriptor(
+            name,
+            help,
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for item in items {
+            ConstCounter::new(count(item)).encode(family.encode_family(&labels(item))?)?;
+        }
+    }
+    Ok(())
+}
+
 /// The twins' connections, per target (`docs/twins.md`, Connections).
 #[derive(Debug)]
 struct ConnectionMetrics(Vec<TargetFigures>);
@@ -164,21 +188,9 @@ impl Collector for ConnectionMetrics {
                 |f| f.dropped,
             ),
         ];
-        for (name, help, count) in families {
-            let mut family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Counter,
-            )?;
-            for target in &self.0 {
-                let labels = [
-                    ("connection", target.connection.as_str()),
-                    ("target", target.address.as_str()),
-                ];
-                ConstCounter::new(count(target)).encode(family.encode_family(&labels)?)?;
-            }
-        }
+        counter_families(&mut encoder, &families, &self.0, |target| {
+            [("connection", target.connection.as_str()), ("target", target.address.as_str())]
+        })?;
         let mut open = encoder.encode_descriptor(
             "ferry_twin_connection_open",
             "1 while the connection runs (connectionStatus open), else 0; per target.",
@@ -218,22 +230,9 @@ impl Collector for SourceMetrics {
                 |f| f.failed,
             ),
         ];
-        for (name, help, count) in families {
-            let mut family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Counter,
-            )?;
-            for source in &self.0 {
-                let labels = [
-                    ("connection", source.connection.as_str()),
-                    ("source", source.addresses.as_str()),
-                ];
-                ConstCounter::new(count(source)).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        Ok(())
+        counter_families(&mut encoder, &families, &self.0, |source| {
+            [("connection", source.connection.as_str()), ("source", source.addresses.as_str())]
+        })
     }
 }
 

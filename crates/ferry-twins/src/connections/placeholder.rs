@@ -5,6 +5,7 @@
 //! connection is stored, so a placeholder Ferry cannot fill is refused
 //! then rather than compared as text later.
 
+use super::template::{pieces, Piece};
 use crate::error::DittoError;
 
 /// Text with placeholders, e.g. `{{ header:device_id }}` or
@@ -41,18 +42,14 @@ impl SourceTemplate {
     /// `field` names the setting in the error (`enforcement.input`).
     pub fn parse(text: &str, holds: Holds, field: &str) -> Result<SourceTemplate, DittoError> {
         let mut parts = Vec::new();
-        let mut rest = text;
-        while let Some(start) = rest.find("{{") {
-            if start > 0 {
-                parts.push(Part::Text(rest[..start].to_owned()));
-            }
-            let after = &rest[start + 2..];
-            let end = after.find("}}").ok_or_else(|| {
-                DittoError::connection_invalid(format!(
-                    "The {field} '{text}' has an unclosed '{{{{'."
-                ))
-            })?;
-            let name = after[..end].trim();
+        for piece in pieces(text, field)? {
+            let name = match piece {
+                Piece::Text(literal) => {
+                    parts.push(Part::Text(literal.to_owned()));
+                    continue;
+                }
+                Piece::Placeholder(name) => name,
+            };
             let part = match (holds, name.split_once(':')) {
                 (Holds::Headers, Some(("header", header))) if !header.is_empty() => {
                     // Ditto compares header names case-insensitively.
@@ -69,10 +66,6 @@ impl SourceTemplate {
                 _ => return Err(unsupported(name, text, field, holds)),
             };
             parts.push(part);
-            rest = &after[end + 2..];
-        }
-        if !rest.is_empty() {
-            parts.push(Part::Text(rest.to_owned()));
         }
         Ok(SourceTemplate { parts })
     }

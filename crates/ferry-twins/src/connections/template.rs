@@ -4,6 +4,35 @@
 
 use crate::error::DittoError;
 
+/// A piece of a template's text: literal text, or the trimmed name
+/// between `{{` and `}}`.
+pub(super) enum Piece<'a> {
+    Text(&'a str),
+    Placeholder(&'a str),
+}
+
+/// `text` cut into its pieces, in order; `field` names the setting in the
+/// error for an unclosed `{{`.
+pub(super) fn pieces<'a>(text: &'a str, field: &str) -> Result<Vec<Piece<'a>>, DittoError> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        if start > 0 {
+            pieces.push(Piece::Text(&rest[..start]));
+        }
+        let after = &rest[start + 2..];
+        let end = after.find("}}").ok_or_else(|| {
+            DittoError::connection_invalid(format!("The {field} '{text}' has an unclosed '{{{{'."))
+        })?;
+        pieces.push(Piece::Placeholder(after[..end].trim()));
+        rest = &after[end + 2..];
+    }
+    if !rest.is_empty() {
+        pieces.push(Piece::Text(rest));
+    }
+    Ok(pieces)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddressTemplate {
     parts: Vec<Part>,
@@ -39,30 +68,17 @@ pub struct Event<'a> {
 
 impl AddressTemplate {
     pub fn parse(text: &str) -> Result<AddressTemplate, DittoError> {
-        let mut parts = Vec::new();
-        let mut rest = text;
-        while let Some(start) = rest.find("{{") {
-            if start > 0 {
-                parts.push(Part::Text(rest[..start].to_owned()));
-            }
-            let after = &rest[start + 2..];
-            let end = after.find("}}").ok_or_else(|| {
-                DittoError::connection_invalid(format!(
-                    "The address '{text}' has an unclosed '{{{{'."
-                ))
-            })?;
-            let name = after[..end].trim();
-            let placeholder = Placeholder::parse(name).ok_or_else(|| {
-                DittoError::connection_invalid(format!(
-                    "The placeholder '{name}' of the address '{text}' is not supported: use thing:id, thing:namespace, thing:name or topic:full|namespace|entityName|group|channel|criterion|action."
-                ))
-            })?;
-            parts.push(Part::Placeholder(placeholder));
-            rest = &after[end + 2..];
-        }
-        if !rest.is_empty() {
-            parts.push(Part::Text(rest.to_owned()));
-        }
+        let parts = pieces(text, "address")?
+            .into_iter()
+            .map(|piece| match piece {
+                Piece::Text(literal) => Ok(Part::Text(literal.to_owned())),
+                Piece::Placeholder(name) => Placeholder::parse(name).map(Part::Placeholder).ok_or_else(|| {
+                    DittoError::connection_invalid(format!(
+                        "The placeholder '{name}' of the address '{text}' is not supported: use thing:id, thing:namespace, thing:name or topic:full|namespace|entityName|group|channel|criterion|action."
+                    ))
+                }),
+            })
+            .collect::<Result<_, _>>()?;
         Ok(AddressTemplate { parts })
     }
 
