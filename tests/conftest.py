@@ -44,6 +44,8 @@ MOSQUITTO_BIN = os.environ.get("MOSQUITTO_BIN", "/usr/sbin/mosquitto")
 
 STARTUP_TIMEOUT = 15.0
 SHUTDOWN_TIMEOUT = 5.0
+# Lines of a broker's log a failed test's report shows.
+FAILURE_LOG_LINES = 60
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 LISTEN_RE = {
@@ -75,6 +77,26 @@ def pytest_collection_modifyitems(config, items):
         if m:
             reason = m.args[0] if m.args else m.kwargs.get("reason", "")
             item.add_marker(pytest.mark.xfail(reason=f"Mosquitto 2.0.11: {reason}", strict=True))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report carries what its fixtures saw (a broker's
+    log, Kafka's): a failure on CI can then be read, not only rerun."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    for name, value in funcargs.items():
+        if isinstance(value, Broker) and "broker_factory" in funcargs:
+            continue  # the factory's context shows every broker it made
+        describe = getattr(value, "failure_context", None)
+        if callable(describe):
+            try:
+                report.sections.append((f"{name} at the failure", describe()))
+            except Exception as error:  # a report must not fail on its context
+                report.sections.append((f"{name} at the failure", f"unavailable: {error!r}"))
 
 
 def pytest_report_header(config):
@@ -311,6 +333,10 @@ class Broker:
         with self._cond:
             return list(self._lines)
 
+    def failure_context(self) -> str:
+        """What a failed test's report shows of this broker: its log's tail."""
+        return "\n".join(self.log_lines()[-FAILURE_LOG_LINES:])
+
     def wait_log(self, pattern: str, since: int = 0, timeout: float = 5.0) -> str:
         """Waits for a log line (from index `since` on) matching regex pattern."""
         rx = re.compile(pattern, re.I)
@@ -490,6 +516,8 @@ def broker_factory(tmp_path_factory):
         brokers.append(b)
         return b
 
+    make.failure_context = lambda: "\n".join(
+        f"--- {b.kind} {i}\n{b.failure_context()}" for i, b in enumerate(brokers))
     yield make
 
     errors = []

@@ -133,6 +133,14 @@ class Kafka:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def failure_context(self) -> str:
+        """What a failed test's report shows of Kafka: the group
+        coordinator's lines (joins, rebalances, fencing), then the log's tail."""
+        path = self.dir / "server.log"
+        lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+        groups = [line for line in lines if "GroupCoordinator" in line or "GroupMetadata" in line]
+        return "--- group coordinator\n" + "\n".join(groups[-40:]) + "\n" + self.tail()
+
     def tail(self) -> str:
         text = ""
         for name in ["server.log", "stderr.log"]:

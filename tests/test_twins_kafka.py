@@ -13,7 +13,8 @@ import uuid
 
 import pytest
 import requests
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka import Kafka
 from twins import Ditto
@@ -194,6 +195,49 @@ def test_qos1_commits_after_persistence_and_kill_9_loses_nothing(broker_factory,
     ditto = _ditto(b)
     eventually(lambda: all(brewed(ditto, name) == 3 for name in names), timeout=30)
     eventually(lambda: committed(kafka, "ferry-connection-k1", topic) == 41)
+
+
+def group_members(kafka: Kafka, group: str) -> list[str]:
+    """The group instance ids of a stable group's members, else [] (also
+    while Kafka's group coordinator is still loading)."""
+    admin = AdminClient({"bootstrap.servers": kafka.brokers})
+    try:
+        description = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    except KafkaException as error:
+        if error.args[0].code() in (KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                    KafkaError.COORDINATOR_NOT_AVAILABLE):
+            return []
+        raise
+    if description.state != ConsumerGroupState.STABLE:
+        return []
+    return sorted(member.group_instance_id for member in description.members)
+
+
+def test_two_ferrys_with_one_connection_share_its_group(broker_factory, kafka):
+    """Two Ferrys (their own data directories) both run connection
+    `shared`: one consumer group. Each consumer has its own static
+    member name, so neither fences the other out; the partition's
+    records are applied once, by whichever holds it."""
+    ferrys = [broker_factory(), broker_factory()]
+    dittos = [_ditto(b) for b in ferrys]
+    topic = f"create-update-{uuid.uuid4().hex[:8]}"
+    # Made first: a consumer joins its group only once its topic exists.
+    admin = AdminClient({"bootstrap.servers": kafka.brokers})
+    admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
+    names = [f"thing-{i}" for i in range(10)]
+    for ditto in dittos:
+        for name in names:
+            assert ditto.put(f"/things/{NS}:{name}", BREWER).status_code == 201
+        assert ditto.put("/connections/shared", kafka_connection(kafka.brokers, topic)).status_code == 201
+    members = eventually(lambda: group_members(kafka, "ferry-connection-shared")
+                         if len(group_members(kafka, "ferry-connection-shared")) == 2 else None)
+    assert len(set(members)) == 2, members
+
+    produce(kafka, topic, [(f"{NS}:{name}", modify(name, 5)) for name in names])
+    eventually(lambda: sum(counts(ditto, "shared")[1] for ditto in dittos) == 10)
+    # Still both in the group, and every record applied once.
+    assert group_members(kafka, "ferry-connection-shared") == members
+    assert sorted(counts(ditto, "shared")[1] for ditto in dittos) == [0, 10]
 
 
 def test_a_kafka_target_gets_the_modified_events(broker_factory, kafka):

@@ -49,6 +49,9 @@ pub struct Connections {
     twins: Arc<Twins>,
     file: PathBuf,
     managers: Vec<String>,
+    /// This Ferry among the members of a Kafka consumer group
+    /// (`member_name`).
+    member: Arc<str>,
     /// By id, in order (a list is sorted by id).
     running: Mutex<BTreeMap<String, Running>>,
 }
@@ -121,6 +124,7 @@ impl Connections {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(source) => return Err(ConnectionsError::Read { file, source }),
         };
+        let member: Arc<str> = member_name(&file).into();
         let mut running = BTreeMap::new();
         for json in stored {
             let id = json.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -129,12 +133,12 @@ impl Connections {
                     file: file.clone(),
                     message: format!("connection '{id}': {}", error.message),
                 })?;
-            running.insert(id, start(&twins, spec));
+            running.insert(id, start(&twins, spec, &member));
         }
         if !running.is_empty() {
             tracing::info!(connections = running.len(), "twin connections loaded");
         }
-        Ok(Connections { twins, file, managers, running: Mutex::new(running) })
+        Ok(Connections { twins, file, managers, member, running: Mutex::new(running) })
     }
 
     /// Whether `caller` may manage connections: Ditto's 401 without one,
@@ -182,7 +186,7 @@ impl Connections {
             )));
         }
         let stored = spec.json.clone();
-        let previous = running.insert(id.to_owned(), start(&self.twins, spec));
+        let previous = running.insert(id.to_owned(), start(&self.twins, spec, &self.member));
         if let Err(error) = self.save(&running, id) {
             match previous {
                 Some(previous) => running.insert(id.to_owned(), previous),
@@ -301,7 +305,32 @@ impl Connections {
     }
 }
 
-fn start(twins: &Arc<Twins>, spec: ConnectionSpec) -> Running {
+/// A name for this Ferry that stays the same across its restarts and
+/// differs between two Ferrys: a hash of the host's name and the data
+/// directory that holds `file`. Kafka sources name their consumers with
+/// it (static group membership), so a restarted Ferry takes its
+/// partitions back at once, while two Ferrys that both run a connection
+/// of the same id share its group's partitions instead of fencing each
+/// other out. A Ferry upgrade may change the hash (std's hasher is not
+/// stable across Rust releases): the first start after it then waits
+/// out the old member's session once.
+fn member_name(file: &std::path::Path) -> String {
+    use std::hash::{Hash, Hasher};
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let directory = file.parent().and_then(|dir| dir.canonicalize().ok());
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (host.trim(), directory).hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+#[cfg_attr(
+    not(feature = "kafka"),
+    expect(unused_variables, reason = "only Kafka consumers are named by `member`")
+)]
+fn start(twins: &Arc<Twins>, spec: ConnectionSpec, member: &Arc<str>) -> Running {
     let spec = Arc::new(spec);
     let stats = Arc::new(ConnectionStats::new(spec.targets.len(), spec.source_addresses().len()));
     let tasks = match &spec.transport {
@@ -311,7 +340,7 @@ fn start(twins: &Arc<Twins>, spec: ConnectionSpec) -> Running {
         }
         #[cfg(feature = "kafka")]
         Transport::Kafka(kafka) => {
-            kafka::start(twins.clone(), spec.clone(), kafka.clone(), stats.clone())
+            kafka::start(twins.clone(), spec.clone(), kafka.clone(), stats.clone(), member.clone())
         }
     };
     Running { spec, stats, tasks }

@@ -19,17 +19,20 @@ use crate::service::Twins;
 use std::sync::Arc;
 use tokio::task::AbortHandle;
 
-/// Starts the connection's consumers and its targets' producer.
+/// Starts the connection's consumers and its targets' producer; `member`
+/// names this Ferry among the consumer group's members.
 pub fn start(
     twins: Arc<Twins>,
     spec: Arc<ConnectionSpec>,
     kafka: Arc<KafkaSpec>,
     stats: Arc<ConnectionStats>,
+    member: Arc<str>,
 ) -> Vec<AbortHandle> {
     let mut tasks = target::start(twins.clone(), spec, kafka.clone(), stats.clone());
     for (index, source) in kafka.sources.iter().enumerate() {
         for consumer in 0..source.consumer_count {
-            let run = source::run(twins.clone(), kafka.clone(), index, consumer, stats.clone());
+            let name = format!("{}-{member}-source{index}-{consumer}", kafka.client_id);
+            let run = source::run(twins.clone(), kafka.clone(), index, name, stats.clone());
             tasks.push(tokio::spawn(run).abort_handle());
         }
     }

@@ -25,6 +25,7 @@ use crate::service::Twins;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
@@ -32,6 +33,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::MissedTickBehavior;
 
 /// Commands one consumer has on their way at once: enough to fill a
 /// group commit of the store (a few dozen writes share one fsync), few
@@ -55,6 +57,14 @@ const LAST_PAUSE: Duration = Duration::from_secs(5);
 /// so a dead cluster costs a loop a second, not a busy loop.
 const ERROR_PAUSE: Duration = Duration::from_secs(1);
 
+/// How often the consumer's queue is looked at even without a wake-up.
+/// rust-rdkafka wakes a waiting `recv` when librdkafka's queue turns
+/// from empty to non-empty; a wake-up lost there (rust-rdkafka issues
+/// 665 and 848 report such stalls) would leave records unread until the
+/// next one arrives. This bounds such a stall to a second, at the cost
+/// of one empty poll a second.
+const NUDGE: Duration = Duration::from_secs(1);
+
 /// A record taken out of librdkafka's buffer.
 struct Record {
     topic: String,
@@ -70,38 +80,68 @@ type Applying = Pin<Box<dyn Future<Output = (Record, Outcome)> + Send>>;
 /// Why a consumer could not be made.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot make the Kafka consumer: {0}")]
-pub struct ConsumerError(#[from] rdkafka::error::KafkaError);
+pub struct ConsumerError(#[from] KafkaError);
 
-/// Reads `source` (the connection's `index`th) until aborted.
+/// Reads `source` (the connection's `index`th) as the consumer `name`
+/// (its client and group instance id) until aborted. A consumer
+/// that librdkafka declares dead (a fatal error: fenced by another
+/// member with its `group.instance.id`, for one) is replaced by a new
+/// one, which reads on from the group's last commit.
 pub async fn run(
     twins: Arc<Twins>,
     kafka: Arc<KafkaSpec>,
     index: usize,
-    consumer: usize,
+    name: String,
     stats: Arc<ConnectionStats>,
 ) {
     let source = &kafka.sources[index];
-    let made = make(&kafka, source, index, consumer).map(Retiring::new);
-    let consumer = match made {
-        Ok(consumer) => consumer,
-        Err(error) => {
-            stats.set_failure(error.to_string());
-            return;
-        }
-    };
+    loop {
+        let consumer = match make(&kafka, source, &name).map(Retiring::new) {
+            Ok(consumer) => consumer,
+            Err(error) => {
+                // A configuration librdkafka refuses: no retry mends it.
+                stats.set_failure(error.to_string());
+                return;
+            }
+        };
+        let fatal = consume(&twins, &kafka, index, &consumer, &stats).await;
+        tracing::warn!(servers = %kafka.bootstrap_servers, error = %fatal, "a Kafka source's consumer failed for good; a new one takes its place");
+        stats.set_failure(format!("kafka {}: {fatal}", kafka.bootstrap_servers));
+        tokio::time::sleep(ERROR_PAUSE).await;
+    }
+}
+
+/// Applies what `consumer` reads until it fails for good, and returns
+/// that error once the commands in flight are done.
+async fn consume(
+    twins: &Arc<Twins>,
+    kafka: &Arc<KafkaSpec>,
+    index: usize,
+    consumer: &StreamConsumer,
+    stats: &ConnectionStats,
+) -> KafkaError {
+    let source = &kafka.sources[index];
     let figures = &stats.sources[index];
     let mut window = Window::default();
+    let mut nudge = tokio::time::interval(NUDGE);
+    nudge.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             // Finished commands first: they free room and advance offsets.
             biased;
             Some((record, outcome)) = window.applying.next(), if !window.applying.is_empty() => {
                 window.entities.pop_front();
-                finish(&consumer, source, figures, &stats, record, outcome);
+                finish(consumer, source, figures, stats, record, outcome);
             }
             received = consumer.recv(), if window.applying.len() < IN_FLIGHT => {
                 let record = match received {
                     Ok(message) => read(&message),
+                    Err(fatal @ KafkaError::MessageConsumptionFatal(_)) => {
+                        while let Some((record, outcome)) = window.applying.next().await {
+                            finish(consumer, source, figures, stats, record, outcome);
+                        }
+                        return fatal;
+                    }
                     Err(error) => {
                         stats.set_failure(format!("kafka {}: {error}", kafka.bootstrap_servers));
                         tokio::time::sleep(ERROR_PAUSE).await;
@@ -113,11 +153,14 @@ pub async fn run(
                 while record.entity.is_some() && window.entities.contains(&record.entity) {
                     let Some((done, outcome)) = window.applying.next().await else { break };
                     window.entities.pop_front();
-                    finish(&consumer, source, figures, &stats, done, outcome);
+                    finish(consumer, source, figures, stats, done, outcome);
                 }
                 window.entities.push_back(record.entity.clone());
                 window.applying.push_back(Box::pin(apply(twins.clone(), kafka.clone(), index, record)));
             }
+            // Nothing to do but look at librdkafka's queue again (the
+            // loop calls `recv` anew).
+            _ = nudge.tick() => {}
         }
     }
 }
@@ -224,19 +267,19 @@ fn entity_of(payload: &[u8]) -> Option<String> {
 fn make(
     kafka: &KafkaSpec,
     source: &SourceSpec,
-    index: usize,
-    consumer: usize,
+    name: &str,
 ) -> Result<StreamConsumer, ConsumerError> {
-    let name = format!("{}-source{index}-{consumer}", kafka.client_id);
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", &kafka.bootstrap_servers)
         .set("group.id", &kafka.group_id)
-        .set("client.id", &name)
+        .set("client.id", name)
         // Static membership: a consumer started again after a crash or a
         // restart of Ferry takes its partitions back at once, instead of
         // waiting out the dead member's session (10 s) and a rebalance.
-        .set("group.instance.id", &name)
+        // The name holds this Ferry's (`connections::member_name`), so no
+        // other Ferry's consumer fences this one out.
+        .set("group.instance.id", name)
         .set("enable.auto.commit", "true")
         .set("auto.commit.interval.ms", COMMIT_INTERVAL_MS)
         .set("enable.auto.offset.store", if source.at_least_once { "false" } else { "true" })
