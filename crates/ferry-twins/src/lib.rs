@@ -8,6 +8,7 @@
 //! `*Exception` classes, its parsers and its system tests), since that is
 //! what Ditto's users wrote their clients against.
 
+pub mod acks;
 pub mod connections;
 pub mod error;
 pub mod fields;

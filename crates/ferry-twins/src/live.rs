@@ -348,7 +348,12 @@ fn is_response(topic: &Topic, envelope: &Envelope) -> bool {
 /// A call's timeout from Ditto's `timeout` header (`10`, `10s`, `500ms`,
 /// `1m`, as `DittoDuration` reads them): default 10 s, at most 60 s.
 pub fn timeout(header: Option<&str>) -> Result<Duration, DittoError> {
-    let Some(text) = header else { return Ok(DEFAULT_TIMEOUT) };
+    timeout_or(header, DEFAULT_TIMEOUT)
+}
+
+/// `timeout` with another default: a twin command's is 60 s.
+pub fn timeout_or(header: Option<&str>, default: Duration) -> Result<Duration, DittoError> {
+    let Some(text) = header else { return Ok(default) };
     let invalid = || DittoError::header_invalid("timeout", text, "duration");
     let digits = text.trim_start_matches(['+', '-']);
     let split = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());

@@ -258,7 +258,17 @@ fn operation(route: &Route, method: &str) -> Value {
                 "update (default), skip (412 when nothing would change) or skip-minimizing-merge",
             ));
         }
-        parameters.push(header("response-required", "false: answer 202 without waiting"));
+        parameters.push(header("response-required", "false: answer 202 without a body"));
+        if method != "get" {
+            parameters.push(header(
+                "requested-acks",
+                "Acknowledgement labels, comma-separated: twin-persisted (the default), search-persisted, custom ones; more than twin-persisted answers the aggregated acknowledgements (200, or 424 when one failed)",
+            ));
+            parameters.push(header(
+                "timeout",
+                "How long to wait for the acknowledgements (default 60s, at most 60s; 0 with none requested)",
+            ));
+        }
     }
     let mut responses = Map::new();
     let error = json!({"description": "Ditto's error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
@@ -291,6 +301,11 @@ fn operation(route: &Route, method: &str) -> Value {
         _ => {
             responses.insert("204".into(), json!({"description": "Done"}));
         }
+    }
+    if is_thing && method != "get" {
+        responses
+            .insert("202".into(), json!({"description": "Done, with response-required=false"}));
+        responses.insert("424".into(), json!({"description": "A requested acknowledgement failed or timed out; the body has each one's status", "content": {"application/json": {}}}));
     }
     for status in ["400", "401", "403", "404", "412", "413"] {
         responses.insert(status.into(), error.clone());

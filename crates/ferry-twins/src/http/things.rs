@@ -8,14 +8,18 @@
 //! `application/merge-patch+json` for PATCH, else 415), the body parsed as
 //! JSON (`json.invalid`), the thing id checked (`things:id.invalid`),
 //! `fields=`, the conditional headers and `condition=` (query parameter or
-//! header) read, `response-required=false` answered with a bare 202, and
-//! `timeout` / `requested-acks` accepted and otherwise ignored (a write is
-//! answered once committed, which is the `twin-persisted` ack). A path no
-//! route matches is Pekko's plain-text 404, as in Ditto.
+//! header) read, and a write answered as its `requested-acks`,
+//! `response-required` and `timeout` (query parameters or headers) ask
+//! (`acks.rs`): by default its response once committed (the
+//! `twin-persisted` acknowledgement), a bare 202 with
+//! `response-required=false`, the aggregated acknowledgements when more
+//! was requested. A path no route matches is Pekko's plain-text 404, as in
+//! Ditto.
 
 use super::params::{self, Parameters, Plus};
 use super::reply::{self, Reply};
 use super::sse;
+use crate::acks::{self, Ack, Requested};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
 use crate::id::ThingId;
@@ -42,7 +46,8 @@ const MERGE_PATCH_JSON: &str = "application/merge-patch+json";
 struct Request {
     fields: Option<FieldSelector>,
     conditions: Conditions,
-    response_required: bool,
+    acks: Requested,
+    correlation_id: Option<String>,
 }
 
 impl Request {
@@ -58,7 +63,12 @@ impl Request {
         let condition = param("condition").or_else(|| header_text("condition")).map(str::to_owned);
         let response_required = param("response-required")
             .or_else(|| header_text("response-required"))
-            .is_none_or(|value| !value.eq_ignore_ascii_case("false"));
+            .map(|value| !value.eq_ignore_ascii_case("false"));
+        let labels = param("requested-acks")
+            .or_else(|| header_text("requested-acks"))
+            .map(acks::parse_labels)
+            .transpose()?;
+        let timeout = param("timeout").or_else(|| header_text("timeout"));
         Ok(Request {
             fields,
             conditions: Conditions {
@@ -70,8 +80,59 @@ impl Request {
                     .transpose()?
                     .unwrap_or_default(),
             },
-            response_required,
+            acks: Requested::twin_modify(labels, response_required, timeout)?,
+            correlation_id: header_text("correlation-id").map(str::to_owned),
         })
+    }
+
+    /// The answer to a committed write: `response` itself when no more
+    /// than the commit was asked for (202 without a response), else the
+    /// acknowledgements requested, aggregated. `created` is the body of a
+    /// 201.
+    async fn acknowledged(&self, response: Response, created: Option<&Value>) -> Response {
+        let acks = &self.acks;
+        if acks.plain() {
+            return if acks.response_required {
+                response
+            } else {
+                StatusCode::ACCEPTED.into_response()
+            };
+        }
+        if acks.awaits_subscribers() {
+            // Nothing in Ferry declares such a label yet: Ditto holds the
+            // answer for the timeout, then reports the label timed out.
+            tokio::time::sleep(acks.timeout).await;
+        }
+        let correlation_id = self.correlation_id.clone().unwrap_or_else(crate::id::random_uuid);
+        let mut headers = acks::correlation_headers(&correlation_id);
+        for name in [header::ETAG, header::LOCATION] {
+            if let Some(value) = response.headers().get(&name).and_then(|v| v.to_str().ok()) {
+                headers.insert(name.as_str().into(), value.into());
+            }
+        }
+        let persisted = Ack {
+            label: acks::TWIN_PERSISTED.into(),
+            status: response.status().as_u16(),
+            payload: created.cloned(),
+            headers,
+        };
+        let mut fulfilled = acks.fulfil(persisted, &correlation_id);
+        let status = acks::combined_status(&fulfilled);
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if !acks.response_required {
+            if status.is_success() {
+                return StatusCode::ACCEPTED.into_response();
+            }
+            fulfilled = acks::minimized(&fulfilled);
+        }
+        let mut answer = match acks::aggregated_body(&fulfilled) {
+            Some(body) => reply::json(status, &body),
+            None => status.into_response(),
+        };
+        if let Ok(value) = HeaderValue::from_str(&correlation_id) {
+            answer.headers_mut().insert("correlation-id", value);
+        }
+        answer
     }
 }
 
@@ -251,9 +312,6 @@ pub async fn create(
         Ok(outcome) => outcome,
         Err(refusal) => return Ok(refused(refusal)),
     };
-    if !request.response_required {
-        return Ok(StatusCode::ACCEPTED.into_response());
-    }
     let created = match &outcome.written {
         ThingWritten::Created(value) => value.clone(),
         _ => Value::Null,
@@ -265,7 +323,7 @@ pub async fn create(
         response.headers_mut().insert(header::LOCATION, location);
     }
     with_etag(&mut response, outcome.etag.as_ref());
-    Ok(response)
+    Ok(request.acknowledged(response, Some(&created)).await)
 }
 
 /// Every method on `/api/2/things/{thingId}`.
@@ -379,15 +437,12 @@ async fn handle(
             Ok(outcome) => outcome,
             Err(refusal) => return Ok(refused(refusal)),
         };
-    if !request.response_required {
-        return Ok(StatusCode::ACCEPTED.into_response());
-    }
-    let mut response = match &outcome.written {
-        ThingWritten::Created(value) => reply::created(&headers, &uri, value),
-        ThingWritten::Modified | ThingWritten::Deleted => reply::no_content(),
+    let (mut response, created) = match &outcome.written {
+        ThingWritten::Created(value) => (reply::created(&headers, &uri, value), Some(value)),
+        ThingWritten::Modified | ThingWritten::Deleted => (reply::no_content(), None),
     };
     with_etag(&mut response, outcome.etag.as_ref());
-    Ok(response)
+    Ok(request.acknowledged(response, created).await)
 }
 
 /// `GET /api/2/things/{thingId}/features/{featureId}/delta`: Ferry's

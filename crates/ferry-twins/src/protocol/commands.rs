@@ -21,6 +21,7 @@
 
 use super::envelope::Envelope;
 use super::topic::{Channel, Criterion, Group, Topic};
+use crate::acks::{self, Ack, Requested};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
 use crate::id::ThingId;
@@ -66,6 +67,18 @@ impl Twins {
             Ok(topic) => topic,
             Err(error) => return Some(error_response(None, &envelope.headers, &error)),
         };
+        // A modifying twin command's acknowledgements (`acks.rs`).
+        let modifying = (topic.group, topic.channel, topic.criterion)
+            == (Group::Things, Channel::Twin, Criterion::Commands)
+            && topic.entity_id().is_some()
+            && matches!(topic.action.as_str(), "create" | "modify" | "merge" | "delete");
+        let requested = match modifying.then(|| Requested::of_protocol_headers(&envelope.headers)) {
+            Some(Err(error)) => {
+                return Some(error_response(Some(&topic), &envelope.headers, &error))
+            }
+            Some(Ok(requested)) => Some(requested),
+            None => None,
+        };
         let answer = match (topic.group, topic.channel, topic.criterion) {
             (Group::Things, Channel::Twin, Criterion::Commands) => {
                 self.thing_command(caller, &topic, envelope).await
@@ -76,8 +89,14 @@ impl Twins {
             _ => Err(super::topic::unknown_topic_path(&envelope.topic).into()),
         };
         match answer {
-            Ok(_) if !envelope.response_required() => None,
-            Ok(response) => Some(response_envelope(&topic, envelope, response)),
+            Ok(response) => match requested {
+                Some(requested) if !requested.plain() => {
+                    acknowledgements(&topic, envelope, &requested, response).await
+                }
+                Some(requested) if !requested.response_required => None,
+                None if !envelope.response_required() => None,
+                _ => Some(response_envelope(&topic, envelope, response)),
+            },
             Err(refused) => {
                 let mut error = error_response(Some(&topic), &envelope.headers, &refused.error);
                 if let Some(etag) = refused.etag {
@@ -236,6 +255,45 @@ fn answer_headers(request: &Map<String, Value>) -> Map<String, Value> {
         headers.insert("correlation-id".into(), id.clone());
     }
     headers
+}
+
+/// A committed command's requested acknowledgements as Ditto's
+/// aggregated `…/things/twin/acks` message, or nothing when no response
+/// was required and all succeeded.
+async fn acknowledgements(
+    topic: &Topic,
+    command: &Envelope,
+    requested: &Requested,
+    response: Response,
+) -> Option<Envelope> {
+    if requested.awaits_subscribers() {
+        // As over HTTP: no subscriber declares such a label yet.
+        tokio::time::sleep(requested.timeout).await;
+    }
+    let correlation_id = command.header("correlation-id").unwrap_or_else(crate::id::random_uuid);
+    let mut headers = acks::correlation_headers(&correlation_id);
+    if let Some(etag) = &response.etag {
+        headers.insert("etag".into(), etag.as_str().into());
+    }
+    let persisted = Ack {
+        label: acks::TWIN_PERSISTED.into(),
+        status: response.status,
+        payload: response.value,
+        headers,
+    };
+    let mut fulfilled = requested.fulfil(persisted, &correlation_id);
+    let status = acks::combined_status(&fulfilled);
+    if !requested.response_required {
+        if (200..300).contains(&status) {
+            return None;
+        }
+        fulfilled = acks::minimized(&fulfilled);
+    }
+    let mut envelope = Envelope::new(topic.with(Criterion::Acks, "").to_string(), "/");
+    envelope.headers = answer_headers(&command.headers);
+    envelope.value = Some(acks::protocol_value(&fulfilled));
+    envelope.status = Some(status);
+    Some(envelope)
 }
 
 fn response_envelope(topic: &Topic, command: &Envelope, response: Response) -> Envelope {
