@@ -7,7 +7,10 @@ nobody declared timing out with 408, and 400 for what Ditto refuses."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+import websocket
 
 from conftest import make_password_file
 from twins import Ditto
@@ -157,3 +160,113 @@ def test_the_ditto_protocol_answers_acknowledgements(tmp_path, broker_factory):
     answer = ws.recv()
     assert (answer["headers"]["correlation-id"], answer["value"]) == ("c-5", "cellar")
     ws.close()
+
+
+# ------------------------------------------ subscribers' acknowledgements
+def _alice_and_bob(tmp_path, broker_factory):
+    passwords = make_password_file(tmp_path / "passwords",
+                                   {"alice": "a-secret", "bob": "b-secret"})
+    broker = broker_factory({"auth": {"password_file": str(passwords)}})
+    alice = Ditto(f"http://{broker.host}:{broker.http_port}", "alice", "a-secret")
+    return broker, alice
+
+
+def test_a_websocket_that_declared_a_label_acknowledges_the_event(tmp_path, broker_factory):
+    broker, alice = _alice_and_bob(tmp_path, broker_factory)
+    assert alice.put(f"/things/{TID}", LAMP).status_code == 201
+    subscriber = DittoWs(broker, "alice", "a-secret", query="?declared-acks=app:stored")
+    subscriber.control("START-SEND-EVENTS")
+
+    # The command waits on another WebSocket, its answer comes once the
+    # subscriber acknowledged.
+    commander = DittoWs(broker, "alice", "a-secret")
+    commander.send(envelope(f"{TOPIC}/commands/modify", "/attributes/room", "attic",
+                            **{"correlation-id": "c-7", "timeout": "10s",
+                               "requested-acks": ["twin-persisted", "app:stored"]}))
+    event = subscriber.recv()
+    assert event["topic"] == f"{TOPIC}/events/modified"
+    assert event["headers"]["requested-acks"] == ["app:stored"]
+    assert event["headers"]["correlation-id"] == "c-7"
+    subscriber.send({"topic": f"{TOPIC}/acks/app:stored", "path": "/", "status": 200,
+                     "value": {"copied": True}, "headers": {"correlation-id": "c-7"}})
+    acks = commander.recv()
+    assert (acks["topic"], acks["status"]) == (f"{TOPIC}/acks", 200)
+    assert acks["value"]["app:stored"]["status"] == 200
+    assert acks["value"]["app:stored"]["payload"] == {"copied": True}
+    assert acks["value"]["twin-persisted"]["status"] == 204
+
+    # Over HTTP, a failed acknowledgement fails the whole: 424.
+    def answer_failing():
+        event = subscriber.recv()
+        subscriber.send({"topic": f"{TOPIC}/acks/app:stored", "path": "/", "status": 503,
+                         "headers": {"correlation-id": event["headers"]["correlation-id"]}})
+    acker = threading.Thread(target=answer_failing)
+    acker.start()
+    failed = alice.put(f"/things/{TID}/attributes/room", "roof",
+                       headers={"requested-acks": "twin-persisted,app:stored", "timeout": "10s"})
+    acker.join()
+    assert failed.status_code == 424, failed.text
+    assert failed.json()["app:stored"]["status"] == 503
+
+    # A label the session did not declare is refused, to it.
+    subscriber.send({"topic": f"{TOPIC}/acks/other:label", "path": "/", "status": 200,
+                     "headers": {"correlation-id": "x"}})
+    refused = subscriber.recv()
+    assert refused["topic"] == f"{TOPIC}/errors"
+    assert refused["value"]["error"] == "acknowledgement:label.not.declared"
+
+    # The same session may request and acknowledge: its command does not
+    # hold up its own events.
+    subscriber.send(envelope(f"{TOPIC}/commands/modify", "/attributes/room", "hall",
+                             **{"correlation-id": "c-8", "timeout": "10s",
+                                "requested-acks": ["app:stored"]}))
+    event = subscriber.recv()
+    assert event["headers"]["correlation-id"] == "c-8"
+    subscriber.send({"topic": f"{TOPIC}/acks/app:stored", "path": "/", "status": 201,
+                     "headers": {"correlation-id": "c-8"}})
+    own = subscriber.recv()
+    assert (own["topic"], own["status"]) == (f"{TOPIC}/acks", 201)
+    subscriber.close()
+    commander.close()
+
+
+def test_a_declarer_that_does_not_get_the_event_acknowledges_weakly(tmp_path, broker_factory):
+    broker, alice = _alice_and_bob(tmp_path, broker_factory)
+    assert alice.put(f"/things/{TID}", LAMP).status_code == 201
+    request = {"requested-acks": "twin-persisted,app:seen", "timeout": "30s"}
+
+    # Declared, but not taking events: a weak acknowledgement at once,
+    # long before the 30 s timeout.
+    idle = DittoWs(broker, "alice", "a-secret", query="?declared-acks=app:seen")
+    answer = alice.put(f"/things/{TID}/attributes/room", "attic", headers=request)
+    assert answer.status_code == 200, answer.text
+    weak = answer.json()["app:seen"]
+    assert (weak["status"], weak["headers"]["ditto-weak-ack"]) == (200, True)
+
+    # Taking events of another namespace only: the event is filtered out
+    # for it, so again weakly acknowledged.
+    idle.control("START-SEND-EVENTS?namespaces=other")
+    answer = alice.put(f"/things/{TID}/attributes/room", "roof", headers=request)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["app:seen"]["headers"]["ditto-weak-ack"] is True
+
+    # Bob may not read the thing: his session's label is acknowledged
+    # weakly too, and he sees nothing of it.
+    bob = DittoWs(broker, "bob", "b-secret", query="?declared-acks=app:read")
+    bob.control("START-SEND-EVENTS")
+    answer = alice.put(f"/things/{TID}/attributes/room", "cellar",
+                       headers={"requested-acks": "twin-persisted,app:read", "timeout": "30s"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["app:read"]["headers"]["ditto-weak-ack"] is True
+
+    # A label has one declarer: a second session claiming it is closed
+    # after Ditto's error.
+    second = DittoWs(broker, "alice", "a-secret", query="?declared-acks=app:read")
+    error = second.recv()
+    assert error["value"]["error"] == "acknowledgement:label.not.unique"
+    assert error["status"] == 409
+    opcode, data = second.ws.recv_data(control_frame=True)
+    assert opcode == websocket.ABNF.OPCODE_CLOSE
+    assert int.from_bytes(data[:2], "big") == 1008  # policy violation
+    bob.close()
+    idle.close()

@@ -11,10 +11,10 @@ import websocket
 
 
 class DittoWs:
-    def __init__(self, broker, user: str, password: str, timeout: float = 10):
+    def __init__(self, broker, user: str, password: str, timeout: float = 10, query: str = ""):
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
         self.ws = websocket.create_connection(
-            f"ws://{broker.host}:{broker.http_port}/ws/2",
+            f"ws://{broker.host}:{broker.http_port}/ws/2{query}",
             header=[f"Authorization: Basic {token}"], timeout=timeout)
 
     def send_text(self, text: str) -> None:

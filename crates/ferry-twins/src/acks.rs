@@ -12,15 +12,23 @@
 //!   the same moment, with Ditto's 204.
 //! - `live-response` is dropped from a twin command's requests, as Ditto
 //!   drops it.
-//! - Any other label is a subscriber's (a WebSocket's `declared-acks`, a
-//!   connection's). No subscriber in Ferry declares labels yet, so such a
-//!   request is answered as Ditto answers one nobody declared: when the
-//!   command's `timeout` has passed, with that label at 408.
+//! - Any other label is a subscriber's: a WebSocket session declares it
+//!   (`declared-acks`), receives the event with the label in its
+//!   `requested-acks` header and answers with an acknowledgement message
+//!   (`hub.rs` brings the two together). A declarer that does not get the
+//!   event (not taking events, filtered out, not allowed to read it)
+//!   gives a weak acknowledgement at once; a label nobody declared, or
+//!   one not answered in time, is 408 when the command's `timeout` has
+//!   passed, as Ditto answers it.
 //!
 //! Anything beyond the plain response is answered with the aggregated
 //! acknowledgements: one label's status and payload as they are, several
 //! labels as an object of label → `{status, payload, headers}` with 200
 //! when all succeeded, else 424.
+
+mod hub;
+
+pub use hub::{weak_ack, AckHub, Declaration, EventAcks, Waiter};
 
 use crate::error::DittoError;
 use serde_json::{json, Map, Value};
@@ -100,10 +108,24 @@ impl Requested {
         self.labels.iter().any(|label| label != TWIN_PERSISTED && label != SEARCH_PERSISTED)
     }
 
-    /// The acknowledgements of a command that was committed: `persisted`
-    /// is its response as the `twin-persisted` acknowledgement; every
-    /// label no subscriber could fulfil has timed out.
-    pub fn fulfil(&self, persisted: Ack, correlation_id: &str) -> Vec<Ack> {
+    /// What the command's event asks its subscribers for, under
+    /// `correlation_id`: `None` when only built-in labels were requested.
+    pub fn event_acks(&self, correlation_id: &str) -> Option<EventAcks> {
+        let labels: Vec<String> = self
+            .labels
+            .iter()
+            .filter(|label| *label != TWIN_PERSISTED && *label != SEARCH_PERSISTED)
+            .cloned()
+            .collect();
+        (!labels.is_empty())
+            .then(|| EventAcks { correlation_id: correlation_id.to_owned(), labels })
+    }
+
+    /// The acknowledgements of a command that was committed, in the order
+    /// requested: `persisted` is its response as the `twin-persisted`
+    /// acknowledgement, `received` what subscribers sent in time; every
+    /// other label has timed out.
+    pub fn fulfil(&self, persisted: Ack, received: Vec<Ack>, correlation_id: &str) -> Vec<Ack> {
         self.labels
             .iter()
             .map(|label| match label.as_str() {
@@ -114,7 +136,11 @@ impl Requested {
                     payload: None,
                     headers: correlation_headers(correlation_id),
                 },
-                _ => Ack::timed_out(label, self.timeout, correlation_id),
+                _ => received
+                    .iter()
+                    .find(|ack| ack.label == *label)
+                    .cloned()
+                    .unwrap_or_else(|| Ack::timed_out(label, self.timeout, correlation_id)),
             })
             .collect()
     }
@@ -190,6 +216,17 @@ fn is_label(label: &str) -> bool {
     };
     (3..=165).contains(&rest.len())
         && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b':'))
+}
+
+/// Ditto's `AcknowledgementLabelNotDeclaredException`: a subscriber sent
+/// an acknowledgement under a label it did not declare.
+pub fn label_not_declared(label: &str) -> DittoError {
+    DittoError::new(
+        400,
+        "acknowledgement:label.not.declared",
+        format!("Cannot send acknowledgement with label <{label}>, which is not declared."),
+        "Each connection may only send acknowledgements whose label matches one declared for the connection.".to_owned(),
+    )
 }
 
 /// One acknowledgement.
@@ -354,7 +391,7 @@ mod tests {
             Some("250ms"),
         )
         .unwrap();
-        let acks = requested.fulfil(persisted.clone(), "c");
+        let acks = requested.fulfil(persisted.clone(), Vec::new(), "c");
         assert_eq!(combined_status(&acks), 200);
         let body = aggregated_body(&acks).unwrap();
         assert_eq!(
@@ -364,7 +401,7 @@ mod tests {
 
         let custom = Requested::twin_modify(labels(&["my-ack", TWIN_PERSISTED]), None, Some("60s"))
             .unwrap()
-            .fulfil(persisted.clone(), "c");
+            .fulfil(persisted.clone(), Vec::new(), "c");
         assert_eq!(combined_status(&custom), 424);
         let body = aggregated_body(&custom).unwrap();
         assert_eq!(body["my-ack"]["status"], 408);
@@ -375,7 +412,7 @@ mod tests {
         assert_eq!(minimized(&custom)[0].payload, None);
 
         let single = Requested::twin_modify(labels(&[SEARCH_PERSISTED]), None, None).unwrap();
-        let acks = single.fulfil(persisted, "c");
+        let acks = single.fulfil(persisted, Vec::new(), "c");
         assert_eq!((combined_status(&acks), aggregated_body(&acks)), (204, None));
     }
 }

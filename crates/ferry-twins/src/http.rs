@@ -9,7 +9,7 @@ mod connections;
 mod live;
 mod messages;
 mod openapi;
-mod params;
+pub(crate) mod params;
 mod policies;
 mod reply;
 mod search;

@@ -115,6 +115,7 @@ pub struct Twins {
     /// Event subscribers that fell behind the feed (`watch.rs`).
     lagged: std::sync::atomic::AtomicU64,
     live: crate::live::Live,
+    acks: Arc<crate::acks::AckHub>,
 }
 
 impl Twins {
@@ -131,7 +132,14 @@ impl Twins {
             closing: tokio::sync::watch::channel(false).0,
             lagged: std::sync::atomic::AtomicU64::new(0),
             live: crate::live::Live::default(),
+            acks: Arc::default(),
         }
+    }
+
+    /// Subscribers' acknowledgement labels and the commands waiting for
+    /// them (`acks.rs`).
+    pub fn ack_hub(&self) -> &Arc<crate::acks::AckHub> {
+        &self.acks
     }
 
     /// Ends every stream of events, for a shutdown: a stream would

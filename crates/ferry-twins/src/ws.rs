@@ -20,7 +20,17 @@
 //!
 //! **Live calls** a session sends wait in tasks of their own (their
 //! answers come back through the queue), at most [`CALLS_IN_FLIGHT`] at a
-//! time, Ditto's `subscriber.backpressure-queue-size`.
+//! time, Ditto's `subscriber.backpressure-queue-size`. So does a twin
+//! command that waits for subscribers' acknowledgements, which may be
+//! this session's own.
+//!
+//! **Acknowledgements.** `/ws/2?declared-acks=a,b` declares the labels the
+//! session acknowledges (`acks.rs`; a label taken by another subscriber
+//! closes the session after Ditto's `label.not.unique` error). An event
+//! whose command requested one of them carries it in `requested-acks`,
+//! with the command's `correlation-id`; the client answers on
+//! `<ns>/<name>/things/twin/acks/<label>`. An event the session's options
+//! or READ rights keep from it is weakly acknowledged for it.
 //!
 //! **Shutdown** closes every session with 1001 (going away):
 //! `Live::close`.
@@ -32,11 +42,12 @@ pub(crate) mod events;
 
 pub use events::EventOptions;
 
+use crate::acks::{self, Ack, Declaration, Requested};
 use crate::live::{Kind, Route, Sending, Subscription};
-use crate::protocol::{error_response, Envelope, Topic, MAX_ENVELOPE_BYTES};
+use crate::protocol::{error_response, Criterion, Envelope, Topic, MAX_ENVELOPE_BYTES};
 use crate::service::{Caller, ThingEvent, Twins};
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use control::{Control, Stream};
@@ -53,21 +64,34 @@ pub const PUSH_QUEUE: usize = 200;
 /// 429.
 pub const CALLS_IN_FLIGHT: usize = 100;
 
-/// `GET /ws/2`: the upgrade, for an authenticated caller.
+/// `GET /ws/2[?declared-acks=…]`: the upgrade, for an authenticated
+/// caller.
 pub async fn upgrade(
     State(twins): State<Arc<Twins>>,
     caller: Option<Extension<Caller>>,
+    RawQuery(query): RawQuery,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let caller = match crate::http::caller(caller) {
         Ok(caller) => caller,
         Err(error) => return error.into_response(),
     };
+    let params = crate::http::params::pairs(
+        query.unwrap_or_default().as_bytes(),
+        crate::http::params::Plus::Literal,
+    );
+    let declared = match params.iter().find(|(name, _)| name == "declared-acks") {
+        Some((_, labels)) => match acks::parse_labels(labels) {
+            Ok(labels) => labels,
+            Err(error) => return error.into_response(),
+        },
+        None => Vec::new(),
+    };
     // A larger frame is closed by the WebSocket layer (1009) before it is
     // buffered: no Ditto protocol message is that large.
     upgrade
         .max_message_size(MAX_ENVELOPE_BYTES)
-        .on_upgrade(move |socket| Session::start(twins, caller, socket).run())
+        .on_upgrade(move |socket| Session::start(twins, caller, socket).run(declared))
 }
 
 struct Session {
@@ -81,6 +105,8 @@ struct Session {
     calls: Arc<Semaphore>,
     /// The change feed and the session's options, while it wants events.
     events: Option<(broadcast::Receiver<ThingEvent>, EventOptions)>,
+    /// The acknowledgement labels the session declared.
+    declaration: Option<Declaration>,
 }
 
 /// Whether the session goes on after a frame.
@@ -102,10 +128,24 @@ impl Session {
             subscription,
             calls: Arc::new(Semaphore::new(CALLS_IN_FLIGHT)),
             events: None,
+            declaration: None,
         }
     }
 
-    async fn run(mut self) {
+    async fn run(mut self, declared: Vec<String>) {
+        if !declared.is_empty() {
+            match self.twins.ack_hub().declare(declared) {
+                Ok(declaration) => self.declaration = Some(declaration),
+                Err(error) => {
+                    // As Ditto: the error, then the session ends.
+                    let _ = self.send(&error_response(None, &Map::new(), &error)).await;
+                    let reason = error.message.clone().into();
+                    let frame = CloseFrame { code: close_code::POLICY, reason };
+                    let _ = self.socket.send(Message::Close(Some(frame))).await;
+                    return;
+                }
+            }
+        }
         let mut closing = self.twins.live().closing();
         let close = loop {
             let next = tokio::select! {
@@ -150,7 +190,10 @@ impl Session {
             Control::Jwt => return Next::Continue,
             Control::Stop(stream) => {
                 match stream {
-                    Stream::Events => self.events = None,
+                    Stream::Events => {
+                        self.events = None;
+                        self.set_streaming(false);
+                    }
                     Stream::Live(kind) => self.subscription.subscriber.set(kind, None),
                     Stream::PolicyAnnouncements => {}
                 }
@@ -167,6 +210,7 @@ impl Session {
                                 None => self.twins.subscribe(),
                             };
                             self.events = Some((feed, options));
+                            self.set_streaming(true);
                         }
                         Err(error) => {
                             // As Ditto: the error, and no acknowledgement.
@@ -193,11 +237,35 @@ impl Session {
         self.send_text(control::ack(stream, subscribed)).await
     }
 
+    fn set_streaming(&self, streaming: bool) {
+        if let Some(declaration) = &self.declaration {
+            declaration.set_streaming(streaming);
+        }
+    }
+
     async fn on_protocol(&mut self, text: &str) -> Next {
         let envelope = match Envelope::parse(text.as_bytes()) {
             Ok(envelope) => envelope,
             Err(error) => return self.send(&error_response(None, &Map::new(), &error)).await,
         };
+        if let Ok(topic) = Topic::parse(&envelope.topic) {
+            if topic.criterion == Criterion::Acks && !topic.action.is_empty() {
+                return self.on_ack(topic, envelope).await;
+            }
+        }
+        let awaits_subscribers = Requested::of_protocol_headers(&envelope.headers)
+            .is_ok_and(|requested| requested.awaits_subscribers());
+        if awaits_subscribers {
+            // Its answer may wait for this very session's acknowledgement.
+            let (twins, caller, answers) =
+                (self.twins.clone(), self.caller.clone(), self.answers.clone());
+            tokio::spawn(async move {
+                if let Some(answer) = twins.apply_envelope(&caller, &envelope).await {
+                    let _ = answers.send(answer).await;
+                }
+            });
+            return Next::Continue;
+        }
         match Route::of(&envelope) {
             Some(Route::Response) => {
                 self.twins.answer_live(envelope);
@@ -244,6 +312,36 @@ impl Session {
         }
     }
 
+    /// A client's acknowledgement (`…/things/twin/acks/<label>`), for the
+    /// command waiting for it: only under a label this session declared.
+    async fn on_ack(&mut self, topic: Topic, envelope: Envelope) -> Next {
+        let label = topic.action.clone();
+        let declared = self.declaration.as_ref().is_some_and(|d| d.labels().contains(&label));
+        let refusal = if !declared {
+            Some(acks::label_not_declared(&label))
+        } else if envelope.status.is_none() {
+            Some(crate::DittoError::json_field_missing(
+                "JSON did not include required </status> field!",
+            ))
+        } else {
+            None
+        };
+        if let Some(error) = refusal {
+            return self.send(&error_response(Some(&topic), &envelope.headers, &error)).await;
+        }
+        // Ditto drops one without a correlation id: nothing waits for it.
+        if let Some(correlation_id) = envelope.header("correlation-id") {
+            let ack = Ack {
+                label,
+                status: envelope.status.unwrap_or(200),
+                payload: envelope.value,
+                headers: envelope.headers,
+            };
+            self.twins.ack_hub().deliver(&correlation_id, ack);
+        }
+        Next::Continue
+    }
+
     async fn on_event(&mut self, event: Option<ThingEvent>) -> Next {
         let Some(event) = event else {
             // The feed closed: the service is shutting down.
@@ -251,9 +349,35 @@ impl Session {
             return Next::Continue;
         };
         let Some((_, options)) = &self.events else { return Next::Continue };
-        match options.envelope_for(&self.twins, &self.caller, event).await {
-            Some(envelope) => self.send(&envelope).await,
-            None => Next::Continue,
+        // The labels this session declared that the change's command asked for.
+        let requested = match (&event.acks, &self.declaration) {
+            (Some(requested), Some(declaration)) => {
+                let labels: Vec<String> = requested
+                    .labels
+                    .iter()
+                    .filter(|label| declaration.labels().contains(label))
+                    .cloned()
+                    .collect();
+                (!labels.is_empty()).then(|| (requested.correlation_id.clone(), labels))
+            }
+            _ => None,
+        };
+        match (options.envelope_for(&self.twins, &self.caller, event).await, requested) {
+            (Some(mut envelope), Some((correlation_id, labels))) => {
+                envelope.headers.insert("requested-acks".into(), labels.into());
+                envelope.headers.insert("correlation-id".into(), correlation_id.into());
+                self.send(&envelope).await
+            }
+            (Some(envelope), None) => self.send(&envelope).await,
+            (None, Some((correlation_id, labels))) => {
+                for label in labels {
+                    self.twins
+                        .ack_hub()
+                        .deliver(&correlation_id, acks::weak_ack(&label, &correlation_id));
+                }
+                Next::Continue
+            }
+            (None, None) => Next::Continue,
         }
     }
 

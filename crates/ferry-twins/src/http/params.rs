@@ -8,7 +8,7 @@
 
 /// What `+` stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Plus {
+pub(crate) enum Plus {
     /// In a query string: itself.
     Literal,
     /// In a form body: a space.
@@ -18,7 +18,7 @@ pub(super) enum Plus {
 /// The pairs of `text` (a query string or a form body), decoded: `%XX` is
 /// a byte, a `%` not followed by two hex digits stays as it is, and bytes
 /// that are not UTF-8 become U+FFFD.
-pub(super) fn pairs(text: &[u8], plus: Plus) -> Vec<(String, String)> {
+pub(crate) fn pairs(text: &[u8], plus: Plus) -> Vec<(String, String)> {
     text.split(|&b| b == b'&')
         .filter(|pair| !pair.is_empty())
         .map(|pair| {

@@ -19,7 +19,7 @@
 use super::params::{self, Parameters, Plus};
 use super::reply::{self, Reply};
 use super::sse;
-use crate::acks::{self, Ack, Requested};
+use crate::acks::{self, Ack, Requested, Waiter};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
 use crate::id::ThingId;
@@ -47,7 +47,8 @@ struct Request {
     fields: Option<FieldSelector>,
     conditions: Conditions,
     acks: Requested,
-    correlation_id: Option<String>,
+    /// The request's `correlation-id`, or one made up for it.
+    correlation_id: String,
 }
 
 impl Request {
@@ -69,6 +70,10 @@ impl Request {
             .map(acks::parse_labels)
             .transpose()?;
         let timeout = param("timeout").or_else(|| header_text("timeout"));
+        let acks = Requested::twin_modify(labels, response_required, timeout)?;
+        let correlation_id =
+            header_text("correlation-id").map(str::to_owned).unwrap_or_else(crate::id::random_uuid);
+        let event_acks = acks.event_acks(&correlation_id).map(Arc::new);
         Ok(Request {
             fields,
             conditions: Conditions {
@@ -79,17 +84,29 @@ impl Request {
                     .map(IfEqual::parse)
                     .transpose()?
                     .unwrap_or_default(),
+                acks: event_acks,
             },
-            acks: Requested::twin_modify(labels, response_required, timeout)?,
-            correlation_id: header_text("correlation-id").map(str::to_owned),
+            acks,
+            correlation_id,
         })
+    }
+
+    /// Registers the wait for subscribers' acknowledgements, before the
+    /// write, so that none that comes back at once is missed.
+    fn waiter(&self, twins: &Twins) -> Result<Option<Waiter>, DittoError> {
+        self.conditions.acks.as_deref().map(|acks| twins.ack_hub().expect(acks)).transpose()
     }
 
     /// The answer to a committed write: `response` itself when no more
     /// than the commit was asked for (202 without a response), else the
     /// acknowledgements requested, aggregated. `created` is the body of a
-    /// 201.
-    async fn acknowledged(&self, response: Response, created: Option<&Value>) -> Response {
+    /// 201; `waiter` brings the subscribers' acknowledgements.
+    async fn acknowledged(
+        &self,
+        response: Response,
+        created: Option<&Value>,
+        waiter: Option<Waiter>,
+    ) -> Response {
         let acks = &self.acks;
         if acks.plain() {
             return if acks.response_required {
@@ -98,13 +115,12 @@ impl Request {
                 StatusCode::ACCEPTED.into_response()
             };
         }
-        if acks.awaits_subscribers() {
-            // Nothing in Ferry declares such a label yet: Ditto holds the
-            // answer for the timeout, then reports the label timed out.
-            tokio::time::sleep(acks.timeout).await;
-        }
-        let correlation_id = self.correlation_id.clone().unwrap_or_else(crate::id::random_uuid);
-        let mut headers = acks::correlation_headers(&correlation_id);
+        let received = match waiter {
+            Some(waiter) => waiter.collect(acks.timeout).await,
+            None => Vec::new(),
+        };
+        let correlation_id = &self.correlation_id;
+        let mut headers = acks::correlation_headers(correlation_id);
         for name in [header::ETAG, header::LOCATION] {
             if let Some(value) = response.headers().get(&name).and_then(|v| v.to_str().ok()) {
                 headers.insert(name.as_str().into(), value.into());
@@ -116,7 +132,7 @@ impl Request {
             payload: created.cloned(),
             headers,
         };
-        let mut fulfilled = acks.fulfil(persisted, &correlation_id);
+        let mut fulfilled = acks.fulfil(persisted, received, correlation_id);
         let status = acks::combined_status(&fulfilled);
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if !acks.response_required {
@@ -129,7 +145,7 @@ impl Request {
             Some(body) => reply::json(status, &body),
             None => status.into_response(),
         };
-        if let Ok(value) = HeaderValue::from_str(&correlation_id) {
+        if let Ok(value) = HeaderValue::from_str(correlation_id) {
             answer.headers_mut().insert("correlation-id", value);
         }
         answer
@@ -299,6 +315,7 @@ pub async fn create(
     let namespace = params.iter().find(|(key, _)| key == "namespace").map(|(_, v)| v.as_str());
     let thing_body = ThingBody::for_post(namespace, &value)?;
     let id = thing_body.thing_id().clone();
+    let waiter = request.waiter(&twins)?;
     let outcome = match twins
         .write_thing(
             &caller,
@@ -323,7 +340,7 @@ pub async fn create(
         response.headers_mut().insert(header::LOCATION, location);
     }
     with_etag(&mut response, outcome.etag.as_ref());
-    Ok(request.acknowledged(response, Some(&created)).await)
+    Ok(request.acknowledged(response, Some(&created), waiter).await)
 }
 
 /// Every method on `/api/2/things/{thingId}`.
@@ -432,6 +449,7 @@ async fn handle(
         }
         _ => return Err(reply::method_not_allowed(&method)),
     };
+    let waiter = request.waiter(&twins)?;
     let outcome =
         match twins.write_thing(&caller, &thing_id, &resource, write, &request.conditions).await {
             Ok(outcome) => outcome,
@@ -442,7 +460,7 @@ async fn handle(
         ThingWritten::Modified | ThingWritten::Deleted => (reply::no_content(), None),
     };
     with_etag(&mut response, outcome.etag.as_ref());
-    Ok(request.acknowledged(response, created).await)
+    Ok(request.acknowledged(response, created, waiter).await)
 }
 
 /// `GET /api/2/things/{thingId}/features/{featureId}/delta`: Ferry's

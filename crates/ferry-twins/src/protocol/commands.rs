@@ -21,7 +21,7 @@
 
 use super::envelope::Envelope;
 use super::topic::{Channel, Criterion, Group, Topic};
-use crate::acks::{self, Ack, Requested};
+use crate::acks::{self, Ack, EventAcks, Requested};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
 use crate::id::ThingId;
@@ -32,6 +32,7 @@ use crate::service::{
 };
 use crate::thing::{EntityTag, ThingBody, ThingResource};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// What a command answers: a response, or an error with the entity's tag
 /// where a failed precondition has one.
@@ -79,9 +80,22 @@ impl Twins {
             Some(Ok(requested)) => Some(requested),
             None => None,
         };
+        let correlation_id =
+            envelope.header("correlation-id").unwrap_or_else(crate::id::random_uuid);
+        let event_acks =
+            requested.as_ref().and_then(|r| r.event_acks(&correlation_id)).map(Arc::new);
+        // Registered before the command runs: an acknowledgement that
+        // comes back at once is not missed.
+        let waiter = match event_acks.as_deref().map(|acks| self.ack_hub().expect(acks)) {
+            Some(Err(error)) => {
+                return Some(error_response(Some(&topic), &envelope.headers, &error))
+            }
+            Some(Ok(waiter)) => Some(waiter),
+            None => None,
+        };
         let answer = match (topic.group, topic.channel, topic.criterion) {
             (Group::Things, Channel::Twin, Criterion::Commands) => {
-                self.thing_command(caller, &topic, envelope).await
+                self.thing_command(caller, &topic, envelope, event_acks).await
             }
             (Group::Policies, _, Criterion::Commands) => {
                 self.policy_command(caller, &topic, envelope).await.map_err(Refused::from)
@@ -91,7 +105,18 @@ impl Twins {
         match answer {
             Ok(response) => match requested {
                 Some(requested) if !requested.plain() => {
-                    acknowledgements(&topic, envelope, &requested, response).await
+                    let received = match waiter {
+                        Some(waiter) => waiter.collect(requested.timeout).await,
+                        None => Vec::new(),
+                    };
+                    acknowledgements(
+                        &topic,
+                        envelope,
+                        &requested,
+                        response,
+                        received,
+                        &correlation_id,
+                    )
                 }
                 Some(requested) if !requested.response_required => None,
                 None if !envelope.response_required() => None,
@@ -107,7 +132,13 @@ impl Twins {
         }
     }
 
-    async fn thing_command(&self, caller: &Caller, topic: &Topic, envelope: &Envelope) -> Answer {
+    async fn thing_command(
+        &self,
+        caller: &Caller,
+        topic: &Topic,
+        envelope: &Envelope,
+        acks: Option<Arc<EventAcks>>,
+    ) -> Answer {
         let action = topic.action.as_str();
         let Some(thing_id) = topic.entity_id() else {
             if action == "retrieve" && envelope.path == "/" {
@@ -120,7 +151,7 @@ impl Twins {
         let resource = ThingResource::from_pointer(&pointer)?
             .filter(|resource| !(action == "delete" && *resource == ThingResource::PolicyId))
             .ok_or_else(|| unknown_path(&envelope.path))?;
-        let conditions = conditions(envelope)?;
+        let conditions = Conditions { acks, ..conditions(envelope)? };
         let value = || envelope.value.as_ref().ok_or_else(|| missing_value(&topic.to_string()));
         let written = match action {
             "retrieve" => {
@@ -245,6 +276,7 @@ fn conditions(envelope: &Envelope) -> Result<Conditions, DittoError> {
         if_none_match: envelope.header("if-none-match").as_deref().map(TagMatch::parse),
         condition: envelope.header("condition"),
         if_equal: if_equal.unwrap_or_default(),
+        acks: None,
     })
 }
 
@@ -257,21 +289,18 @@ fn answer_headers(request: &Map<String, Value>) -> Map<String, Value> {
     headers
 }
 
-/// A committed command's requested acknowledgements as Ditto's
-/// aggregated `…/things/twin/acks` message, or nothing when no response
-/// was required and all succeeded.
-async fn acknowledgements(
+/// A committed command's requested acknowledgements (`received`: the
+/// subscribers') as Ditto's aggregated `…/things/twin/acks` message, or
+/// nothing when no response was required and all succeeded.
+fn acknowledgements(
     topic: &Topic,
     command: &Envelope,
     requested: &Requested,
     response: Response,
+    received: Vec<Ack>,
+    correlation_id: &str,
 ) -> Option<Envelope> {
-    if requested.awaits_subscribers() {
-        // As over HTTP: no subscriber declares such a label yet.
-        tokio::time::sleep(requested.timeout).await;
-    }
-    let correlation_id = command.header("correlation-id").unwrap_or_else(crate::id::random_uuid);
-    let mut headers = acks::correlation_headers(&correlation_id);
+    let mut headers = acks::correlation_headers(correlation_id);
     if let Some(etag) = &response.etag {
         headers.insert("etag".into(), etag.as_str().into());
     }
@@ -281,7 +310,7 @@ async fn acknowledgements(
         payload: response.value,
         headers,
     };
-    let mut fulfilled = requested.fulfil(persisted, &correlation_id);
+    let mut fulfilled = requested.fulfil(persisted, received, correlation_id);
     let status = acks::combined_status(&fulfilled);
     if !requested.response_required {
         if (200..300).contains(&status) {

@@ -15,6 +15,7 @@ use crate::id::{PolicyId, ThingId};
 use crate::pointer::JsonPointer;
 use crate::policy::Timestamp;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// Events kept for the slowest subscriber: at ~1 KiB each, a few MiB.
 pub const EVENT_BUFFER: usize = 4096;
@@ -67,6 +68,9 @@ pub struct ThingEvent {
     /// The event's place in the event journal (`journal.rs`): store-wide,
     /// increasing in commit order; `None` with the journal off.
     pub journal: Option<u64>,
+    /// The acknowledgements the change's command asked subscribers for
+    /// (`acks.rs`); not kept in the journal.
+    pub acks: Option<Arc<crate::acks::EventAcks>>,
 }
 
 /// The next event of `feed` for `reader`, `None` once the feed is

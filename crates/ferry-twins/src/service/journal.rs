@@ -104,5 +104,6 @@ fn from_record(seq: u64, record: EventRecord) -> Result<ThingEvent, StoreError> 
             .transpose()
             .map_err(|_| bad("policy id"))?,
         journal: Some(seq),
+        acks: None,
     })
 }

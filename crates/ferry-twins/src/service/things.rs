@@ -165,6 +165,9 @@ pub struct Conditions {
     /// `condition=` (query parameter or header), as written.
     pub condition: Option<String>,
     pub if_equal: IfEqual,
+    /// Not a precondition: what the request asks the change's event's
+    /// subscribers to acknowledge, carried on that event.
+    pub acks: Option<Arc<crate::acks::EventAcks>>,
 }
 
 /// A refusal, with the resource's current entity tag where Ditto sends
@@ -353,7 +356,11 @@ impl Twins {
                     };
                     // Sent with the lock still held: the next write of this
                     // thing cannot announce itself before this one.
+                    planned.event.acks = conditions.acks.clone();
                     let _ = self.events.send(planned.event);
+                    if let Some(acks) = &conditions.acks {
+                        self.acks.published(acks);
+                    }
                     return Ok(Outcome { written: planned.written, etag });
                 }
                 Err(StoreError::Conflict { .. }) => {
@@ -698,6 +705,7 @@ fn event(
         path,
         value,
         journal: None,
+        acks: None,
     }
 }
 

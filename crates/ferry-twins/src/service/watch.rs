@@ -384,6 +384,7 @@ mod tests {
             value,
             policy_id: None,
             journal: None,
+            acks: None,
         }
     }
 

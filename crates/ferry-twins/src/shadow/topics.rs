@@ -600,6 +600,7 @@ mod tests {
             path: JsonPointer::parse(path).unwrap(),
             value,
             journal: None,
+            acks: None,
         }
     }
 
