@@ -14,6 +14,7 @@ import time
 
 import pytest
 import requests
+import websocket
 
 from conftest import make_password_file
 from twins import Ditto
@@ -26,11 +27,12 @@ LAMP = {"attributes": {"room": "kitchen"}, "features": {"lamp": {"properties": {
 
 class Receiver:
     """A real HTTP server that records each request and answers the
-    statuses in `answers` first, then 204."""
+    statuses in `answers` first (a status, or a status and a JSON body),
+    then 204."""
 
     def __init__(self):
         self.requests: queue.Queue = queue.Queue()
-        self.answers: list[int] = []
+        self.answers: list[int | tuple[int, bytes]] = []
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -38,12 +40,16 @@ class Receiver:
 
             def do_POST(self):  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                status = receiver.answers.pop(0) if receiver.answers else 204
+                answer = receiver.answers.pop(0) if receiver.answers else 204
+                status, reply = answer if isinstance(answer, tuple) else (answer, b"")
                 headers = {name.lower(): value for name, value in self.headers.items()}
                 receiver.requests.put((self.command, self.path, headers, body, status))
                 self.send_response(status)
-                self.send_header("Content-Length", "0")
+                if reply:
+                    self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
+                self.wfile.write(reply)
 
             do_PUT = do_POST  # noqa: N815
 
@@ -259,3 +265,48 @@ def test_what_ferry_cannot_run_is_refused(broker_factory):
     assert ditto.get("/connections").json() == []
     command = ditto.session.post(f"{ditto.base}/connections/none/command", data="bogus", timeout=10)
     _error(command, 400, "connectivity:connection.command.invalid")
+
+
+def test_a_target_acknowledges_what_it_delivered(broker_factory, receiver):
+    """issuedAcknowledgementLabel: the receiver's answer to each event a
+    command requested the label for is that label's acknowledgement."""
+    ditto = _ditto(broker_factory())
+    connection = push_connection(receiver.port)
+    connection["targets"][0]["issuedAcknowledgementLabel"] = "other:pushed"
+    _error(ditto.put("/connections/acked", connection), 400,
+           "connectivity:connection.configuration.invalid")
+    connection["targets"][0]["issuedAcknowledgementLabel"] = "{{connection:id}}:pushed"
+    assert ditto.put("/connections/acked", connection).status_code == 201
+    asked = {"requested-acks": "twin-persisted,acked:pushed", "timeout": "10s",
+             "correlation-id": "c-1"}
+
+    receiver.answers = [(200, b'{"stored":true}')]
+    answer = ditto.put(f"/things/{TID}", LAMP, headers=asked)
+    # The create is not among the target's events: weakly acknowledged.
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["acked:pushed"]["headers"]["ditto-weak-ack"] is True
+
+    answer = ditto.put(f"/things/{TID}/features/lamp/properties/on", True,
+                       headers={**asked, "correlation-id": "c-2"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["acked:pushed"] == {"status": 200, "payload": {"stored": True},
+                                             "headers": {"correlation-id": "c-2"}}
+    _, _, _, sent, _ = receiver.next()
+    headers = json.loads(sent)["headers"]
+    assert (headers["requested-acks"], headers["correlation-id"]) == (["acked:pushed"], "c-2")
+
+    # A receiver that refuses the event fails the command's acknowledgements.
+    receiver.answers = [(422, b'{"why":"no"}')]
+    answer = ditto.put(f"/things/{TID}/features/lamp/properties/on", False,
+                       headers={**asked, "correlation-id": "c-3"})
+    assert answer.status_code == 424, answer.text
+    assert answer.json()["acked:pushed"]["status"] == 422
+    assert answer.json()["acked:pushed"]["payload"] == {"why": "no"}
+    assert answer.json()["twin-persisted"]["status"] == 204
+
+    # The label is the connection's: a WebSocket cannot take it meanwhile.
+    second = websocket.create_connection(
+        f"ws://{ditto.base.split('//')[1].split('/')[0]}/ws/2?declared-acks=acked:pushed",
+        timeout=10)
+    assert json.loads(second.recv())["value"]["error"] == "acknowledgement:label.not.unique"
+    second.close()

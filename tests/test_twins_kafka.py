@@ -249,6 +249,7 @@ def test_a_kafka_target_gets_the_modified_events(broker_factory, kafka):
         "address": events_topic + "/{{ thing:id }}",
         "topics": ["_/_/things/twin/events?filter=eq(topic:action,'modified')"],
         "authorizationContext": ["nginx:ditto"],
+        "issuedAcknowledgementLabel": "{{connection:id}}:produced",
     }
     connection = kafka_connection(kafka.brokers, source_topic, targets=[target])
     assert ditto.put("/connections/both", connection).status_code == 201
@@ -277,6 +278,13 @@ def test_a_kafka_target_gets_the_modified_events(broker_factory, kafka):
         return metrics["connectionMetrics"]["outbound"]
     eventually(lambda: outbound()["published"]["success"]["total"] == 1)
     assert outbound()["filtered"]["success"]["total"] == 1  # the create
+
+    # The target acknowledges a record Kafka took with 204.
+    answer = ditto.put(f"/things/{NS}:test-thing-1{BREWED}", 13,
+                       headers={"requested-acks": "twin-persisted,both:produced",
+                                "timeout": "30s"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["both:produced"]["status"] == 204
 
 
 def test_what_a_kafka_connection_cannot_do_is_refused(broker_factory, kafka):

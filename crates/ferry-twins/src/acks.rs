@@ -197,7 +197,7 @@ impl Requested {
 
 /// Ditto's `ACK_LABEL_REGEX`: an optional unresolved placeholder such as
 /// `{{connection:id}}:`, then 3 to 165 of `a-zA-Z0-9-_:`.
-fn is_label(label: &str) -> bool {
+pub fn is_label(label: &str) -> bool {
     let rest = match label.strip_prefix("{{") {
         Some(after) => {
             let Some(end) = after.find("}}:") else { return false };

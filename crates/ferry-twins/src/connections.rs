@@ -60,6 +60,8 @@ struct Running {
     spec: Arc<ConnectionSpec>,
     stats: Arc<ConnectionStats>,
     tasks: Vec<AbortHandle>,
+    /// The labels its targets issue, while it is open.
+    declaration: Option<crate::acks::Declaration>,
 }
 
 impl Drop for Running {
@@ -186,10 +188,21 @@ impl Connections {
             )));
         }
         let stored = spec.json.clone();
+        // The replacement declares the same labels: the old one lets go first.
+        if let Some(previous) = running.get_mut(id) {
+            previous.declaration = None;
+        }
         let previous = running.insert(id.to_owned(), start(&self.twins, spec, &self.member));
         if let Err(error) = self.save(&running, id) {
             match previous {
-                Some(previous) => running.insert(id.to_owned(), previous),
+                Some(mut previous) => {
+                    drop(running.remove(id));
+                    if previous.spec.open {
+                        previous.declaration =
+                            declare(&self.twins, &previous.spec, &previous.stats);
+                    }
+                    running.insert(id.to_owned(), previous)
+                }
                 None => running.remove(id),
             };
             return Err(error);
@@ -305,6 +318,34 @@ impl Connections {
     }
 }
 
+/// Declares the labels the connection's targets issue (it takes every
+/// event, so it is never answered for with weak acknowledgements of a
+/// declarer without events). A label another subscriber holds leaves the
+/// connection running without it, as Ditto rejects such a connection's
+/// acknowledgements; its status says so.
+fn declare(
+    twins: &Arc<Twins>,
+    spec: &ConnectionSpec,
+    stats: &ConnectionStats,
+) -> Option<crate::acks::Declaration> {
+    let labels: Vec<String> =
+        spec.targets.iter().filter_map(|target| target.issued_ack.clone()).collect();
+    if labels.is_empty() {
+        return None;
+    }
+    match twins.ack_hub().declare(labels) {
+        Ok(declaration) => {
+            declaration.set_streaming(true);
+            Some(declaration)
+        }
+        Err(error) => {
+            tracing::warn!(connection = %spec.id, error = %error.message, "a connection's issued acknowledgement labels are taken");
+            stats.set_failure(format!("issued acknowledgement labels: {}", error.message));
+            None
+        }
+    }
+}
+
 /// A name for this Ferry that stays the same across its restarts and
 /// differs between two Ferrys: a hash of the host's name and the data
 /// directory that holds `file`. Kafka sources name their consumers with
@@ -333,6 +374,7 @@ fn member_name(file: &std::path::Path) -> String {
 fn start(twins: &Arc<Twins>, spec: ConnectionSpec, member: &Arc<str>) -> Running {
     let spec = Arc::new(spec);
     let stats = Arc::new(ConnectionStats::new(spec.targets.len(), spec.source_addresses().len()));
+    let declaration = if spec.open { declare(twins, &spec, &stats) } else { None };
     let tasks = match &spec.transport {
         _ if !spec.open => Vec::new(),
         Transport::HttpPush(http) => {
@@ -343,5 +385,5 @@ fn start(twins: &Arc<Twins>, spec: ConnectionSpec, member: &Arc<str>) -> Running
             kafka::start(twins.clone(), spec.clone(), kafka.clone(), stats.clone(), member.clone())
         }
     };
-    Running { spec, stats, tasks }
+    Running { spec, stats, tasks, declaration }
 }

@@ -83,6 +83,9 @@ pub struct TargetSpec {
     pub topics: Vec<EventOptions>,
     /// `authorizationContext`: whose view of each event it sends.
     pub caller: Caller,
+    /// `issuedAcknowledgementLabel`, its `{{connection:id}}` filled in:
+    /// the label the target acknowledges each event it delivered with.
+    pub issued_ack: Option<String>,
 }
 
 impl ConnectionSpec {
@@ -119,7 +122,10 @@ impl ConnectionSpec {
                 "A connection may have at most {MAX_TARGETS} targets."
             )));
         }
-        let parsed = targets.iter().map(TargetSpec::parse).collect::<Result<Vec<_>, _>>()?;
+        let parsed = targets
+            .iter()
+            .map(|target| TargetSpec::parse(id, target))
+            .collect::<Result<Vec<_>, _>>()?;
         let transport = if kind == "kafka" {
             kafka_transport(id, object, targets)?
         } else {
@@ -269,7 +275,35 @@ impl TargetSpec {
         None
     }
 
-    fn parse(json: &Value) -> Result<TargetSpec, DittoError> {
+    /// `envelope_for`, with the acknowledgement the target owes for it:
+    /// when the event's command requested the target's issued label, the
+    /// envelope carries it in `requested-acks` with the command's
+    /// `correlation-id`. An event the target does not send although it
+    /// owes one is weakly acknowledged here, as Ditto's publisher does.
+    pub async fn outgoing(
+        &self,
+        twins: &Twins,
+        event: &ThingEvent,
+    ) -> Option<(crate::protocol::Envelope, Option<Owed>)> {
+        let owed = self.issued_ack.as_ref().and_then(|label| {
+            let requested = event.acks.as_ref().filter(|acks| acks.labels.contains(label))?;
+            Some(Owed { label: label.clone(), correlation_id: requested.correlation_id.clone() })
+        });
+        let Some(mut envelope) = self.envelope_for(twins, event).await else {
+            if let Some(owed) = owed {
+                let weak = crate::acks::weak_ack(&owed.label, &owed.correlation_id);
+                twins.ack_hub().deliver(&owed.correlation_id, weak);
+            }
+            return None;
+        };
+        if let Some(owed) = &owed {
+            envelope.headers.insert("requested-acks".into(), vec![owed.label.clone()].into());
+            envelope.headers.insert("correlation-id".into(), owed.correlation_id.clone().into());
+        }
+        Some((envelope, owed))
+    }
+
+    fn parse(connection_id: &str, json: &Value) -> Result<TargetSpec, DittoError> {
         let Value::Object(target) = json else {
             return Err(DittoError::connection_invalid("A target must be a JSON object."));
         };
@@ -288,8 +322,55 @@ impl TargetSpec {
                 "The target '{address}' needs an authorizationContext: the subjects whose view of each event it sends."
             ))
         })??;
-        Ok(TargetSpec { address: address.to_owned(), topics, caller })
+        let issued_ack = target
+            .get("issuedAcknowledgementLabel")
+            .map(|label| issued_ack(connection_id, address, label))
+            .transpose()?;
+        Ok(TargetSpec { address: address.to_owned(), topics, caller, issued_ack })
     }
+}
+
+/// The acknowledgement a target owes for an event it sends.
+#[derive(Debug, Clone)]
+pub struct Owed {
+    pub label: String,
+    pub correlation_id: String,
+}
+
+impl Owed {
+    /// Hands the outcome of the delivery to the command waiting for it.
+    pub fn settle(self, twins: &Twins, status: u16, payload: Option<Value>) {
+        let headers = crate::acks::correlation_headers(&self.correlation_id);
+        let ack = crate::acks::Ack { label: self.label, status, payload, headers };
+        twins.ack_hub().deliver(&self.correlation_id, ack);
+    }
+}
+
+/// A target's `issuedAcknowledgementLabel`: Ditto requires it to start
+/// with the connection's id (or `{{connection:id}}`, filled in here) and
+/// a colon, so that two connections cannot issue one label.
+fn issued_ack(connection_id: &str, address: &str, label: &Value) -> Result<String, DittoError> {
+    let invalid = |why: &str| {
+        DittoError::connection_invalid(format!(
+            "The issuedAcknowledgementLabel of target '{address}' {why}."
+        ))
+    };
+    let Value::String(label) = label else { return Err(invalid("is not a string")) };
+    let label = match label.strip_prefix("{{") {
+        Some(rest) => match rest.split_once("}}") {
+            Some((placeholder, after)) if placeholder.trim() == "connection:id" => {
+                format!("{connection_id}{after}")
+            }
+            _ => return Err(invalid("has a placeholder other than {{connection:id}}")),
+        },
+        None => label.clone(),
+    };
+    if !label.starts_with(&format!("{connection_id}:")) || !crate::acks::is_label(&label) {
+        return Err(invalid(&format!(
+            "'{label}' must be the connection id, a colon and 1 to 164 of a-zA-Z0-9-_:"
+        )));
+    }
+    Ok(label)
 }
 
 /// A source's or target's `authorizationContext`: `None` when there is

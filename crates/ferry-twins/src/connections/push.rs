@@ -19,14 +19,20 @@
 //!
 //! Nothing is dropped without a count: a full queue and a feed that ran
 //! ahead of the connection are counted as dropped.
+//!
+//! A target with an `issuedAcknowledgementLabel` acknowledges each event
+//! whose command requested that label with the receiver's final answer:
+//! its status, and its body (JSON, else text) as the payload; a request
+//! that got no answer in all its tries with 503.
 
-use super::model::{ConnectionSpec, HttpPush, Receiver};
+use super::model::{ConnectionSpec, HttpPush, Owed, Receiver};
 use super::stats::{ConnectionStats, TargetStats};
 use super::template::Event;
 use crate::service::{next_event, Twins};
 use axum::http::{header, HeaderValue, Method, Request, StatusCode};
 use bytes::Bytes;
 use ferry_routes::endpoints::http::{Body, Connection, Connector, Tls};
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Mutex};
@@ -55,6 +61,7 @@ struct Push {
     method: Method,
     path: String,
     body: Bytes,
+    owed: Option<Owed>,
 }
 
 /// Starts the connection's tasks; aborting the handles stops it.
@@ -66,10 +73,10 @@ pub fn start(
 ) -> Vec<AbortHandle> {
     let (queue, waiting) = mpsc::channel(QUEUE);
     let waiting = Arc::new(Mutex::new(waiting));
-    let feed = feed(twins, spec, http.clone(), stats.clone(), queue);
+    let feed = feed(twins.clone(), spec, http.clone(), stats.clone(), queue);
     let mut tasks = vec![tokio::spawn(feed).abort_handle()];
     for _ in 0..http.parallelism {
-        let sender = send(http.clone(), stats.clone(), waiting.clone());
+        let sender = send(twins.clone(), http.clone(), stats.clone(), waiting.clone());
         tasks.push(tokio::spawn(sender).abort_handle());
     }
     tasks
@@ -87,7 +94,7 @@ async fn feed(
         let targets = spec.targets.iter().zip(&http.requests);
         for (index, (target, request)) in targets.enumerate() {
             let figures = &stats.targets[index];
-            let Some(envelope) = target.envelope_for(&twins, &event).await else {
+            let Some((envelope, owed)) = target.outgoing(&twins, &event).await else {
                 figures.filtered.inc();
                 continue;
             };
@@ -97,6 +104,7 @@ async fn feed(
                 method: request.method.clone(),
                 path: format!("{}{path}", http.receiver.base_path),
                 body: Bytes::from(envelope.to_bytes()),
+                owed,
             };
             figures.dispatched.inc();
             if queue.try_send(push).is_err() {
@@ -107,6 +115,7 @@ async fn feed(
 }
 
 async fn send(
+    twins: Arc<Twins>,
     http: Arc<HttpPush>,
     stats: Arc<ConnectionStats>,
     waiting: Arc<Mutex<mpsc::Receiver<Push>>>,
@@ -121,21 +130,27 @@ async fn send(
     };
     let mut connection = Connection::new(Connector::new(receiver.host.clone(), receiver.port, tls));
     loop {
-        let Some(push) = waiting.lock().await.recv().await else { return };
+        let Some(mut push) = waiting.lock().await.recv().await else { return };
         let figures = &stats.targets[push.target];
-        deliver(&mut connection, receiver, &push, figures, &stats).await;
+        let (status, payload) = deliver(&mut connection, receiver, &push, figures, &stats).await;
+        if let Some(owed) = push.owed.take() {
+            owed.settle(&twins, status, payload);
+        }
     }
 }
 
-/// Sends one request until it is answered for good or out of tries.
+/// Sends one request until it is answered for good or out of tries;
+/// returns the final answer's status and body as an acknowledgement
+/// carries them (503 and the failure for no answer).
 async fn deliver(
     connection: &mut Connection,
     receiver: &Receiver,
     push: &Push,
     figures: &TargetStats,
     stats: &ConnectionStats,
-) {
+) -> (u16, Option<Value>) {
     let mut pause = FIRST_PAUSE;
+    let mut last = (503, None);
     for attempt in 1..=ATTEMPTS {
         let outcome =
             tokio::time::timeout(REQUEST_TIMEOUT, connection.exchange(request(receiver, push)))
@@ -144,7 +159,7 @@ async fn deliver(
             Ok(Ok(answer)) if answer.status.is_success() => {
                 figures.published.inc();
                 stats.set_success();
-                return;
+                return (answer.status.as_u16(), payload(&answer.body_head));
             }
             Ok(Ok(answer)) if !retried(answer.status) => {
                 figures.failed.inc();
@@ -152,12 +167,18 @@ async fn deliver(
                     "{} {} answered {}",
                     push.method, push.path, answer.status
                 ));
-                return;
+                return (answer.status.as_u16(), payload(&answer.body_head));
             }
-            Ok(Ok(answer)) => format!("{} {} answered {}", push.method, push.path, answer.status),
+            Ok(Ok(answer)) => {
+                last = (answer.status.as_u16(), payload(&answer.body_head));
+                format!("{} {} answered {}", push.method, push.path, answer.status)
+            }
             Ok(Err(error)) => error.to_string(),
             Err(_) => format!("no answer within {REQUEST_TIMEOUT:?}"),
         };
+        if last.1.is_none() {
+            last.1 = Some(Value::String(failure.clone()));
+        }
         stats.set_failure(failure);
         if attempt < ATTEMPTS {
             tokio::time::sleep(pause).await;
@@ -165,6 +186,19 @@ async fn deliver(
         }
     }
     figures.failed.inc();
+    last
+}
+
+/// An answer's body as an acknowledgement's payload: JSON when it is,
+/// else text; nothing for an empty body. Only its first
+/// `BODY_HEAD_BYTES` are kept by the client.
+fn payload(body: &[u8]) -> Option<Value> {
+    if body.is_empty() {
+        return None;
+    }
+    serde_json::from_slice(body)
+        .ok()
+        .or_else(|| Some(Value::String(String::from_utf8_lossy(body).into_owned())))
 }
 
 fn retried(status: StatusCode) -> bool {

@@ -10,8 +10,12 @@
 //! published or failed. Between them at most `REPORTS` records wait: a
 //! cluster that stalls holds the feed back, and a feed that falls behind
 //! the change feed counts what it missed, rather than buffering.
+//!
+//! A target with an `issuedAcknowledgementLabel` acknowledges each event
+//! whose command requested that label once Kafka acknowledged the record
+//! (204), or with 503 and the error when it could not be produced.
 
-use super::super::model::ConnectionSpec;
+use super::super::model::{ConnectionSpec, Owed};
 use super::super::stats::ConnectionStats;
 use super::super::template::Event;
 use super::spec::producer_config;
@@ -51,8 +55,9 @@ pub fn start(
     };
     let (reports, waiting) = mpsc::channel(REPORTS);
     vec![
-        tokio::spawn(feed(twins, spec, kafka, stats.clone(), producer, reports)).abort_handle(),
-        tokio::spawn(count(stats, waiting)).abort_handle(),
+        tokio::spawn(feed(twins.clone(), spec, kafka, stats.clone(), producer, reports))
+            .abort_handle(),
+        tokio::spawn(count(twins, stats, waiting)).abort_handle(),
     ]
 }
 
@@ -62,14 +67,14 @@ async fn feed(
     kafka: Arc<KafkaSpec>,
     stats: Arc<ConnectionStats>,
     producer: FutureProducer,
-    reports: mpsc::Sender<(usize, DeliveryFuture)>,
+    reports: mpsc::Sender<Report>,
 ) {
     let mut events = twins.subscribe();
     while let Some(event) = next_event(&mut events, &stats.missed, &spec.id).await {
         let targets = spec.targets.iter().zip(&kafka.destinations);
         for (index, (target, destination)) in targets.enumerate() {
             let figures = &stats.targets[index];
-            let Some(envelope) = target.envelope_for(&twins, &event).await else {
+            let Some((envelope, owed)) = target.outgoing(&twins, &event).await else {
                 figures.filtered.inc();
                 continue;
             };
@@ -86,7 +91,7 @@ async fn feed(
             }
             match producer.send_result(record) {
                 Ok(delivery) => {
-                    if reports.send((index, delivery)).await.is_err() {
+                    if reports.send(Report { target: index, delivery, owed }).await.is_err() {
                         return;
                     }
                 }
@@ -94,27 +99,51 @@ async fn feed(
                 // slow) or the record too large: dropped and counted.
                 Err((error, _)) => {
                     figures.dropped.inc();
-                    stats.set_failure(format!("kafka {}: {error}", destination.topic));
+                    let failure = format!("kafka {}: {error}", destination.topic);
+                    if let Some(owed) = owed {
+                        owed.settle(&twins, 503, Some(failure.clone().into()));
+                    }
+                    stats.set_failure(failure);
                 }
             }
         }
     }
 }
 
-async fn count(stats: Arc<ConnectionStats>, mut waiting: mpsc::Receiver<(usize, DeliveryFuture)>) {
-    while let Some((index, delivery)) = waiting.recv().await {
-        let figures = &stats.targets[index];
-        match delivery.await {
+/// A record on its way, and what its delivery report settles.
+struct Report {
+    target: usize,
+    delivery: DeliveryFuture,
+    owed: Option<Owed>,
+}
+
+async fn count(
+    twins: Arc<Twins>,
+    stats: Arc<ConnectionStats>,
+    mut waiting: mpsc::Receiver<Report>,
+) {
+    while let Some(Report { target, delivery, owed }) = waiting.recv().await {
+        let figures = &stats.targets[target];
+        let (status, failure) = match delivery.await {
             Ok(Ok(_)) => {
                 figures.published.inc();
                 stats.set_success();
+                (204, None)
             }
             Ok(Err((error, _))) => {
                 figures.failed.inc();
-                stats.set_failure(format!("kafka: {error}"));
+                let failure = format!("kafka: {error}");
+                stats.set_failure(failure.clone());
+                (503, Some(failure))
             }
             // The producer went before its report (the connection stops).
-            Err(_canceled) => figures.failed.inc(),
+            Err(_canceled) => {
+                figures.failed.inc();
+                (503, Some("the connection stopped before Kafka answered".to_owned()))
+            }
+        };
+        if let Some(owed) = owed {
+            owed.settle(&twins, status, failure.map(Into::into));
         }
     }
 }
