@@ -310,3 +310,54 @@ def test_a_target_acknowledges_what_it_delivered(broker_factory, receiver):
         timeout=10)
     assert json.loads(second.recv())["value"]["error"] == "acknowledgement:label.not.unique"
     second.close()
+
+
+def mqtt_connection(uri: str = "tcp://127.0.0.1:1883", **target) -> dict:
+    """An mqtt connection publishing modified events on Ferry's broker."""
+    return {
+        "name": "events-to-mqtt",
+        "connectionType": "mqtt-5",
+        "connectionStatus": "open",
+        "uri": uri,
+        "sources": [],
+        "targets": [{
+            "address": "twin/{{ thing:namespace }}/{{ thing:name }}/{{ topic:action }}",
+            "topics": ["_/_/things/twin/events?filter=eq(topic:action,'modified')"],
+            "authorizationContext": ["nginx:ditto"],
+            "qos": 1,
+            **target,
+        }],
+    }
+
+
+def test_an_mqtt_connection_publishes_events_on_ferrys_broker(broker_factory):
+    b = broker_factory()
+    ditto = _ditto(b)
+    for uri in ["tcp://broker.example.com:1883", "http://127.0.0.1:1883"]:
+        _error(ditto.put("/connections/to-mqtt", mqtt_connection(uri)), 400,
+               "connectivity:connection.configuration.invalid")
+    bad_qos = mqtt_connection(qos=3)
+    _error(ditto.put("/connections/to-mqtt", bad_qos), 400,
+           "connectivity:connection.configuration.invalid")
+    connection = mqtt_connection(issuedAcknowledgementLabel="{{connection:id}}:published")
+    assert ditto.put("/connections/to-mqtt", connection).status_code == 201
+
+    subscriber = b.client(version=5)
+    subscriber.subscribe("twin/#", qos=1)
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201  # created: filtered out
+    answer = ditto.put(f"/things/{TID}/features/lamp/properties/on", True,
+                       headers={"requested-acks": "twin-persisted,to-mqtt:published",
+                                "timeout": "10s"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["to-mqtt:published"]["status"] == 204
+
+    message = subscriber.get()
+    assert message.topic == "twin/org.acme/lamp-1/modified"
+    assert message.qos == 1
+    assert message.props.get("ContentType") == "application/vnd.eclipse.ditto+json"
+    event = json.loads(message.payload)
+    assert event["topic"] == "org.acme/lamp-1/things/twin/events/modified"
+    assert (event["path"], event["value"]) == ("/features/lamp/properties/on", True)
+    assert event["headers"]["requested-acks"] == ["to-mqtt:published"]
+    eventually(lambda: outbound(ditto, "to-mqtt")["published"]["success"]["total"] == 1)
+    assert outbound(ditto, "to-mqtt")["filtered"]["success"]["total"] == 1

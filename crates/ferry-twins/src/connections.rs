@@ -23,6 +23,7 @@ mod inbound;
 #[cfg(feature = "kafka")]
 mod kafka;
 pub mod model;
+mod mqtt;
 #[cfg(feature = "kafka")]
 mod placeholder;
 mod push;
@@ -49,11 +50,22 @@ pub struct Connections {
     twins: Arc<Twins>,
     file: PathBuf,
     managers: Vec<String>,
-    /// This Ferry among the members of a Kafka consumer group
-    /// (`member_name`).
-    member: Arc<str>,
+    host: Host,
     /// By id, in order (a list is sorted by id).
     running: Mutex<BTreeMap<String, Running>>,
+}
+
+/// What the connections run on.
+struct Host {
+    /// This Ferry among the members of a Kafka consumer group
+    /// (`member_name`).
+    #[cfg_attr(
+        not(feature = "kafka"),
+        expect(dead_code, reason = "only Kafka consumers are named by it")
+    )]
+    member: Arc<str>,
+    /// Where `mqtt` connections publish.
+    broker: std::sync::Weak<ferry_broker::Broker>,
 }
 
 struct Running {
@@ -118,6 +130,7 @@ impl Connections {
         twins: Arc<Twins>,
         file: PathBuf,
         managers: Vec<String>,
+        broker: std::sync::Weak<ferry_broker::Broker>,
     ) -> Result<Connections, ConnectionsError> {
         let stored: Vec<Value> = match std::fs::read(&file) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
@@ -126,7 +139,7 @@ impl Connections {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(source) => return Err(ConnectionsError::Read { file, source }),
         };
-        let member: Arc<str> = member_name(&file).into();
+        let host = Host { member: member_name(&file).into(), broker };
         let mut running = BTreeMap::new();
         for json in stored {
             let id = json.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -135,12 +148,12 @@ impl Connections {
                     file: file.clone(),
                     message: format!("connection '{id}': {}", error.message),
                 })?;
-            running.insert(id, start(&twins, spec, &member));
+            running.insert(id, start(&twins, spec, &host));
         }
         if !running.is_empty() {
             tracing::info!(connections = running.len(), "twin connections loaded");
         }
-        Ok(Connections { twins, file, managers, member, running: Mutex::new(running) })
+        Ok(Connections { twins, file, managers, host, running: Mutex::new(running) })
     }
 
     /// Whether `caller` may manage connections: Ditto's 401 without one,
@@ -192,7 +205,7 @@ impl Connections {
         if let Some(previous) = running.get_mut(id) {
             previous.declaration = None;
         }
-        let previous = running.insert(id.to_owned(), start(&self.twins, spec, &self.member));
+        let previous = running.insert(id.to_owned(), start(&self.twins, spec, &self.host));
         if let Err(error) = self.save(&running, id) {
             match previous {
                 Some(mut previous) => {
@@ -367,11 +380,7 @@ fn member_name(file: &std::path::Path) -> String {
     format!("{:016x}", hasher.finish())
 }
 
-#[cfg_attr(
-    not(feature = "kafka"),
-    expect(unused_variables, reason = "only Kafka consumers are named by `member`")
-)]
-fn start(twins: &Arc<Twins>, spec: ConnectionSpec, member: &Arc<str>) -> Running {
+fn start(twins: &Arc<Twins>, spec: ConnectionSpec, host: &Host) -> Running {
     let spec = Arc::new(spec);
     let stats = Arc::new(ConnectionStats::new(spec.targets.len(), spec.source_addresses().len()));
     let declaration = if spec.open { declare(twins, &spec, &stats) } else { None };
@@ -381,9 +390,20 @@ fn start(twins: &Arc<Twins>, spec: ConnectionSpec, member: &Arc<str>) -> Running
             push::start(twins.clone(), spec.clone(), http.clone(), stats.clone())
         }
         #[cfg(feature = "kafka")]
-        Transport::Kafka(kafka) => {
-            kafka::start(twins.clone(), spec.clone(), kafka.clone(), stats.clone(), member.clone())
-        }
+        Transport::Kafka(kafka) => kafka::start(
+            twins.clone(),
+            spec.clone(),
+            kafka.clone(),
+            stats.clone(),
+            host.member.clone(),
+        ),
+        Transport::Mqtt(mqtt) => mqtt::start(
+            twins.clone(),
+            spec.clone(),
+            mqtt.clone(),
+            stats.clone(),
+            host.broker.clone(),
+        ),
     };
     Running { spec, stats, tasks, declaration }
 }

@@ -260,7 +260,7 @@ impl TwinTopics {
     ) {
         let Some(broker) = self.broker.upgrade() else { return };
         let mut properties = Properties::default();
-        properties.content_type = Some(ByteStr::from(DITTO_CONTENT_TYPE));
+        properties.content_type = Some(ByteStr::from(crate::protocol::DITTO_CONTENT_TYPE));
         let payload = Bytes::from(answer.to_bytes());
         let qos = command.qos.min(QoS::AtLeastOnce);
         let asked = match &command.properties.response_topic {
@@ -325,9 +325,6 @@ impl TwinTopics {
         }
     }
 }
-
-/// The content type of a Ditto protocol message.
-const DITTO_CONTENT_TYPE: &str = "application/vnd.eclipse.ditto+json";
 
 impl TopicService for TwinTopics {
     fn prefixes(&self) -> Vec<String> {
@@ -436,7 +433,7 @@ impl TwinTopics {
         view: impl Fn(&Caller) -> Option<Envelope> + Send + Sync,
     ) {
         let mut properties = Properties::default();
-        properties.content_type = Some(ByteStr::from(DITTO_CONTENT_TYPE));
+        properties.content_type = Some(ByteStr::from(crate::protocol::DITTO_CONTENT_TYPE));
         if let Some(expiry) = expiry {
             // Whole seconds, rounded up: a call of 500 ms is still worth a
             // second's delivery.

@@ -27,3 +27,6 @@ pub use envelope::{Envelope, MAX_ENVELOPE_BYTES};
 pub use events::EventView;
 pub(crate) use topic::unknown_topic_path;
 pub use topic::{Channel, Criterion, Group, Topic};
+
+/// The media type of a Ditto protocol message sent over a transport.
+pub const DITTO_CONTENT_TYPE: &str = "application/vnd.eclipse.ditto+json";

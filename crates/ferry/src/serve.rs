@@ -81,8 +81,10 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
             .all(|(_, _, tcp, _)| tcp.local_addr().is_ok_and(|address| address.ip().is_loopback()));
         crate::twins::serve_mqtt(&config, twins, &broker, loopback_only)?;
     }
-    let connections =
-        twins.as_ref().map(|twins| crate::twins::connections(&config, twins)).transpose()?;
+    let connections = twins
+        .as_ref()
+        .map(|twins| crate::twins::connections(&config, twins, &broker))
+        .transpose()?;
     let listening: Vec<Listening> = bound
         .iter()
         .filter_map(|(settings, _, tcp, _)| {

@@ -44,6 +44,7 @@ pub struct ConnectionSpec {
 #[derive(Debug)]
 pub enum Transport {
     HttpPush(Arc<HttpPush>),
+    Mqtt(Arc<super::mqtt::MqttSpec>),
     #[cfg(feature = "kafka")]
     Kafka(Arc<KafkaSpec>),
 }
@@ -97,9 +98,9 @@ impl ConnectionSpec {
         };
         object.insert("id".into(), Value::String(id.to_owned()));
         let kind = text(object, "connectionType")?.to_owned();
-        if kind != "http-push" && kind != "kafka" {
+        if !matches!(kind.as_str(), "http-push" | "kafka" | "mqtt" | "mqtt-5") {
             return Err(DittoError::connection_invalid(format!(
-                "The connection type '{kind}' is not supported by Ferry yet; http-push and kafka are."
+                "The connection type '{kind}' is not supported by Ferry yet; http-push, kafka, mqtt and mqtt-5 are."
             )));
         }
         let open = match text(object, "connectionStatus")? {
@@ -126,10 +127,12 @@ impl ConnectionSpec {
             .iter()
             .map(|target| TargetSpec::parse(id, target))
             .collect::<Result<Vec<_>, _>>()?;
-        let transport = if kind == "kafka" {
-            kafka_transport(id, object, targets)?
-        } else {
-            Transport::HttpPush(Arc::new(HttpPush::parse(object, targets)?))
+        let transport = match kind.as_str() {
+            "kafka" => kafka_transport(id, object, targets)?,
+            "mqtt" | "mqtt-5" => {
+                Transport::Mqtt(Arc::new(super::mqtt::MqttSpec::parse(object, targets)?))
+            }
+            _ => Transport::HttpPush(Arc::new(HttpPush::parse(object, targets)?)),
         };
         Ok(ConnectionSpec { id: id.to_owned(), open, targets: parsed, transport, json })
     }
@@ -141,7 +144,7 @@ impl ConnectionSpec {
             Transport::Kafka(kafka) => {
                 kafka.sources.iter().map(|source| source.addresses.as_slice()).collect()
             }
-            Transport::HttpPush(_) => Vec::new(),
+            Transport::HttpPush(_) | Transport::Mqtt(_) => Vec::new(),
         }
     }
 }

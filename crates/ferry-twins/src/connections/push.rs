@@ -54,8 +54,6 @@ const LAST_PAUSE: Duration = Duration::from_secs(5);
 /// The longest a receiver may take to answer one request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-const DITTO_JSON: &str = "application/vnd.eclipse.ditto+json";
-
 struct Push {
     target: usize,
     method: Method,
@@ -225,7 +223,10 @@ fn request(receiver: &Receiver, push: &Push) -> Request<Body> {
     if let Ok(host) = HeaderValue::from_str(&authority) {
         headers.insert(header::HOST, host);
     }
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(DITTO_JSON));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(crate::protocol::DITTO_CONTENT_TYPE),
+    );
     headers.insert(
         header::USER_AGENT,
         HeaderValue::from_static(concat!("ferry/", env!("CARGO_PKG_VERSION"))),

@@ -82,6 +82,19 @@ impl AddressTemplate {
         Ok(AddressTemplate { parts })
     }
 
+    /// The text for `event`, placeholders filled in as they are (an MQTT
+    /// topic's levels need no encoding; the caller checks the result).
+    pub fn render_raw(&self, event: &Event<'_>) -> String {
+        let mut text = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(literal) => text.push_str(literal),
+                Part::Placeholder(placeholder) => text.push_str(&placeholder.value(event.topic)),
+            }
+        }
+        text
+    }
+
     /// The path for `event`, each placeholder's value percent-encoded as
     /// a path segment needs.
     pub fn render(&self, event: &Event<'_>) -> String {

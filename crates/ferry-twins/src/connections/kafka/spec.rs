@@ -336,7 +336,7 @@ mod tests {
     fn kafka(json: Value) -> std::sync::Arc<super::KafkaSpec> {
         match ConnectionSpec::parse("4cd191cc", json).unwrap().transport {
             Transport::Kafka(kafka) => kafka,
-            Transport::HttpPush(_) => panic!("a kafka connection"),
+            Transport::HttpPush(_) | Transport::Mqtt(_) => panic!("a kafka connection"),
         }
     }
 

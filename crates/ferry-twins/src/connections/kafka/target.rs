@@ -32,8 +32,6 @@ use tokio::task::AbortHandle;
 /// (20,000 records).
 const REPORTS: usize = 10_000;
 
-const DITTO_JSON: &str = "application/vnd.eclipse.ditto+json";
-
 /// Starts the feed and report tasks, if the connection has targets.
 pub fn start(
     twins: Arc<Twins>,
@@ -82,8 +80,10 @@ async fn feed(
             let key =
                 destination.key.as_ref().map(|key| key.render(&Event { topic: &envelope.topic }));
             let payload = envelope.to_bytes();
-            let headers = rdkafka::message::OwnedHeaders::new()
-                .insert(rdkafka::message::Header { key: "content-type", value: Some(DITTO_JSON) });
+            let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
+                key: "content-type",
+                value: Some(crate::protocol::DITTO_CONTENT_TYPE),
+            });
             let mut record =
                 FutureRecord::to(&destination.topic).payload(&payload).headers(headers);
             if let Some(key) = key.as_deref() {
