@@ -270,3 +270,21 @@ def test_a_declarer_that_does_not_get_the_event_acknowledges_weakly(tmp_path, br
     assert int.from_bytes(data[:2], "big") == 1008  # policy violation
     bob.close()
     idle.close()
+
+
+def test_live_messages_with_labels_still_go_to_the_device(tmp_path, broker_factory):
+    """A live message naming acknowledgement labels is a live signal, not a
+    twin command: it reaches the device as before."""
+    broker, alice = _alice_and_bob(tmp_path, broker_factory)
+    assert alice.put(f"/things/{TID}", LAMP).status_code == 201
+    device = DittoWs(broker, "alice", "a-secret")
+    device.control("START-SEND-MESSAGES")
+    sender = DittoWs(broker, "alice", "a-secret")
+    sender.send({"topic": "org.acme/lamp-1/things/live/messages/ping", "path": "/inbox/messages/ping",
+                 "value": "hi", "headers": {"correlation-id": "l-1", "response-required": False,
+                                            "content-type": "text/plain",
+                                            "requested-acks": ["app:seen"]}})
+    message = device.recv()
+    assert (message["topic"], message["value"]) == ("org.acme/lamp-1/things/live/messages/ping", "hi")
+    device.close()
+    sender.close()

@@ -22,7 +22,7 @@
 //! answers come back through the queue), at most [`CALLS_IN_FLIGHT`] at a
 //! time, Ditto's `subscriber.backpressure-queue-size`. So does a twin
 //! command that waits for subscribers' acknowledgements, which may be
-//! this session's own.
+//! this session's own (counted among those calls).
 //!
 //! **Acknowledgements.** `/ws/2?declared-acks=a,b` declares the labels the
 //! session acknowledges (`acks.rs`; a label taken by another subscriber
@@ -253,19 +253,6 @@ impl Session {
                 return self.on_ack(topic, envelope).await;
             }
         }
-        let awaits_subscribers = Requested::of_protocol_headers(&envelope.headers)
-            .is_ok_and(|requested| requested.awaits_subscribers());
-        if awaits_subscribers {
-            // Its answer may wait for this very session's acknowledgement.
-            let (twins, caller, answers) =
-                (self.twins.clone(), self.caller.clone(), self.answers.clone());
-            tokio::spawn(async move {
-                if let Some(answer) = twins.apply_envelope(&caller, &envelope).await {
-                    let _ = answers.send(answer).await;
-                }
-            });
-            return Next::Continue;
-        }
         match Route::of(&envelope) {
             Some(Route::Response) => {
                 self.twins.answer_live(envelope);
@@ -273,6 +260,25 @@ impl Session {
             }
             Some(Route::Signal(topic, kind)) => return self.send_live(topic, kind, envelope).await,
             None => {}
+        }
+        let awaits_subscribers = Requested::of_protocol_headers(&envelope.headers)
+            .is_ok_and(|requested| requested.awaits_subscribers());
+        if awaits_subscribers {
+            // Its answer may wait for this very session's acknowledgement:
+            // in a task of its own, counted with the live calls.
+            let Ok(permit) = self.calls.clone().try_acquire_owned() else {
+                let error = crate::DittoError::too_many_requests();
+                return self.send(&error_response(None, &envelope.headers, &error)).await;
+            };
+            let (twins, caller, answers) =
+                (self.twins.clone(), self.caller.clone(), self.answers.clone());
+            tokio::spawn(async move {
+                let _permit = permit;
+                if let Some(answer) = twins.apply_envelope(&caller, &envelope).await {
+                    let _ = answers.send(answer).await;
+                }
+            });
+            return Next::Continue;
         }
         match self.twins.apply_envelope(&self.caller, &envelope).await {
             Some(answer) => self.send(&answer).await,
