@@ -75,6 +75,9 @@ pub struct Receiver {
     pub base_path: String,
     /// `Basic …` from the uri's user info; never logged.
     pub authorization: Option<String>,
+    /// The `Host` header of every request: the host, and the port unless
+    /// it is the scheme's.
+    pub authority: axum::http::HeaderValue,
 }
 
 #[derive(Debug)]
@@ -237,12 +240,22 @@ impl Receiver {
         let authorization = user_info.map(|user_info| {
             format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(user_info))
         });
+        let authority = if port == if https { 443 } else { 80 } {
+            host.to_owned()
+        } else if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let authority = axum::http::HeaderValue::from_str(&authority)
+            .map_err(|_| invalid("has a host that cannot be a Host header"))?;
         Ok(Receiver {
             https,
             host: host.to_owned(),
             port,
             base_path: path.trim_end_matches('/').to_owned(),
             authorization,
+            authority,
         })
     }
 }
@@ -530,6 +543,9 @@ mod tests {
         assert_eq!((receiver.host.as_str(), receiver.port), ("example.com", 8443));
         assert_eq!(receiver.base_path, "/base");
         assert_eq!(receiver.authorization.as_deref(), Some("Basic dXNlcjpzZWNyZXQ="));
+        assert_eq!(receiver.authority, "example.com:8443");
+        assert_eq!(Receiver::parse("http://[::1]:8080").unwrap().authority, "[::1]:8080");
+        assert_eq!(Receiver::parse("https://h.example:443/").unwrap().authority, "h.example");
         assert_eq!(redact("http://user:secret@h:1/p"), "http://user:***@h:1/p");
         let error = Receiver::parse("http://user:secret@h:port").unwrap_err();
         assert!(!error.message.contains("secret"), "{}", error.message);

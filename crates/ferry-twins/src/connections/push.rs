@@ -215,14 +215,7 @@ fn request(receiver: &Receiver, push: &Push) -> Request<Body> {
         Err(_) => axum::http::Uri::from_static("/"),
     };
     let headers = request.headers_mut();
-    let authority = if receiver.port == if receiver.https { 443 } else { 80 } {
-        receiver.host.clone()
-    } else {
-        format!("{}:{}", receiver.host, receiver.port)
-    };
-    if let Ok(host) = HeaderValue::from_str(&authority) {
-        headers.insert(header::HOST, host);
-    }
+    headers.insert(header::HOST, receiver.authority.clone());
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(crate::protocol::DITTO_CONTENT_TYPE),
