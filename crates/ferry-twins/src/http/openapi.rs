@@ -158,7 +158,7 @@ pub(super) const ROUTES: &[Route] = &[
     Route {
         path: "/api/2/connections/{connectionId}",
         methods: &["get", "put", "delete"],
-        summary: "A connection (so far `http-push` with targets on twin events)",
+        summary: "A connection: `http-push`, `kafka`, `mqtt` or `mqtt-5`, with targets on twin events (and sources for kafka)",
     },
     Route {
         path: "/api/2/connections/{connectionId}/status",
