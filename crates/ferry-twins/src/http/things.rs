@@ -47,7 +47,8 @@ struct Request {
     fields: Option<FieldSelector>,
     conditions: Conditions,
     acks: Requested,
-    /// The request's `correlation-id`, or one made up for it.
+    /// The request's `correlation-id`; one made up for it when the answer
+    /// is acknowledgements, else empty when it has none.
     correlation_id: String,
 }
 
@@ -71,8 +72,13 @@ impl Request {
             .transpose()?;
         let timeout = param("timeout").or_else(|| header_text("timeout"));
         let acks = Requested::twin_modify(labels, response_required, timeout)?;
-        let correlation_id =
-            header_text("correlation-id").map(str::to_owned).unwrap_or_else(crate::id::random_uuid);
+        // Made up only for an answer of acknowledgements, which carries
+        // one: not a random draw on every read.
+        let correlation_id = match header_text("correlation-id") {
+            Some(id) => id.to_owned(),
+            None if acks.plain() => String::new(),
+            None => crate::id::random_uuid(),
+        };
         let event_acks = acks.event_acks(&correlation_id).map(Arc::new);
         Ok(Request {
             fields,

@@ -80,8 +80,13 @@ impl Twins {
             Some(Ok(requested)) => Some(requested),
             None => None,
         };
-        let correlation_id =
-            envelope.header("correlation-id").unwrap_or_else(crate::id::random_uuid);
+        // Made up only for an answer of acknowledgements, which carries
+        // one: not a random draw on every command.
+        let correlation_id = match envelope.header("correlation-id") {
+            Some(id) => id,
+            None if requested.as_ref().is_none_or(Requested::plain) => String::new(),
+            None => crate::id::random_uuid(),
+        };
         let event_acks =
             requested.as_ref().and_then(|r| r.event_acks(&correlation_id)).map(Arc::new);
         // Registered before the command runs: an acknowledgement that
