@@ -84,28 +84,71 @@ impl Leaf {
     }
 }
 
-/// What a write of a thing must change in its index: the rows it has
-/// (`old`, each with what names its row: a row id, or the entry itself
-/// where the table has none) that the new document no longer holds,
-/// and the entries of the new document that are not there yet. Rows that
-/// stay the same are left alone: writing one property then touches that
-/// property's rows and its `_metadata` row, not every index page of the
-/// thing, which is what a rewrite of all its rows cost (measured: most of
-/// a modify's time).
-pub fn changes<R>(old: Vec<(R, Entry)>, new: Vec<Entry>) -> (Vec<R>, Vec<Entry>) {
+/// What a write of a thing must change in its index, given the rows it
+/// has (`old`, each with what names its row: a row id, or the entry itself
+/// where the table has none) and the entries of the new document. Rows
+/// that stay the same are left alone: writing one property then touches
+/// that property's rows and its `_metadata` row, not every index page of
+/// the thing, which is what a rewrite of all its rows cost (measured: most
+/// of a modify's time).
+#[derive(Debug)]
+pub struct Changes<R> {
+    /// Rows whose path the new document no longer holds (as often).
+    pub removed: Vec<R>,
+    /// Entries at paths that have no row to spare.
+    pub added: Vec<Entry>,
+    /// Rows kept at their path with a new value: updated where they lie,
+    /// which leaves alone every index keyed by the thing or the path and
+    /// changes only the value's (a delete and an insert would touch all of
+    /// them).
+    pub rewritten: Vec<(R, Entry)>,
+}
+
+impl<R> Changes<R> {
+    /// The changes as rows to delete and entries to insert, for a store
+    /// whose updates cost what a delete and an insert do.
+    pub fn into_removed_and_added(self) -> (Vec<R>, Vec<Entry>) {
+        let (mut removed, mut added) = (self.removed, self.added);
+        for (row, entry) in self.rewritten {
+            removed.push(row);
+            added.push(entry);
+        }
+        (removed, added)
+    }
+}
+
+pub fn changes<R>(old: Vec<(R, Entry)>, new: Vec<Entry>) -> Changes<R> {
     use std::collections::HashMap;
     let mut existing: HashMap<Entry, Vec<R>> = HashMap::with_capacity(old.len());
     for (row, entry) in old {
         existing.entry(entry).or_default().push(row);
     }
-    let mut added = Vec::new();
+    let mut fresh = Vec::new();
     for entry in new {
         if existing.get_mut(&entry).and_then(Vec::pop).is_none() {
-            added.push(entry);
+            fresh.push(entry);
         }
     }
-    let removed = existing.into_values().flatten().collect();
-    (removed, added)
+    // What is left of the old rows, by path: each new entry takes one at
+    // its path if there is one.
+    let mut spare: HashMap<(String, Option<String>), Vec<R>> = HashMap::new();
+    for (entry, rows) in existing {
+        if !rows.is_empty() {
+            spare.entry((entry.path, entry.wildcard_path)).or_default().extend(rows);
+        }
+    }
+    let mut changes = Changes { removed: Vec::new(), added: Vec::new(), rewritten: Vec::new() };
+    for entry in fresh {
+        let key = (entry.path, entry.wildcard_path);
+        let row = spare.get_mut(&key).and_then(Vec::pop);
+        let entry = Entry { path: key.0, wildcard_path: key.1, value: entry.value };
+        match row {
+            Some(row) => changes.rewritten.push((row, entry)),
+            None => changes.added.push(entry),
+        }
+    }
+    changes.removed = spare.into_values().flatten().collect();
+    changes
 }
 
 /// Entries are equal when their rows would be: a number by its bits (so
@@ -220,19 +263,44 @@ mod tests {
 
     #[test]
     fn a_change_touches_only_the_rows_that_differ() {
-        let before = json!({"attributes": {"a": 1, "b": "x", "tags": ["t", "t"]}});
-        let after = json!({"attributes": {"a": 2, "b": "x", "tags": ["t"]}});
+        let before = json!({"attributes": {"a": 1, "b": "x", "c": true, "tags": ["t", "t"]}});
+        let after = json!({"attributes": {"a": 2, "b": "x", "tags": ["t"], "d": "new"}});
         let old: Vec<(i64, Entry)> =
             entries(&before).into_iter().zip(10..).map(|(e, r)| (r, e)).collect();
-        let (mut removed, added) = changes(old, entries(&after));
-        removed.sort_unstable();
-        // a's row (10) and one of the two "t" rows (12 or 13) go; a = 2 comes.
-        assert_eq!(removed.len(), 2);
-        assert!(removed.contains(&10) && (removed.contains(&12) || removed.contains(&13)));
-        assert_eq!(added.len(), 1);
-        assert_eq!((added[0].path.as_str(), &added[0].value), ("attributes/a", &Leaf::Number(2.0)));
+        let mut changes = changes(old, entries(&after));
+        changes.removed.sort_unstable();
+        // a keeps its row (10) with its new value; c's row (12) and one of
+        // the two "t" rows (13 or 14) go; d comes.
+        assert_eq!(changes.rewritten.len(), 1);
+        let (row, entry) = &changes.rewritten[0];
+        assert_eq!(
+            (*row, entry.path.as_str(), &entry.value),
+            (10, "attributes/a", &Leaf::Number(2.0))
+        );
+        assert_eq!(changes.removed.len(), 2);
+        assert!(changes.removed[0] == 12 && [13, 14].contains(&changes.removed[1]));
+        assert_eq!(changes.added.len(), 1);
+        assert_eq!(
+            (changes.added[0].path.as_str(), &changes.added[0].value),
+            ("attributes/d", &Leaf::String("new".into()))
+        );
         let unchanged = entries(&after).into_iter().zip(1..).map(|(e, r)| (r, e)).collect();
-        assert_eq!(changes(unchanged, entries(&after)), (vec![], vec![]));
+        let none = super::changes(unchanged, entries(&after));
+        assert!(none.removed.is_empty() && none.added.is_empty() && none.rewritten.is_empty());
+    }
+
+    #[test]
+    fn a_rewritten_row_counts_as_a_removal_and_an_addition_where_rows_have_no_ids() {
+        let before = json!({"features": {"f": {"properties": {"v": 1}}}});
+        let after = json!({"features": {"f": {"properties": {"v": "one"}}}});
+        let old: Vec<(Entry, Entry)> =
+            entries(&before).into_iter().map(|e| (e.clone(), e)).collect();
+        let (removed, added) = changes(old, entries(&after)).into_removed_and_added();
+        assert_eq!(removed.len(), 1);
+        assert_eq!(removed[0].value, Leaf::Number(1.0));
+        assert_eq!(added.len(), 1);
+        assert_eq!(added[0].wildcard_path.as_deref(), Some("features/*/properties/v"));
+        assert_eq!(added[0].value, Leaf::String("one".into()));
     }
 
     #[test]

@@ -377,7 +377,8 @@ async fn apply(
                         .await
                         .map_err(backend)?;
                     let old = index_rows(client, seq).await?;
-                    let (removed, added) = index::changes(old, index::entries(&record.doc));
+                    let (removed, added) =
+                        index::changes(old, index::entries(&record.doc)).into_removed_and_added();
                     delete_index_rows(client, seq, &removed).await?;
                     return insert_index(client, seq, &added).await;
                 }
