@@ -141,6 +141,21 @@ pub(super) const ROUTES: &[Route] = &[
         summary: "One resource (`thing:/…`, `policy:/…`, `message:/…`)",
     },
     Route {
+        path: "/api/2/policies/{policyId}/imports",
+        methods: &["get", "put", "delete"],
+        summary: "The policies whose entries this one imports",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}/imports/{importedPolicyId}",
+        methods: &["get", "put", "delete"],
+        summary: "One import: `{}` brings in the imported policy's `implicit` entries, `{\"entries\": [labels]}` its listed `explicit` ones too",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}/imports/{importedPolicyId}/entries",
+        methods: &["get", "put"],
+        summary: "The labels of the `explicit` entries an import brings in",
+    },
+    Route {
         path: "/api/2/search/things",
         methods: &["get", "post"],
         summary: "Things matching an RQL filter, paged (POST: the same parameters as a form)",

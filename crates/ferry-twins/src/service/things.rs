@@ -342,7 +342,7 @@ impl Twins {
                 Ok(committed) => {
                     planned.event.journal = committed.events.first().copied();
                     if let Some((policy_id, cached)) = planned.policy {
-                        self.policies.insert(policy_id, cached);
+                        self.policies.insert(policy_id, Some(cached));
                     }
                     let etag = match &planned.thing {
                         Some(thing) => {
@@ -417,7 +417,7 @@ impl Twins {
             let policy = self
                 .new_policy(caller, &thing_id, &policy_id, without_policy_id(copied), now)
                 .await?;
-            let enforcer = self.enforcers.of(&policy);
+            let enforcer = policy.enforcer.clone();
             new_policy = Some(policy);
             enforcer
         } else if let Some(inline) = body.inline_policy().cloned() {
@@ -435,7 +435,7 @@ impl Twins {
                     now,
                 )
                 .await?;
-            let enforcer = self.enforcers.of(&policy);
+            let enforcer = policy.enforcer.clone();
             new_policy = Some(policy);
             enforcer
         } else if let Some(policy_id) = body.policy_id() {
@@ -462,7 +462,8 @@ impl Twins {
                 .into());
             }
             stamp_new(&mut policy, now);
-            let enforcer = self.enforcers.of(&policy);
+            let policy = self.resolve(Arc::new(policy)).await?;
+            let enforcer = policy.enforcer.clone();
             new_policy = Some(policy);
             enforcer
         };
@@ -471,17 +472,16 @@ impl Twins {
             return Err(DittoError::thing_not_modifiable(&thing_id).into());
         }
         let mut cached_policy = None;
-        if let Some(policy) = new_policy {
-            let policy_id = PolicyId::parse(policy.policy_id())?;
+        if let Some(cached) = new_policy {
+            let policy_id = PolicyId::parse(cached.policy.policy_id())?;
             if body.policy_id().is_none() {
                 body.set_policy_id(&policy_id);
             }
             writes.push(Write::Policy {
-                record: policy_record(&policy, now),
+                record: policy_record(&cached.policy, now),
                 expect: Expect::Absent,
             });
-            cached_policy =
-                Some((policy.policy_id().to_owned(), Arc::new(CachedPolicy { policy, enforcer })));
+            cached_policy = Some((policy_id.to_string(), cached));
         }
         let thing = Thing::create(body, &now, &self.config.thing_limits)?;
         writes.push(Write::Thing { record: thing_record(&thing), expect: Expect::Absent });
@@ -504,9 +504,10 @@ impl Twins {
     }
 
     /// A policy a creation makes (inline or copied): valid as a policy PUT
-    /// would be (else `things:policy.invalid`), not existing yet, and
-    /// letting its creator WRITE `policy:/`, as the policies service
-    /// requires of a `CreatePolicy`.
+    /// would be (else `things:policy.invalid`), not existing yet, its
+    /// imports readable by the creator, and letting its creator WRITE
+    /// `policy:/` (imports resolved), as the policies service requires of
+    /// a `CreatePolicy`.
     async fn new_policy(
         &self,
         caller: &Caller,
@@ -514,7 +515,7 @@ impl Twins {
         policy_id: &str,
         body: Value,
         now: Timestamp,
-    ) -> Result<Policy, DittoError> {
+    ) -> Result<Arc<CachedPolicy>, DittoError> {
         let mut policy = Policy::create(policy_id, &body, &self.config.policy_limits, now)
             .map_err(|error| {
                 if error.error == "policies:policy.modificationinvalid" {
@@ -528,18 +529,19 @@ impl Twins {
         if self.policy(policy_id).await?.is_some() {
             return Err(DittoError::thing_not_creatable_policy_existing(thing_id, policy_id));
         }
-        let enforcer = Enforcer::compile(&policy);
-        if !enforcer.caller(&caller.subjects, now).has_permission(
+        let refused = |cause: DittoError| {
+            DittoError::thing_not_creatable_policy_refused(thing_id, policy_id, &cause)
+        };
+        self.check_imports_readable(caller, policy.imports()).await.map_err(refused)?;
+        stamp_new(&mut policy, now);
+        let policy = self.resolve(Arc::new(policy)).await?;
+        if !policy.enforcer.caller(&caller.subjects, now).has_permission(
             "policy",
             &JsonPointer::root(),
             Permission::Write,
         ) {
-            let cause = DittoError::policy_not_creatable(policy_id);
-            return Err(DittoError::thing_not_creatable_policy_refused(
-                thing_id, policy_id, &cause,
-            ));
+            return Err(refused(DittoError::policy_not_creatable(policy_id)));
         }
-        stamp_new(&mut policy, now);
         Ok(policy)
     }
 
