@@ -273,6 +273,23 @@ fn operation(route: &Route, method: &str) -> Value {
                 "update (default), skip (412 when nothing would change) or skip-minimizing-merge",
             ));
         }
+        if method == "get" {
+            parameters.push(header(
+                "get-metadata",
+                "Metadata paths relative to the resource (`*` for all, `*/key` at every leaf), answered in the response header `ditto-metadata`",
+            ));
+        } else {
+            if method != "delete" {
+                parameters.push(header(
+                    "put-metadata",
+                    "A JSON array of {\"key\", \"value\"}: metadata set relative to the resource (`*/key` at every leaf written)",
+                ));
+            }
+            parameters.push(header(
+                "delete-metadata",
+                "Metadata paths relative to the resource to remove (`*` for all)",
+            ));
+        }
         parameters.push(header("response-required", "false: answer 202 without a body"));
         if method != "get" {
             parameters.push(header(
