@@ -62,6 +62,10 @@ def test_put_metadata_sets_keys_and_wildcards_beside_ferrys_modified(tmp_path, b
         assert isinstance(color[leaf]["_modified"], str)
     assert meta["thingId"]["changeLog"] == {"by": "ditto"}
     assert meta["attributes"]["serial"]["changeLog"] == {"by": "ditto"}
+    # What is put is searchable, as Ditto indexes _metadata.
+    found = alice.get("/search/things", params={
+        "filter": 'eq(_metadata/features/lamp/properties/color/description,"RGB")'})
+    assert [t["thingId"] for t in found.json()["items"]] == [THING], found.text
 
     # Keys are relative to the resource written; a specific key wins over
     # a wildcard; a later write keeps what was put and re-stamps.
