@@ -16,6 +16,7 @@ pytestmark = pytest.mark.ferry_only
 SAMPLES = {
     "thingId": "org.eclipse.ditto:probe",
     "policyId": "org.eclipse.ditto:probe",
+    "importedPolicyId": "org.eclipse.ditto:imported",
     "attributePath": "location",
     "featureId": "lamp",
     "propertyPath": "on",

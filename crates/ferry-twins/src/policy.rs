@@ -30,15 +30,19 @@
 //! readable ([`Caller::has_permission_on_any_level_below`]) is what tells
 //! a 404 from a partial view ([`Caller::view`]). WRITE does not imply READ.
 //!
-//! What is kept but not evaluated: `imports` (parsed, their keys checked
-//! as policy ids, stored and returned; imported entries are not merged
-//! into decisions), and Ditto 3.9's entry fields `namespaces`,
-//! `allowedAdditions` and `references` (stored and returned as written).
-//! Subject `announcement`s are stored; none are sent.
+//! `imports` name other policies whose entries take effect in this one
+//! (`imports.rs`); the service compiles them into the enforcer with the
+//! policy's own entries.
+//!
+//! What is kept but not evaluated: an import's `transitiveImports`, and
+//! Ditto 3.9's entry fields `namespaces`, `allowedAdditions` and
+//! `references` (stored and returned as written). Subject `announcement`s
+//! are stored; none are sent.
 
 mod enforcer;
 mod entry;
 mod errors;
+mod imports;
 mod label;
 mod resource;
 mod subject;
@@ -46,6 +50,7 @@ mod timestamp;
 
 pub use enforcer::{Caller, Enforcer};
 pub use entry::{Importable, PolicyEntry};
+pub use imports::{PolicyImport, PolicyImports, IMPORTS_MAX};
 pub use label::Label;
 pub use resource::{Permission, Permissions, Resource, ResourceKey, Resources};
 pub use subject::{Subject, SubjectId, Subjects};
@@ -53,6 +58,7 @@ pub(crate) use timestamp::civil_from_days;
 pub use timestamp::Timestamp;
 
 use crate::error::DittoError;
+use crate::id::PolicyId;
 use errors::wrong_type;
 use serde_json::{Map, Value};
 
@@ -106,8 +112,9 @@ pub struct Policy {
     /// `namespace:name`, checked as a thing id is. A `String` until the
     /// shared `PolicyId` type of `id.rs` takes its place.
     policy_id: String,
-    /// `imports` as given, keys checked as policy ids; not evaluated.
-    imports: Option<Map<String, Value>>,
+    /// `None` when the policy was never given any, so that it prints
+    /// back without the field.
+    imports: Option<PolicyImports>,
     entries: Vec<PolicyEntry>,
     pub housekeeping: Housekeeping,
 }
@@ -181,23 +188,7 @@ impl Policy {
             Some(Value::String(_)) => return Err(DittoError::policy_id_not_settable()),
             Some(other) => return Err(wrong_type(other, "/policyId", "String")),
         }
-        policy.imports = match object.get("imports") {
-            None => None,
-            Some(Value::Object(imports)) => {
-                for (id, import) in imports {
-                    if !is_namespaced_id(id) {
-                        return Err(DittoError::policy_id_invalid(id));
-                    }
-                    if !import.is_object() {
-                        return Err(DittoError::json_parse(format!(
-                            "<{import}> is not a JSON object!"
-                        )));
-                    }
-                }
-                Some(imports.clone())
-            }
-            Some(other) => return Err(wrong_type(other, "/imports", "JsonObject")),
-        };
+        policy.imports = object.get("imports").map(PolicyImports::from_json).transpose()?;
         if let Some(entries) = object.get("entries") {
             policy.entries = entries_from_json(entries)?;
         }
@@ -210,6 +201,24 @@ impl Policy {
 
     pub fn entries(&self) -> impl Iterator<Item = &PolicyEntry> {
         self.entries.iter()
+    }
+
+    /// The policies this one imports entries of, with what each brings in.
+    pub fn imports(&self) -> impl Iterator<Item = (&PolicyId, &PolicyImport)> {
+        self.imports.iter().flat_map(PolicyImports::iter)
+    }
+
+    /// `GET …/imports`: `{}` for a policy without any, as Ditto answers.
+    pub fn imports_json(&self) -> Value {
+        self.imports.as_ref().map_or_else(|| Value::Object(Map::new()), PolicyImports::to_json)
+    }
+
+    /// `GET …/imports/{importedPolicyId}`; also the base of `…/entries`.
+    pub fn import(&self, id: &PolicyId) -> Result<&PolicyImport, DittoError> {
+        self.imports
+            .as_ref()
+            .and_then(|imports| imports.get(id))
+            .ok_or_else(|| DittoError::policy_import_not_found(&self.policy_id, id.as_str()))
     }
 
     /// The regular fields in Ditto's order: `policyId`, `imports`,
@@ -240,7 +249,7 @@ impl Policy {
         }
         object.insert("policyId".into(), Value::String(self.policy_id.clone()));
         if let Some(imports) = &self.imports {
-            object.insert("imports".into(), Value::Object(imports.clone()));
+            object.insert("imports".into(), imports.to_json());
         }
         object.insert("entries".into(), self.entries_json());
         object
@@ -333,17 +342,28 @@ impl Policy {
     }
 
     /// Puts `candidate` in place of `self` if it passes Ditto's checks in
-    /// Ditto's order: size, then subjects written with an expiry already
-    /// past (after rounding), then the lock-out rule, whose failure
-    /// `invalid` turns into the error of the command's level.
+    /// Ditto's order: the imports' (no import of itself, at most
+    /// [`IMPORTS_MAX`]: Ditto's model refuses them while parsing), size,
+    /// then subjects written with an expiry already past (after rounding),
+    /// then the lock-out rule, whose failure `invalid` turns into the error
+    /// of the command's level.
     fn commit(
         &mut self,
         mut candidate: Policy,
         written: Writes<'_>,
         limits: &PolicyLimits,
         now: Timestamp,
-        invalid: impl FnOnce(&Policy, Option<String>) -> DittoError,
+        lockout: Lockout<'_>,
     ) -> Result<(), DittoError> {
+        if let Some(imports) = &candidate.imports {
+            imports.check(&candidate.policy_id)?;
+            if imports.len() > IMPORTS_MAX {
+                return Err(DittoError::policy_imports_too_large(
+                    &candidate.policy_id,
+                    IMPORTS_MAX,
+                ));
+            }
+        }
         let size = serde_json::to_string(&candidate.to_json())
             .map_err(DittoError::json_invalid)?
             .encode_utf16()
@@ -365,8 +385,8 @@ impl Policy {
                 }
             }
         }
-        if let Some(reason) = candidate.lockout_reason() {
-            return Err(invalid(self, Some(reason)));
+        if let Some(reason) = lockout.applies().then(|| candidate.lockout_reason()).flatten() {
+            return Err(lockout.error(&self.policy_id, reason));
         }
         candidate.housekeeping = self.housekeeping;
         *self = candidate;
@@ -383,9 +403,7 @@ impl Policy {
     ) -> Result<Self, DittoError> {
         let candidate = Policy::from_json(policy_id, body)?;
         let mut policy = Policy::new(policy_id)?;
-        policy.commit(candidate, Writes::Everything, limits, now, |p, reason| {
-            DittoError::policy_modification_invalid(&p.policy_id, reason)
-        })?;
+        policy.commit(candidate, Writes::Everything, limits, now, Lockout::Whole)?;
         Ok(policy)
     }
 
@@ -397,9 +415,7 @@ impl Policy {
         now: Timestamp,
     ) -> Result<Written, DittoError> {
         let candidate = Policy::from_json(&self.policy_id, body)?;
-        self.commit(candidate, Writes::Everything, limits, now, |p, reason| {
-            DittoError::policy_modification_invalid(&p.policy_id, reason)
-        })?;
+        self.commit(candidate, Writes::Everything, limits, now, Lockout::Whole)?;
         Ok(Written::Modified)
     }
 
@@ -412,9 +428,7 @@ impl Policy {
     ) -> Result<Written, DittoError> {
         let mut candidate = self.clone();
         candidate.entries = entries_from_json(body)?;
-        self.commit(candidate, Writes::Everything, limits, now, |p, reason| {
-            DittoError::policy_modification_invalid(&p.policy_id, reason)
-        })?;
+        self.commit(candidate, Writes::Everything, limits, now, Lockout::Whole)?;
         Ok(Written::Modified)
     }
 
@@ -438,7 +452,7 @@ impl Policy {
                 Written::Created
             }
         };
-        self.commit(candidate, Writes::Entry(label), limits, now, entry_invalid(label))?;
+        self.commit(candidate, Writes::Entry(label), limits, now, Lockout::Entry(label))?;
         Ok(written)
     }
 
@@ -452,7 +466,7 @@ impl Policy {
         self.entry(label)?;
         let mut candidate = self.clone();
         candidate.entries.retain(|e| &e.label != label);
-        self.commit(candidate, Writes::Nothing, limits, now, entry_invalid(label))
+        self.commit(candidate, Writes::Nothing, limits, now, Lockout::Entry(label))
     }
 
     /// `PUT …/entries/{label}/subjects`: the entry's subjects replaced
@@ -468,7 +482,7 @@ impl Policy {
         let subjects = Subjects::from_json(body)?;
         let mut candidate = self.clone();
         candidate.entry_mut(label)?.subjects = subjects;
-        self.commit(candidate, Writes::Entry(label), limits, now, entry_invalid(label))?;
+        self.commit(candidate, Writes::Entry(label), limits, now, Lockout::Entry(label))?;
         Ok(Written::Modified)
     }
 
@@ -485,7 +499,7 @@ impl Policy {
         let subject = Subject::from_json(id.clone(), body)?;
         let mut candidate = self.clone();
         let created = candidate.entry_mut(label)?.subjects.set(subject);
-        self.commit(candidate, Writes::Subject(label, id), limits, now, entry_invalid(label))?;
+        self.commit(candidate, Writes::Subject(label, id), limits, now, Lockout::Entry(label))?;
         Ok(if created { Written::Created } else { Written::Modified })
     }
 
@@ -500,7 +514,7 @@ impl Policy {
         self.subject(label, id)?;
         let mut candidate = self.clone();
         candidate.entry_mut(label)?.subjects.remove(id);
-        self.commit(candidate, Writes::Nothing, limits, now, entry_invalid(label))
+        self.commit(candidate, Writes::Nothing, limits, now, Lockout::Entry(label))
     }
 
     /// `PUT …/entries/{label}/resources`: the entry's resources replaced
@@ -516,7 +530,7 @@ impl Policy {
         let resources = Resources::from_json(body)?;
         let mut candidate = self.clone();
         candidate.entry_mut(label)?.resources = resources;
-        self.commit(candidate, Writes::Nothing, limits, now, entry_invalid(label))?;
+        self.commit(candidate, Writes::Nothing, limits, now, Lockout::Entry(label))?;
         Ok(Written::Modified)
     }
 
@@ -533,7 +547,7 @@ impl Policy {
         let resource = Resource::from_json(key.clone(), body)?;
         let mut candidate = self.clone();
         let created = candidate.entry_mut(label)?.resources.set(resource);
-        self.commit(candidate, Writes::Nothing, limits, now, entry_invalid(label))?;
+        self.commit(candidate, Writes::Nothing, limits, now, Lockout::Entry(label))?;
         Ok(if created { Written::Created } else { Written::Modified })
     }
 
@@ -548,7 +562,88 @@ impl Policy {
         self.resource(label, key)?;
         let mut candidate = self.clone();
         candidate.entry_mut(label)?.resources.remove(key);
-        self.commit(candidate, Writes::Nothing, limits, now, entry_invalid(label))
+        self.commit(candidate, Writes::Nothing, limits, now, Lockout::Entry(label))
+    }
+    /// `PUT …/imports`: all imports replaced (204).
+    pub fn modify_imports(
+        &mut self,
+        body: &Value,
+        limits: &PolicyLimits,
+        now: Timestamp,
+    ) -> Result<Written, DittoError> {
+        let imports = PolicyImports::from_json(body)?;
+        imports.check(&self.policy_id)?;
+        if imports.len() > IMPORTS_MAX {
+            return Err(DittoError::policy_imports_too_many(imports.len(), IMPORTS_MAX));
+        }
+        let mut candidate = self.clone();
+        candidate.imports = Some(imports);
+        self.commit(candidate, Writes::Nothing, limits, now, Lockout::Unchecked)?;
+        Ok(Written::Modified)
+    }
+
+    /// `PUT …/imports/{importedPolicyId}`: 201 for a new import, 204
+    /// otherwise.
+    pub fn modify_import(
+        &mut self,
+        id: &PolicyId,
+        body: &Value,
+        limits: &PolicyLimits,
+        now: Timestamp,
+    ) -> Result<Written, DittoError> {
+        let import = PolicyImport::from_json(id, body)?;
+        imports::check_import(&self.policy_id, id, &import)?;
+        let mut candidate = self.clone();
+        let added =
+            candidate.imports.get_or_insert_with(PolicyImports::default).set(id.clone(), import);
+        if candidate.imports.as_ref().is_some_and(|imports| imports.len() > IMPORTS_MAX) {
+            return Err(DittoError::policy_imports_too_large(id.as_str(), IMPORTS_MAX));
+        }
+        self.commit(candidate, Writes::Nothing, limits, now, Lockout::Unchecked)?;
+        Ok(if added { Written::Created } else { Written::Modified })
+    }
+
+    /// `PUT …/imports/{importedPolicyId}/entries`: the labels the import
+    /// asks for replaced (204; the import must exist).
+    pub fn modify_import_entries(
+        &mut self,
+        id: &PolicyId,
+        body: &Value,
+        limits: &PolicyLimits,
+        now: Timestamp,
+    ) -> Result<Written, DittoError> {
+        let import = self.import(id)?.with_entries(body)?;
+        let mut candidate = self.clone();
+        candidate.imports.get_or_insert_with(PolicyImports::default).set(id.clone(), import);
+        self.commit(candidate, Writes::Nothing, limits, now, Lockout::Unchecked)?;
+        Ok(Written::Modified)
+    }
+
+    /// `DELETE …/imports` (204): no imports left, `{}` printed.
+    pub fn delete_imports(
+        &mut self,
+        limits: &PolicyLimits,
+        now: Timestamp,
+    ) -> Result<(), DittoError> {
+        let mut candidate = self.clone();
+        candidate.imports = Some(PolicyImports::default());
+        self.commit(candidate, Writes::Nothing, limits, now, Lockout::Unchecked)
+    }
+
+    /// `DELETE …/imports/{importedPolicyId}` (204; the import must exist).
+    /// The lock-out rule applies again once the last import is gone.
+    pub fn delete_import(
+        &mut self,
+        id: &PolicyId,
+        limits: &PolicyLimits,
+        now: Timestamp,
+    ) -> Result<(), DittoError> {
+        self.import(id)?;
+        let mut candidate = self.clone();
+        if let Some(imports) = candidate.imports.as_mut() {
+            imports.remove(id);
+        }
+        self.commit(candidate, Writes::Nothing, limits, now, Lockout::Unchecked)
     }
 }
 
@@ -572,10 +667,34 @@ impl Writes<'_> {
     }
 }
 
-/// The lock-out error of writes below one entry.
-fn entry_invalid(label: &Label) -> impl FnOnce(&Policy, Option<String>) -> DittoError + '_ {
-    move |policy, reason| {
-        DittoError::policy_entry_modification_invalid(&policy.policy_id, label.as_str(), reason)
+/// Whether a command is held to the lock-out rule, and the error of its
+/// level when it breaks it. Ditto runs its `PoliciesValidator` for
+/// changes of the policy, its entries, subjects and resources, not for
+/// changes of its imports: a policy that imports others is not checked
+/// anyway, and Ditto lets removing the last import leave one that fails.
+#[derive(Clone, Copy)]
+enum Lockout<'a> {
+    Whole,
+    Entry(&'a Label),
+    Unchecked,
+}
+
+impl Lockout<'_> {
+    fn applies(self) -> bool {
+        !matches!(self, Lockout::Unchecked)
+    }
+
+    fn error(self, policy_id: &str, reason: String) -> DittoError {
+        match self {
+            Lockout::Entry(label) => DittoError::policy_entry_modification_invalid(
+                policy_id,
+                label.as_str(),
+                Some(reason),
+            ),
+            Lockout::Whole | Lockout::Unchecked => {
+                DittoError::policy_modification_invalid(policy_id, Some(reason))
+            }
+        }
     }
 }
 

@@ -12,12 +12,14 @@
 //! same PostgreSQL database.
 //!
 //! **Caches.** Policies are cached with their compiled enforcer
-//! (`Enforcer::compile` once per policy revision, shared by every thing
-//! that uses the policy and every request that reads it).
+//! (`Enforcer::compile` once per policy revision and revision of what it
+//! imports, shared by every thing that uses the policy and every request
+//! that reads it; `imports.rs`).
 
 mod enforcers;
 mod events;
 mod if_equal;
+mod imports;
 mod journal;
 mod policies;
 pub mod search;
@@ -28,6 +30,7 @@ pub(crate) use things::with_always_shown;
 
 pub use events::{next_event, ThingAction, ThingEvent, EVENT_BUFFER};
 pub use if_equal::IfEqual;
+pub use imports::CachedPolicy;
 pub use policies::PolicyResource;
 pub(crate) use things::{not_accessible, not_modifiable};
 pub use things::{
@@ -36,8 +39,8 @@ pub use things::{
 };
 
 use crate::error::DittoError;
-use crate::policy::{Enforcer, Policy, PolicyLimits, Timestamp};
-use crate::store::{PolicyRecord, Store, StoreError};
+use crate::policy::PolicyLimits;
+use crate::store::{Store, StoreError};
 use quick_cache::sync::Cache;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
@@ -82,21 +85,6 @@ impl Caller {
     }
 }
 
-/// A policy as the service holds it: the model, its compiled enforcer,
-/// and the store's housekeeping.
-pub struct CachedPolicy {
-    pub policy: Policy,
-    pub enforcer: Arc<Enforcer>,
-}
-
-fn policy_of(record: &PolicyRecord) -> Result<Policy, DittoError> {
-    let mut policy = Policy::from_json(&record.id, &record.doc)?;
-    policy.housekeeping.revision = record.revision;
-    policy.housekeeping.created = Timestamp::parse(&record.created);
-    policy.housekeeping.modified = Timestamp::parse(&record.modified);
-    Ok(policy)
-}
-
 /// Write locks: one of `STRIPES` mutexes per entity id, by hash. Two ids
 /// sharing a stripe only wait for each other's writes, which are short.
 const STRIPES: usize = 1024;
@@ -104,7 +92,9 @@ const STRIPES: usize = 1024;
 pub struct Twins {
     store: Store,
     config: TwinsConfig,
-    policies: Cache<String, Arc<CachedPolicy>>,
+    /// `None`: known not to exist (`imports.rs` remembers that of the
+    /// policies it imports; a creation overwrites it).
+    policies: Cache<String, Option<Arc<CachedPolicy>>>,
     enforcers: enforcers::Enforcers,
     things: Cache<String, Arc<crate::thing::Thing>>,
     stripes: Vec<Mutex<()>>,
@@ -185,29 +175,6 @@ impl Twins {
     async fn write_lock(&self, kind: &str, id: &str) -> MutexGuard<'_, ()> {
         let stripe = self.hasher.hash_one((kind, id)) as usize % STRIPES;
         self.stripes[stripe].lock().await
-    }
-
-    /// `policy` with its enforcer, shared with the policies of equal
-    /// entries (`enforcers.rs`).
-    fn compiled(&self, policy: Policy) -> Arc<CachedPolicy> {
-        let enforcer = self.enforcers.of(&policy);
-        Arc::new(CachedPolicy { policy, enforcer })
-    }
-
-    /// The policy `id`, from the cache or the store.
-    pub async fn policy(&self, id: &str) -> Result<Option<Arc<CachedPolicy>>, DittoError> {
-        if let Some(cached) = self.policies.get(id) {
-            return Ok(Some(cached));
-        }
-        let read = self.store.policy(id).await;
-        let Some(record) =
-            read.map_err(|error| store_failure(error, DittoError::policy_unavailable(id)))?
-        else {
-            return Ok(None);
-        };
-        let cached = self.compiled(policy_of(&record)?);
-        self.policies.insert(id.to_owned(), cached.clone());
-        Ok(Some(cached))
     }
 }
 

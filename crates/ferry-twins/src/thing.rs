@@ -35,12 +35,15 @@ mod body;
 mod errors;
 pub mod etag;
 pub mod metadata;
+pub mod metadata_headers;
+mod metadata_wildcards;
 mod resource;
 mod shape;
 mod size;
 
 pub use body::ThingBody;
 pub use etag::EntityTag;
+pub use metadata_headers::{MetadataEntry, MetadataHeaders};
 pub use resource::{ThingResource, UNKNOWN_RESOURCE_BODY};
 pub use size::ThingLimits;
 
@@ -48,6 +51,7 @@ use crate::error::DittoError;
 use crate::fields::{FieldSelector, FieldSource};
 use crate::id::{PolicyId, ThingId};
 use crate::merge::merge_patch;
+use crate::pointer::JsonPointer;
 use crate::policy::Timestamp;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -430,6 +434,125 @@ impl Thing {
         self.metadata.update(|meta| metadata::record_write(meta, pointer.levels(), None, now));
         self.count_change(now);
         Ok(Deleted::Resource)
+    }
+
+    /// `put-metadata` after a write at `resource` that wrote `written`
+    /// there: each entry's value set at its key below the resource, a
+    /// wildcard key at every place of `written` it stands for
+    /// (`metadata_wildcards.rs`), in the entries' order. The thing with
+    /// what clients put in its metadata must stay within the size limit,
+    /// as Ditto checks it. A refused entry changes nothing.
+    pub fn put_metadata(
+        &mut self,
+        resource: &ThingResource,
+        entries: &[MetadataEntry],
+        written: &Value,
+        limits: &ThingLimits,
+    ) -> Result<(), DittoError> {
+        let base = resource.pointer();
+        let mut sets = Vec::new();
+        for entry in entries {
+            let mut paths = Vec::new();
+            let header = metadata_headers::PUT_METADATA;
+            metadata_wildcards::expand(&base, &entry.key, written, header, &mut paths)?;
+            if sets.len() + paths.len() > metadata_wildcards::METADATA_PATHS_MAX {
+                let max = metadata_wildcards::METADATA_PATHS_MAX;
+                return Err(DittoError::metadata_too_many_paths(header, max));
+            }
+            sets.extend(paths.into_iter().map(|path| (base.join(&path), &entry.value)));
+        }
+        let mut meta = self.metadata.to_map();
+        for (path, value) in sets {
+            metadata::put(&mut meta, path.levels(), value)?;
+        }
+        let mut measured = self.document.clone();
+        if let Some(clients) = metadata::client_metadata(&meta) {
+            measured.insert("_metadata".into(), clients);
+        }
+        limits.check(&measured)?;
+        self.metadata = metadata::Metadata::from_map(&meta);
+        Ok(())
+    }
+
+    /// `delete-metadata` with a write at `resource`: what clients put at
+    /// each path below it removed; `*` alone removes all of it.
+    pub fn delete_metadata(
+        &mut self,
+        resource: &ThingResource,
+        paths: &[JsonPointer],
+    ) -> Result<(), DittoError> {
+        let base = resource.pointer();
+        let targets = self.metadata_paths(resource, paths, metadata_headers::DELETE_METADATA)?;
+        self.metadata.update(|meta| match targets {
+            None => metadata::delete(meta, base.levels()),
+            Some(targets) => {
+                for target in targets {
+                    metadata::delete(meta, base.join(&target).levels());
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// `get-metadata` on a read of `resource`: the metadata at each path
+    /// below it, at that path of the answer (`ditto-metadata`); `*` alone
+    /// answers all of it.
+    pub fn metadata_of(
+        &self,
+        resource: &ThingResource,
+        paths: &[JsonPointer],
+    ) -> Result<Value, DittoError> {
+        let base = resource.pointer();
+        let meta = self.metadata.to_map();
+        let targets = self.metadata_paths(resource, paths, metadata_headers::GET_METADATA)?;
+        let Some(targets) = targets else {
+            let all = metadata::get(&meta, base.levels()).cloned();
+            return Ok(all.unwrap_or_else(|| Value::Object(Map::new())));
+        };
+        let mut found = Map::new();
+        for target in targets {
+            if let Some(value) = metadata::get(&meta, base.join(&target).levels()) {
+                if let Some((last, parents)) = target.levels().split_last() {
+                    with_object_at(&mut found, parents, |parent| {
+                        parent.insert(last.clone(), value.clone())
+                    });
+                }
+            }
+        }
+        Ok(Value::Object(found))
+    }
+
+    /// The paths below `resource` that `paths` stand for in the value
+    /// there; `None` for a lone `*`, all of it (Ditto's
+    /// `containsExactlySingleWildcard`).
+    fn metadata_paths(
+        &self,
+        resource: &ThingResource,
+        paths: &[JsonPointer],
+        header: &str,
+    ) -> Result<Option<Vec<JsonPointer>>, DittoError> {
+        if let [only] = paths {
+            if only.levels() == ["*"] {
+                return Ok(None);
+            }
+        }
+        if !paths.iter().any(metadata_headers::has_wildcard) {
+            return Ok(Some(paths.to_vec()));
+        }
+        // The value the wildcards stand for keys of: the resource's, `{}`
+        // when there is none (a delete's), the document for the thing.
+        let value: Cow<'_, Value> = match resource {
+            ThingResource::Thing => Cow::Owned(Value::Object(self.document.clone())),
+            _ => self
+                .existing(resource)
+                .map_or_else(|_| Cow::Owned(Value::Object(Map::new())), Cow::Borrowed),
+        };
+        let base = resource.pointer();
+        let mut targets = Vec::new();
+        for path in paths {
+            metadata_wildcards::expand(&base, path, &value, header, &mut targets)?;
+        }
+        Ok(Some(targets))
     }
 
     /// The entity tag of a resource as it is now, `None` when it does not

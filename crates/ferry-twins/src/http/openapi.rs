@@ -141,6 +141,21 @@ pub(super) const ROUTES: &[Route] = &[
         summary: "One resource (`thing:/…`, `policy:/…`, `message:/…`)",
     },
     Route {
+        path: "/api/2/policies/{policyId}/imports",
+        methods: &["get", "put", "delete"],
+        summary: "The policies whose entries this one imports",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}/imports/{importedPolicyId}",
+        methods: &["get", "put", "delete"],
+        summary: "One import: `{}` brings in the imported policy's `implicit` entries, `{\"entries\": [labels]}` its listed `explicit` ones too",
+    },
+    Route {
+        path: "/api/2/policies/{policyId}/imports/{importedPolicyId}/entries",
+        methods: &["get", "put"],
+        summary: "The labels of the `explicit` entries an import brings in",
+    },
+    Route {
         path: "/api/2/search/things",
         methods: &["get", "post"],
         summary: "Things matching an RQL filter, paged (POST: the same parameters as a form)",
@@ -256,6 +271,23 @@ fn operation(route: &Route, method: &str) -> Value {
             parameters.push(header(
                 "if-equal",
                 "update (default), skip (412 when nothing would change) or skip-minimizing-merge",
+            ));
+        }
+        if method == "get" {
+            parameters.push(header(
+                "get-metadata",
+                "Metadata paths relative to the resource (`*` for all, `*/key` at every leaf), answered in the response header `ditto-metadata`",
+            ));
+        } else {
+            if method != "delete" {
+                parameters.push(header(
+                    "put-metadata",
+                    "A JSON array of {\"key\", \"value\"}: metadata set relative to the resource (`*/key` at every leaf written)",
+                ));
+            }
+            parameters.push(header(
+                "delete-metadata",
+                "Metadata paths relative to the resource to remove (`*` for all)",
             ));
         }
         parameters.push(header("response-required", "false: answer 202 without a body"));

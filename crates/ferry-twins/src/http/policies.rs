@@ -95,7 +95,10 @@ async fn remove(State(twins): Twin, caller: Who, policy_id: &str, rest: &str) ->
     let resource = resource(rest, &Method::DELETE)?;
     if matches!(
         resource,
-        PolicyResource::Entries | PolicyResource::Subjects(_) | PolicyResource::Resources(_)
+        PolicyResource::Entries
+            | PolicyResource::Subjects(_)
+            | PolicyResource::Resources(_)
+            | PolicyResource::ImportEntries(_)
     ) {
         return Err(reply::method_not_allowed(&Method::DELETE));
     }

@@ -27,7 +27,8 @@ use crate::service::search::SearchParams;
 use crate::service::{
     Caller, Conditions, IfEqual, Refused, TagMatch, ThingWrite, ThingWritten, Twins,
 };
-use crate::thing::{EntityTag, ThingBody, ThingResource, UNKNOWN_RESOURCE_BODY};
+use crate::thing::metadata_headers::DITTO_METADATA;
+use crate::thing::{EntityTag, MetadataHeaders, ThingBody, ThingResource, UNKNOWN_RESOURCE_BODY};
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
@@ -53,7 +54,13 @@ struct Request {
 }
 
 impl Request {
-    fn read(params: &[(String, String)], headers: &HeaderMap) -> Result<Request, DittoError> {
+    /// `retrieve`: the request reads, which decides the metadata header
+    /// that counts.
+    fn read(
+        params: &[(String, String)],
+        headers: &HeaderMap,
+        retrieve: bool,
+    ) -> Result<Request, DittoError> {
         let param =
             |name: &str| params.iter().find(|(key, _)| key == name).map(|(_, v)| v.as_str());
         let header_text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -91,6 +98,7 @@ impl Request {
                     .transpose()?
                     .unwrap_or_default(),
                 acks: event_acks,
+                metadata: MetadataHeaders::read(|name| header_unicode(headers, name), retrieve)?,
             },
             acks,
             correlation_id,
@@ -255,7 +263,7 @@ pub async fn list(
     if sse::requested(&headers) {
         return sse::things(twins, caller, &params, &headers);
     }
-    let request = Request::read(&params, &headers)?;
+    let request = Request::read(&params, &headers, true)?;
     let ids: Vec<&str> = params
         .iter()
         .filter(|(key, _)| key == "ids")
@@ -315,7 +323,7 @@ pub async fn create(
 ) -> Reply {
     let caller = super::caller(caller)?;
     let params = query_pairs(query.as_deref());
-    let request = Request::read(&params, &headers)?;
+    let request = Request::read(&params, &headers, false)?;
     check_media_type(&headers, false)?;
     let value = reply::parse_body(&body)?;
     let namespace = params.iter().find(|(key, _)| key == "namespace").map(|(_, v)| v.as_str());
@@ -407,7 +415,7 @@ async fn handle(
     let Some(resource) = ThingResource::parse(rest)? else {
         return Ok(unknown_resource());
     };
-    let request = Request::read(&params, &headers)?;
+    let request = Request::read(&params, &headers, method == Method::GET)?;
     if method == Method::GET {
         // Ditto takes `fields=` on the thing, attributes, features, a
         // feature and its (desired) properties; a single value has none.
@@ -428,6 +436,10 @@ async fn handle(
                 Ok(retrieved) => {
                     let mut response = reply::json(StatusCode::OK, &retrieved.value);
                     with_etag(&mut response, retrieved.etag.as_ref());
+                    let metadata = retrieved.metadata.as_ref().map(ascii_json);
+                    if let Some(value) = metadata.and_then(|m| HeaderValue::from_str(&m).ok()) {
+                        response.headers_mut().insert(DITTO_METADATA, value);
+                    }
                     response
                 }
                 Err(refusal) => refused(refusal),
@@ -467,6 +479,36 @@ async fn handle(
     };
     with_etag(&mut response, outcome.etag.as_ref());
     Ok(request.acknowledged(response, created, waiter).await)
+}
+
+/// A header's text, for the metadata headers, whose values are JSON
+/// that may hold any character: UTF-8 as curl sends it, else Latin-1 as
+/// Python's and Java's clients encode a header.
+fn header_unicode(headers: &HeaderMap, name: &str) -> Option<String> {
+    let bytes = headers.get(name)?.as_bytes();
+    Some(match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_owned(),
+        Err(_) => bytes.iter().map(|&byte| char::from(byte)).collect(),
+    })
+}
+
+/// `value` as JSON in ASCII alone, for a header: whatever else a string
+/// holds escaped as `\uXXXX`, which any JSON reader reads back, where raw
+/// UTF-8 would be read as Latin-1 by HTTP clients.
+fn ascii_json(value: &Value) -> String {
+    let text = value.to_string();
+    let mut ascii = String::with_capacity(text.len());
+    for character in text.chars() {
+        if character.is_ascii() {
+            ascii.push(character);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in character.encode_utf16(&mut units) {
+                ascii.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    ascii
 }
 
 /// `GET /api/2/things/{thingId}/features/{featureId}/delta`: Ferry's

@@ -24,7 +24,7 @@
 
 use super::resource::Permission;
 use super::timestamp::Timestamp;
-use super::Policy;
+use super::{Policy, PolicyEntry};
 use crate::pointer::JsonPointer;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -74,11 +74,20 @@ pub struct Enforcer {
 }
 
 impl Enforcer {
+    /// `policy`'s own entries compiled.
     pub fn compile(policy: &Policy) -> Arc<Enforcer> {
+        Enforcer::compile_entries(policy.entries())
+    }
+
+    /// Entries compiled as one policy: a policy's own and those its
+    /// imports bring in. Labels play no part in a decision.
+    pub fn compile_entries<'a>(
+        entries: impl IntoIterator<Item = &'a PolicyEntry>,
+    ) -> Arc<Enforcer> {
         let mut enforcer = Enforcer::default();
         // Entries without subjects or resources decide nothing (Ditto's
         // `PolicyEnforcers.defaultEvaluator` drops them the same way).
-        for entry in policy.entries() {
+        for entry in entries {
             for subject in entry.subjects.iter() {
                 let trees = enforcer.subjects.entry(subject.id.to_string()).or_default();
                 let at = match trees.iter().position(|t| t.expiry == subject.expiry) {

@@ -306,6 +306,127 @@ impl DittoError {
         )
     }
 
+    /// `PolicyImportInvalidException` as `PolicyImportsValidator` throws
+    /// it: a policy importing itself.
+    pub fn policy_import_of_itself() -> Self {
+        DittoError::new(
+            400,
+            "policies:import.invalid",
+            "The Policy Import is invalid.",
+            "The Policy Import references the policy where it is defined.".to_string(),
+        )
+    }
+
+    /// `PolicyImportInvalidException` for a `transitiveImports` list that
+    /// names the importing policy (`PolicyImportsValidator`).
+    pub fn policy_import_transitive_of_itself(policy_id: &str) -> Self {
+        DittoError::new(
+            400,
+            "policies:import.invalid",
+            "The policy import contains a transitive resolution of the policy itself.",
+            format!(
+                "The 'transitiveImports' array must not contain the importing policy's own ID '{policy_id}'."
+            ),
+        )
+    }
+
+    /// `PolicyImportInvalidException` for a `transitiveImports` element
+    /// that is not a string (`ImmutableEffectedImports.fromJson`).
+    pub fn policy_import_transitive_not_a_string(element: &serde_json::Value) -> Self {
+        DittoError::new(
+            400,
+            "policies:import.invalid",
+            format!("The 'transitiveImports' array contains a non-string element: {element}"),
+            "Every element in 'transitiveImports' must be a string representing a valid policy ID."
+                .to_string(),
+        )
+    }
+
+    /// `PolicyImportsTooLargeException`, message of the builder taking an
+    /// id: `ImmutablePolicy.of` names the policy, `setPolicyImport` (one
+    /// import added) names the imported policy.
+    pub fn policy_imports_too_large(id: &str, max: usize) -> Self {
+        DittoError::new(
+            400,
+            "policies:imports.toolarge",
+            format!(
+                "The Imports of the Policy with ID '{id}' could not be modified as they exceed the allowed number of '{max}'."
+            ),
+            format!("Please reduce the number of imports you're trying to add to {max}"),
+        )
+    }
+
+    /// `PolicyImportsTooLargeException`, message of the builder taking a
+    /// count (`PolicyBuilder.setPolicyImports`: all imports replaced).
+    pub fn policy_imports_too_many(count: usize, max: usize) -> Self {
+        DittoError::new(
+            400,
+            "policies:imports.toolarge",
+            format!(
+                "The number of '{count}' policy imports exceeds the allowed maximum number of '{max}'."
+            ),
+            format!("Please reduce the number of imports you're trying to add to {max}"),
+        )
+    }
+
+    /// `PolicyImportNotAccessibleException`.
+    pub fn policy_import_not_found(policy_id: &str, imported_policy_id: &str) -> Self {
+        DittoError::new(
+            404,
+            "policies:import.notfound",
+            format!(
+                "The Policy import '{imported_policy_id}' of Policy '{policy_id}' could not be found or requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the Policy and the imported Policy was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// `PolicyImportsNotAccessibleException`.
+    pub fn policy_imports_not_found(policy_id: &str) -> Self {
+        DittoError::new(
+            404,
+            "policies:imports.notfound",
+            format!(
+                "The imports of the Policy with ID '{policy_id}' could not be found or requester had insufficient permissions to access it."
+            ),
+            "Check if the ID of the Policy was correct and you have sufficient permissions.".to_string(),
+        )
+    }
+
+    /// `PolicyImportNotModifiableException`.
+    pub fn policy_import_not_modifiable(policy_id: &str, imported_policy_id: &str) -> Self {
+        DittoError::new(
+            403,
+            "policies:import.notmodifiable",
+            format!(
+                "The Import of the Policy with ID '{imported_policy_id}' in Policy with ID '{policy_id}' could not be modified as the requester had insufficient permissions."
+            ),
+            "Check if the ID of your requested Policy and imported Policy was correct and you have sufficient permissions."
+                .to_string(),
+        )
+    }
+
+    /// `PolicyImportsNotModifiableException`.
+    pub fn policy_imports_not_modifiable(policy_id: &str) -> Self {
+        DittoError::new(
+            403,
+            "policies:imports.notmodifiable",
+            format!(
+                "The Imports of the Policy with ID '{policy_id}' could not be modified as the requester had insufficient permissions."
+            ),
+            "Check if the ID of your requested Policy was correct and you have sufficient permissions.".to_string(),
+        )
+    }
+
+    /// `PolicyNotAccessibleException` as `PolicyImportsPreEnforcer` throws
+    /// it: the caller may not READ every entry an import brings in.
+    pub fn imported_policy_not_readable(imported_policy_id: &str) -> Self {
+        DittoError::policy_not_found(imported_policy_id).with_description(
+            "Check if the ID of the imported Policy was correct and you have sufficient permissions on all imported policy entries.",
+        )
+    }
+
     /// `PolicyUnavailableException`: the store failed.
     pub fn policy_unavailable(policy_id: &str) -> Self {
         DittoError::new(

@@ -789,3 +789,67 @@ fn policies_beyond_the_size_limit_are_refused() {
     );
     assert_eq!(policy, owner_policy());
 }
+
+#[test]
+fn import_commands_answer_as_dittos_strategies() {
+    let limits = PolicyLimits::default();
+    let now = Timestamp::now();
+    let mut policy = owner_policy();
+    let id = |n: usize| PolicyId::parse(&format!("ns:t{n}")).unwrap();
+    assert_eq!(policy.imports_json(), json!({}));
+    assert_eq!(policy.modify_import(&id(0), &json!({}), &limits, now).unwrap(), Written::Created);
+    let listed = json!({"entries": ["A"]});
+    assert_eq!(policy.modify_import(&id(0), &listed, &limits, now).unwrap(), Written::Modified);
+    let entries = json!(["B"]);
+    assert_eq!(
+        policy.modify_import_entries(&id(0), &entries, &limits, now).unwrap(),
+        Written::Modified
+    );
+    assert_eq!(policy.import(&id(0)).unwrap().entries_json(), json!(["B"]));
+
+    let missing = policy.modify_import_entries(&id(1), &entries, &limits, now).unwrap_err();
+    assert_eq!((missing.status, missing.error), (404, "policies:import.notfound"));
+    assert_eq!(policy.delete_import(&id(1), &limits, now).unwrap_err().error, missing.error);
+    let itself = PolicyId::parse(policy.policy_id()).unwrap();
+    let error = policy.modify_import(&itself, &json!({}), &limits, now).unwrap_err();
+    assert_eq!(error.error, "policies:import.invalid");
+
+    // The eleventh import: named by the one added, or counted when all
+    // imports are replaced, or named by the policy when it is put whole.
+    for n in 1..IMPORTS_MAX {
+        policy.modify_import(&id(n), &json!({}), &limits, now).unwrap();
+    }
+    let error = policy.modify_import(&id(99), &json!({}), &limits, now).unwrap_err();
+    assert_eq!(error.error, "policies:imports.toolarge");
+    assert_eq!(
+        error.message,
+        "The Imports of the Policy with ID 'ns:t99' could not be modified as they exceed the allowed number of '10'."
+    );
+    let eleven: Map<String, Value> =
+        (0..=IMPORTS_MAX).map(|n| (id(n).to_string(), json!({}))).collect();
+    let error = policy.modify_imports(&Value::Object(eleven.clone()), &limits, now).unwrap_err();
+    assert_eq!(
+        error.message,
+        "The number of '11' policy imports exceeds the allowed maximum number of '10'."
+    );
+    let mut whole = policy.to_json();
+    whole["imports"] = Value::Object(eleven);
+    let error = policy.modify(&whole, &limits, now).unwrap_err();
+    assert_eq!(error.error, "policies:imports.toolarge");
+    assert!(error.message.starts_with(&format!("The Imports of the Policy with ID '{itself}'")));
+}
+
+#[test]
+fn removing_imports_is_not_held_to_the_lock_out_rule() {
+    // As Ditto's import strategies run no `PoliciesValidator`: without
+    // its import, this policy has no writer left, and that is let be.
+    let limits = PolicyLimits::default();
+    let now = Timestamp::now();
+    let body = json!({"imports": {"ns:template": {}}, "entries": {}});
+    let mut policy = Policy::create("ns:p", &body, &limits, now).unwrap();
+    let template = PolicyId::parse("ns:template").unwrap();
+    policy.delete_import(&template, &limits, now).unwrap();
+    assert_eq!(policy.to_json()["imports"], json!({}));
+    let error = policy.modify_entries(&json!({}), &limits, now).unwrap_err();
+    assert_eq!(error.error, "policies:policy.modificationinvalid");
+}

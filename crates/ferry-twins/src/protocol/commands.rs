@@ -30,7 +30,8 @@ use crate::policy::Written as PolicyWritten;
 use crate::service::{
     Caller, Conditions, IfEqual, PolicyResource, Refused, TagMatch, ThingWrite, ThingWritten, Twins,
 };
-use crate::thing::{EntityTag, ThingBody, ThingResource};
+use crate::thing::metadata_headers::DITTO_METADATA;
+use crate::thing::{EntityTag, MetadataHeaders, ThingBody, ThingResource};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -42,11 +43,14 @@ struct Response {
     status: u16,
     value: Option<Value>,
     etag: Option<EntityTag>,
+    /// `ditto-metadata`, the answer to `get-metadata`: a JSON object in
+    /// the headers, as Ditto writes a header of its type.
+    metadata: Option<Value>,
 }
 
 impl Response {
     fn new(status: u16, value: Option<Value>) -> Response {
-        Response { status, value, etag: None }
+        Response { status, value, etag: None, metadata: None }
     }
 }
 
@@ -156,7 +160,7 @@ impl Twins {
         let resource = ThingResource::from_pointer(&pointer)?
             .filter(|resource| !(action == "delete" && *resource == ThingResource::PolicyId))
             .ok_or_else(|| unknown_path(&envelope.path))?;
-        let conditions = Conditions { acks, ..conditions(envelope)? };
+        let conditions = Conditions { acks, ..conditions(envelope, action == "retrieve")? };
         let value = || envelope.value.as_ref().ok_or_else(|| missing_value(&topic.to_string()));
         let written = match action {
             "retrieve" => {
@@ -168,6 +172,7 @@ impl Twins {
                     status: 200,
                     value: Some(retrieved.value),
                     etag: retrieved.etag,
+                    metadata: retrieved.metadata,
                 });
             }
             "create" => {
@@ -274,9 +279,10 @@ impl Twins {
     }
 }
 
-fn conditions(envelope: &Envelope) -> Result<Conditions, DittoError> {
+fn conditions(envelope: &Envelope, retrieve: bool) -> Result<Conditions, DittoError> {
     let if_equal = envelope.header("if-equal").as_deref().map(IfEqual::parse).transpose()?;
     Ok(Conditions {
+        metadata: MetadataHeaders::read(|name| envelope.header(name), retrieve)?,
         if_match: envelope.header("if-match").as_deref().map(TagMatch::parse),
         if_none_match: envelope.header("if-none-match").as_deref().map(TagMatch::parse),
         condition: envelope.header("condition"),
@@ -338,6 +344,9 @@ fn response_envelope(topic: &Topic, command: &Envelope, response: Response) -> E
     }
     if let Some(etag) = response.etag {
         envelope.headers.insert("etag".into(), etag.as_str().into());
+    }
+    if let Some(metadata) = response.metadata {
+        envelope.headers.insert(DITTO_METADATA.into(), metadata);
     }
     envelope.value = response.value;
     envelope.status = Some(response.status);

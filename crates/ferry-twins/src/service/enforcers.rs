@@ -7,7 +7,7 @@
 //! the cache of hot policies holds one enforcer for all of them instead
 //! of one each (measured: ~1 KB per policy of the benchmark).
 
-use crate::policy::{Enforcer, Policy};
+use crate::policy::{Enforcer, PolicyEntry};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -40,11 +40,18 @@ impl Default for Enforcers {
 }
 
 impl Enforcers {
-    /// `policy`'s enforcer: one already compiled from equal entries if a
-    /// policy still holds it, else a new one.
-    pub(super) fn of(&self, policy: &Policy) -> Arc<Enforcer> {
-        let compiled = Enforcer::compile(policy);
-        let key = self.hasher.hash_one(policy.entries_json().to_string());
+    /// The enforcer of `entries` (a policy's own and those its imports
+    /// bring in): one already compiled from equal entries if a policy still
+    /// holds it, else a new one.
+    pub(super) fn of<'a>(
+        &self,
+        entries: impl IntoIterator<Item = &'a PolicyEntry>,
+    ) -> Arc<Enforcer> {
+        let entries: Vec<&PolicyEntry> = entries.into_iter().collect();
+        let compiled = Enforcer::compile_entries(entries.iter().copied());
+        let key = self
+            .hasher
+            .hash_one(entries.iter().map(|entry| entry.to_json().to_string()).collect::<Vec<_>>());
         let mut table = self.table.lock();
         let same = table.by_entries.get(&key).and_then(|candidates| {
             candidates.iter().filter_map(Weak::upgrade).find(|known| **known == *compiled)
@@ -69,6 +76,7 @@ impl Enforcers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Policy;
     use serde_json::json;
 
     fn policy(id: &str, subject: &str) -> Policy {
@@ -82,9 +90,9 @@ mod tests {
     #[test]
     fn equal_entries_share_one_enforcer_and_others_do_not() {
         let enforcers = Enforcers::default();
-        let a = enforcers.of(&policy("ns:a", "nginx:ditto"));
-        let b = enforcers.of(&policy("ns:b", "nginx:ditto"));
-        let c = enforcers.of(&policy("ns:c", "nginx:other"));
+        let a = enforcers.of(policy("ns:a", "nginx:ditto").entries());
+        let b = enforcers.of(policy("ns:b", "nginx:ditto").entries());
+        let c = enforcers.of(policy("ns:c", "nginx:other").entries());
         assert!(Arc::ptr_eq(&a, &b), "same entries, another id");
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(enforcers.table.lock().len, 2);
@@ -93,9 +101,9 @@ mod tests {
     #[test]
     fn enforcers_no_policy_holds_are_swept() {
         let enforcers = Enforcers::default();
-        let kept = enforcers.of(&policy("ns:kept", "nginx:kept"));
+        let kept = enforcers.of(policy("ns:kept", "nginx:kept").entries());
         for n in 0..FIRST_SWEEP {
-            enforcers.of(&policy("ns:p", &format!("nginx:u{n}")));
+            enforcers.of(policy("ns:p", &format!("nginx:u{n}")).entries());
         }
         let table = enforcers.table.lock();
         // The sweep came at the 4,096th entry: it kept the one still held
@@ -103,6 +111,6 @@ mod tests {
         assert_eq!(table.len, 3);
         assert_eq!(table.sweep_at, FIRST_SWEEP);
         drop(table);
-        assert!(Arc::ptr_eq(&kept, &enforcers.of(&policy("ns:again", "nginx:kept"))));
+        assert!(Arc::ptr_eq(&kept, &enforcers.of(policy("ns:again", "nginx:kept").entries())));
     }
 }

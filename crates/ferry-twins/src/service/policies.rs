@@ -3,12 +3,16 @@
 //! somewhere at or below the resource and returns what the caller may
 //! read; a write needs WRITE on the resource with nothing below it
 //! revoked; a new policy must give its creator WRITE on `policy:/`.
+//! Creating or changing imports also needs READ on what they import
+//! (`imports.rs`).
 
 use super::{store_failure, Caller, Twins};
 use crate::error::DittoError;
+use crate::id::PolicyId;
 use crate::pointer::JsonPointer;
 use crate::policy::{
-    Enforcer, Label, Permission, Policy, ResourceKey, SubjectId, Timestamp, Written,
+    Label, Permission, Policy, PolicyImport, PolicyImports, ResourceKey, SubjectId, Timestamp,
+    Written,
 };
 use crate::store::{Expect, PolicyRecord, StoreError, Write};
 use serde_json::Value;
@@ -24,6 +28,10 @@ pub enum PolicyResource {
     Subject(Label, SubjectId),
     Resources(Label),
     Resource(Label, ResourceKey),
+    Imports,
+    Import(PolicyId),
+    /// The labels an import lists (`…/imports/{id}/entries`).
+    ImportEntries(PolicyId),
 }
 
 impl PolicyResource {
@@ -34,6 +42,9 @@ impl PolicyResource {
         let rest = rest.trim_start_matches('/');
         if rest.is_empty() {
             return Some(Ok(PolicyResource::Policy));
+        }
+        if let Some(imports) = rest.strip_prefix("imports") {
+            return PolicyResource::parse_import(imports);
         }
         let rest = rest.strip_prefix("entries")?;
         let rest = match rest {
@@ -62,6 +73,24 @@ impl PolicyResource {
         })
     }
 
+    /// `rest` after `imports`: the imports, one import or its entries.
+    fn parse_import(rest: &str) -> Option<Result<PolicyResource, DittoError>> {
+        let rest = match rest {
+            "" | "/" => return Some(Ok(PolicyResource::Imports)),
+            _ => rest.strip_prefix('/')?,
+        };
+        let (id, rest) = rest.split_once('/').unwrap_or((rest, ""));
+        let id = match PolicyId::parse(id) {
+            Ok(id) => id,
+            Err(error) => return Some(Err(error)),
+        };
+        match rest {
+            "" => Some(Ok(PolicyResource::Import(id))),
+            "entries" | "entries/" => Some(Ok(PolicyResource::ImportEntries(id))),
+            _ => None,
+        }
+    }
+
     /// Where the resource lies in the policy's JSON: what `policy:/…`
     /// permissions are checked on.
     fn pointer(&self) -> JsonPointer {
@@ -76,6 +105,11 @@ impl PolicyResource {
             PolicyResource::Resource(label, key) => {
                 entry(label).child("resources").child(key.to_string())
             }
+            PolicyResource::Imports => JsonPointer::from_levels(["imports"]),
+            PolicyResource::Import(id) => JsonPointer::from_levels(["imports", id.as_str()]),
+            PolicyResource::ImportEntries(id) => {
+                JsonPointer::from_levels(["imports", id.as_str(), "entries"])
+            }
         }
     }
 
@@ -89,7 +123,45 @@ impl PolicyResource {
             PolicyResource::Subject(label, id) => policy.subject(label, id)?.to_json(),
             PolicyResource::Resources(label) => policy.entry(label)?.resources.to_json(),
             PolicyResource::Resource(label, key) => policy.resource(label, key)?.to_json(),
+            PolicyResource::Imports => policy.imports_json(),
+            PolicyResource::Import(id) => policy.import(id)?.to_json(),
+            PolicyResource::ImportEntries(id) => policy.import(id)?.entries_json(),
         })
+    }
+
+    /// The imports a PUT of `body` here would create or change, for the
+    /// READ they need (`check_imports_readable`). A body that does not
+    /// parse, or imports the policy itself, names none: the write refuses
+    /// it with its own error.
+    fn imports_written(&self, policy_id: &str, body: &Value) -> PolicyImports {
+        let mut imports = PolicyImports::default();
+        match self {
+            PolicyResource::Policy => {
+                if let Some(Ok(all)) = body.get("imports").map(PolicyImports::from_json) {
+                    imports = all;
+                }
+            }
+            PolicyResource::Imports => {
+                if let Ok(all) = PolicyImports::from_json(body) {
+                    imports = all;
+                }
+            }
+            PolicyResource::Import(id) => {
+                if let Ok(import) = PolicyImport::from_json(id, body) {
+                    imports.set(id.clone(), import);
+                }
+            }
+            PolicyResource::ImportEntries(id) => {
+                if let Ok(import) = PolicyImport::default().with_entries(body) {
+                    imports.set(id.clone(), import);
+                }
+            }
+            _ => {}
+        }
+        if imports.check(policy_id).is_err() {
+            return PolicyImports::default();
+        }
+        imports
     }
 
     /// The 404 for a caller who may read nothing here.
@@ -108,6 +180,10 @@ impl PolicyResource {
             }
             PolicyResource::Resource(label, key) => {
                 DittoError::resource_not_found(policy_id, label.as_str(), &key.to_string())
+            }
+            PolicyResource::Imports => DittoError::policy_imports_not_found(policy_id),
+            PolicyResource::Import(id) | PolicyResource::ImportEntries(id) => {
+                DittoError::policy_import_not_found(policy_id, id.as_str())
             }
         }
     }
@@ -132,6 +208,12 @@ impl PolicyResource {
             }
             PolicyResource::Resource(label, key) => {
                 DittoError::resource_not_modifiable(policy_id, label.as_str(), &key.to_string())
+            }
+            // Ditto maps no error for `…/entries` (its registry then
+            // throws, a 500): the import's is the one that fits.
+            PolicyResource::Imports => DittoError::policy_imports_not_modifiable(policy_id),
+            PolicyResource::Import(id) | PolicyResource::ImportEntries(id) => {
+                DittoError::policy_import_not_modifiable(policy_id, id.as_str())
             }
         }
     }
@@ -176,6 +258,10 @@ impl Twins {
         resource: &PolicyResource,
         body: &Value,
     ) -> Result<(Written, Value), DittoError> {
+        // Before the permission on the importing policy, as Ditto's
+        // pre-enforcer runs before its enforcement.
+        let imports = resource.imports_written(policy_id, body);
+        self.check_imports_readable(caller, imports.iter()).await?;
         self.write_policy(caller, policy_id, resource, |current, now, limits| match current {
             None => match resource {
                 PolicyResource::Policy => {
@@ -203,6 +289,11 @@ impl Twins {
                     }
                     PolicyResource::Resource(label, key) => {
                         policy.modify_resource(label, key, body, limits, now)?
+                    }
+                    PolicyResource::Imports => policy.modify_imports(body, limits, now)?,
+                    PolicyResource::Import(id) => policy.modify_import(id, body, limits, now)?,
+                    PolicyResource::ImportEntries(id) => {
+                        policy.modify_import_entries(id, body, limits, now)?
                     }
                 };
                 Ok((written, policy))
@@ -234,6 +325,8 @@ impl Twins {
                 PolicyResource::Resource(label, key) => {
                     policy.delete_resource(label, key, limits, now)?
                 }
+                PolicyResource::Imports => policy.delete_imports(limits, now)?,
+                PolicyResource::Import(id) => policy.delete_import(id, limits, now)?,
                 // The collections and the policy itself are not deleted
                 // here; the HTTP layer routes no such DELETE.
                 _ => return Err(resource.not_modifiable(policy_id)),
@@ -305,11 +398,19 @@ impl Twins {
                     return Err(resource.not_modifiable(policy_id));
                 }
             }
-            let (written, mut policy) = change(current.as_ref().map(|c| &c.policy), now, &limits)?;
+            let (written, mut policy) =
+                change(current.as_ref().map(|c| c.policy.as_ref()), now, &limits)?;
+            let previous = current.as_ref().map(|c| c.policy.housekeeping);
+            policy.housekeeping.revision = previous.map_or(1, |p| p.revision + 1);
+            policy.housekeeping.created = previous.and_then(|p| p.created).or(Some(now));
+            policy.housekeeping.modified = Some(now);
+            // Resolved before the commit: a creation is authorised with
+            // what its imports bring in, as Ditto loads the enforcer of a
+            // `CreatePolicy` with its imports resolved.
+            let resolved = self.resolve(Arc::new(policy)).await?;
             let expect = match &current {
                 None => {
-                    let enforcer = Enforcer::compile(&policy);
-                    let who = enforcer.caller(&caller.subjects, now);
+                    let who = resolved.enforcer.caller(&caller.subjects, now);
                     if !who.has_permission("policy", &JsonPointer::root(), Permission::Write) {
                         return Err(DittoError::policy_not_creatable(policy_id));
                     }
@@ -317,10 +418,7 @@ impl Twins {
                 }
                 Some(current) => Expect::Revision(current.policy.housekeeping.revision),
             };
-            let previous = current.as_ref().map(|c| c.policy.housekeeping);
-            policy.housekeeping.revision = previous.map_or(1, |p| p.revision + 1);
-            policy.housekeeping.created = previous.and_then(|p| p.created).or(Some(now));
-            policy.housekeeping.modified = Some(now);
+            let policy = &resolved.policy;
             let record = PolicyRecord {
                 id: policy_id.to_owned(),
                 revision: policy.housekeeping.revision,
@@ -330,8 +428,8 @@ impl Twins {
             };
             match self.store.commit(vec![Write::Policy { record, expect }]).await {
                 Ok(()) => {
-                    let value = resource.read(&policy).unwrap_or(Value::Null);
-                    self.policies.insert(policy_id.to_owned(), self.compiled(policy));
+                    let value = resource.read(policy).unwrap_or(Value::Null);
+                    self.policies.insert(policy_id.to_owned(), Some(resolved));
                     return Ok((written, value));
                 }
                 Err(StoreError::Conflict { .. }) => {

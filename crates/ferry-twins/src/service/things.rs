@@ -39,8 +39,8 @@ use crate::pointer::JsonPointer;
 use crate::policy::{Enforcer, Permission, Policy, SubjectId, Timestamp};
 use crate::rql::{Filter, Scope, Semantics, TimePlaceholders};
 use crate::store::{Expect, PolicyRecord, StoreError, ThingRecord, Write};
-use crate::thing::{EntityTag, Thing, ThingBody, ThingResource};
-use serde_json::Value;
+use crate::thing::{EntityTag, MetadataHeaders, Thing, ThingBody, ThingLimits, ThingResource};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// The fields of a thing a caller gets even where the policy hides the
@@ -168,6 +168,9 @@ pub struct Conditions {
     /// Not a precondition: what the request asks the change's event's
     /// subscribers to acknowledge, carried on that event.
     pub acks: Option<Arc<crate::acks::EventAcks>>,
+    /// Not a precondition either: what the request puts in, removes from
+    /// or reads of `_metadata` (`thing/metadata_headers.rs`).
+    pub metadata: MetadataHeaders,
 }
 
 /// A refusal, with the resource's current entity tag where Ditto sends
@@ -189,6 +192,9 @@ impl From<DittoError> for Refused {
 pub struct Retrieved {
     pub value: Value,
     pub etag: Option<EntityTag>,
+    /// The answer to `get-metadata` (`ditto-metadata`), as the caller may
+    /// see it.
+    pub metadata: Option<Value>,
 }
 
 /// A change asked of a thing.
@@ -264,6 +270,15 @@ impl Twins {
         }
         let mut value = view(&enforcer, caller, &thing, resource, fields, now)?
             .ok_or_else(|| not_accessible(thing_id, resource))?;
+        let metadata = match &conditions.metadata {
+            MetadataHeaders::Get(paths) => {
+                let found = thing.metadata_of(resource, paths)?;
+                // Read as `fields=_metadata` reads it: at `thing:/_metadata/…`.
+                let at = JsonPointer::from_levels(["_metadata"]).join(&resource.pointer());
+                Some(who.view("thing", &at, &found).unwrap_or_else(|| Value::Object(Map::new())))
+            }
+            _ => None,
+        };
         if *resource == ThingResource::Thing
             && fields.is_some_and(|f| f.selects_top_level("_policy"))
         {
@@ -273,7 +288,7 @@ impl Twins {
                 shown.insert("_policy".into(), policy);
             }
         }
-        Ok(Retrieved { value, etag })
+        Ok(Retrieved { value, etag, metadata })
     }
 
     /// The caller's view of the thing's policy, for `fields=_policy`:
@@ -342,7 +357,7 @@ impl Twins {
                 Ok(committed) => {
                     planned.event.journal = committed.events.first().copied();
                     if let Some((policy_id, cached)) = planned.policy {
-                        self.policies.insert(policy_id, cached);
+                        self.policies.insert(policy_id, Some(cached));
                     }
                     let etag = match &planned.thing {
                         Some(thing) => {
@@ -396,13 +411,14 @@ impl Twins {
         };
         // `If-Match` fails and `If-None-Match: *` holds on what is not there.
         check_preconditions(conditions, None, Category::Modify)?;
-        self.plan_creation(caller, body, now).await
+        self.plan_creation(caller, body, conditions, now).await
     }
 
     async fn plan_creation(
         &self,
         caller: &Caller,
         mut body: ThingBody,
+        conditions: &Conditions,
         now: Timestamp,
     ) -> Result<Planned, Refused> {
         let thing_id = body.thing_id().clone();
@@ -417,7 +433,7 @@ impl Twins {
             let policy = self
                 .new_policy(caller, &thing_id, &policy_id, without_policy_id(copied), now)
                 .await?;
-            let enforcer = self.enforcers.of(&policy);
+            let enforcer = policy.enforcer.clone();
             new_policy = Some(policy);
             enforcer
         } else if let Some(inline) = body.inline_policy().cloned() {
@@ -435,7 +451,7 @@ impl Twins {
                     now,
                 )
                 .await?;
-            let enforcer = self.enforcers.of(&policy);
+            let enforcer = policy.enforcer.clone();
             new_policy = Some(policy);
             enforcer
         } else if let Some(policy_id) = body.policy_id() {
@@ -462,7 +478,8 @@ impl Twins {
                 .into());
             }
             stamp_new(&mut policy, now);
-            let enforcer = self.enforcers.of(&policy);
+            let policy = self.resolve(Arc::new(policy)).await?;
+            let enforcer = policy.enforcer.clone();
             new_policy = Some(policy);
             enforcer
         };
@@ -471,19 +488,29 @@ impl Twins {
             return Err(DittoError::thing_not_modifiable(&thing_id).into());
         }
         let mut cached_policy = None;
-        if let Some(policy) = new_policy {
-            let policy_id = PolicyId::parse(policy.policy_id())?;
+        if let Some(cached) = new_policy {
+            let policy_id = PolicyId::parse(cached.policy.policy_id())?;
             if body.policy_id().is_none() {
                 body.set_policy_id(&policy_id);
             }
             writes.push(Write::Policy {
-                record: policy_record(&policy, now),
+                record: policy_record(&cached.policy, now),
                 expect: Expect::Absent,
             });
-            cached_policy =
-                Some((policy.policy_id().to_owned(), Arc::new(CachedPolicy { policy, enforcer })));
+            cached_policy = Some((policy_id.to_string(), cached));
         }
-        let thing = Thing::create(body, &now, &self.config.thing_limits)?;
+        let mut thing = Thing::create(body, &now, &self.config.thing_limits)?;
+        let document = Value::Object(thing.document().clone());
+        let write = ThingWrite::Put(&document);
+        let limits = &self.config.thing_limits;
+        with_metadata(
+            &mut thing,
+            &ThingResource::Thing,
+            write,
+            Some(&document),
+            conditions,
+            limits,
+        )?;
         writes.push(Write::Thing { record: thing_record(&thing), expect: Expect::Absent });
         let document = thing.to_json(None, None);
         let event = event(
@@ -504,9 +531,10 @@ impl Twins {
     }
 
     /// A policy a creation makes (inline or copied): valid as a policy PUT
-    /// would be (else `things:policy.invalid`), not existing yet, and
-    /// letting its creator WRITE `policy:/`, as the policies service
-    /// requires of a `CreatePolicy`.
+    /// would be (else `things:policy.invalid`), not existing yet, its
+    /// imports readable by the creator, and letting its creator WRITE
+    /// `policy:/` (imports resolved), as the policies service requires of
+    /// a `CreatePolicy`.
     async fn new_policy(
         &self,
         caller: &Caller,
@@ -514,7 +542,7 @@ impl Twins {
         policy_id: &str,
         body: Value,
         now: Timestamp,
-    ) -> Result<Policy, DittoError> {
+    ) -> Result<Arc<CachedPolicy>, DittoError> {
         let mut policy = Policy::create(policy_id, &body, &self.config.policy_limits, now)
             .map_err(|error| {
                 if error.error == "policies:policy.modificationinvalid" {
@@ -528,18 +556,19 @@ impl Twins {
         if self.policy(policy_id).await?.is_some() {
             return Err(DittoError::thing_not_creatable_policy_existing(thing_id, policy_id));
         }
-        let enforcer = Enforcer::compile(&policy);
-        if !enforcer.caller(&caller.subjects, now).has_permission(
+        let refused = |cause: DittoError| {
+            DittoError::thing_not_creatable_policy_refused(thing_id, policy_id, &cause)
+        };
+        self.check_imports_readable(caller, policy.imports()).await.map_err(refused)?;
+        stamp_new(&mut policy, now);
+        let policy = self.resolve(Arc::new(policy)).await?;
+        if !policy.enforcer.caller(&caller.subjects, now).has_permission(
             "policy",
             &JsonPointer::root(),
             Permission::Write,
         ) {
-            let cause = DittoError::policy_not_creatable(policy_id);
-            return Err(DittoError::thing_not_creatable_policy_refused(
-                thing_id, policy_id, &cause,
-            ));
+            return Err(refused(DittoError::policy_not_creatable(policy_id)));
         }
-        stamp_new(&mut policy, now);
         Ok(policy)
     }
 
@@ -670,11 +699,52 @@ impl Twins {
                 crate::thing::Deleted::Resource => (Written::Deleted, ThingAction::Deleted, None),
             },
         };
+        with_metadata(&mut thing, resource, write, value.as_ref(), conditions, limits)?;
         let record = thing_record(&thing);
         let writes = vec![Write::Thing { record, expect: Expect::Revision(current.revision()) }];
         let event = event(&thing, thing.revision(), now, action, pointer, value);
         Ok(Planned { writes, thing: Some(Arc::new(thing)), policy: None, event, written })
     }
+}
+
+/// The metadata headers of a write applied to the thing it wrote:
+/// `put-metadata` with what was written (a merge's patch without what it
+/// deleted; a delete writes nothing, as Ditto's delete commands carry no
+/// value), `delete-metadata` whatever the write.
+fn with_metadata(
+    thing: &mut Thing,
+    resource: &ThingResource,
+    write: ThingWrite<'_>,
+    written: Option<&Value>,
+    conditions: &Conditions,
+    limits: &ThingLimits,
+) -> Result<(), DittoError> {
+    match (&conditions.metadata, write, written) {
+        (MetadataHeaders::Put(entries), ThingWrite::Merge(_), Some(patch)) => {
+            let written = merge_written(patch, *resource == ThingResource::Thing);
+            thing.put_metadata(resource, entries, &written, limits)
+        }
+        (MetadataHeaders::Put(entries), ThingWrite::Put(_), Some(value)) => {
+            thing.put_metadata(resource, entries, value, limits)
+        }
+        (MetadataHeaders::Delete(paths), _, _) => thing.delete_metadata(resource, paths),
+        _ => Ok(()),
+    }
+}
+
+/// What a merge patch writes: its members without the nulls that delete
+/// (and, on the whole thing, without `_policy` and the like, which are not
+/// the document's).
+fn merge_written(patch: &Value, whole_thing: bool) -> Value {
+    let Value::Object(members) = patch else {
+        return patch.clone();
+    };
+    let kept = members
+        .iter()
+        .filter(|(key, value)| !(value.is_null() || (whole_thing && key.starts_with('_'))))
+        .map(|(key, value)| (key.clone(), merge_written(value, false)))
+        .collect();
+    Value::Object(kept)
 }
 
 /// A write made ready: what to commit, and what to cache and announce

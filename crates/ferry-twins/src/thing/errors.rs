@@ -634,6 +634,70 @@ impl DittoError {
                 .to_string(),
         )
     }
+
+    /// `DittoHeaderInvalidException.newInvalidTypeBuilder` as Ditto's
+    /// metadata header validators throw it: `reason` is the parser's
+    /// message and description.
+    pub fn metadata_header_invalid(name: &str, value: &str, kind: &str, reason: String) -> Self {
+        DittoError::new(
+            400,
+            "header.invalid",
+            format!("The value '{value}' of the header '{name}' is not a valid {kind}."),
+            reason,
+        )
+    }
+
+    /// `MetadataHeadersConflictException` as `MetadataHeaderChecker`
+    /// words it for a read or a write.
+    pub fn metadata_headers_conflict(retrieve: bool) -> Self {
+        let (message, description) = if retrieve {
+            (
+                "Metadata of the Thing could not be retrieved.",
+                "Multiple metadata headers were specified. For GET requests only the 'get-metadata' header can be specified.",
+            )
+        } else {
+            (
+                "Metadata of the Thing could not be created, modified or deleted.",
+                "Multiple metadata headers were specified. For PUT/PATCH requests either the 'put-metadata' or 'delete-metadata' header can be specified not both at the same time.",
+            )
+        };
+        DittoError::new(400, "things:metadata.headersconflict", message, description.to_string())
+    }
+
+    /// `MetadataWildcardValidator`'s `DittoHeaderInvalidException`: a
+    /// wildcard where the resource has none.
+    pub fn metadata_wildcard_invalid(expression: &str, name: &str) -> Self {
+        DittoError::new(
+            400,
+            "header.invalid",
+            format!("The wildcard expression '{expression}' in header '{name}' is not valid."),
+            format!("Verify that the value of the '{name}' header is valid and try again."),
+        )
+    }
+
+    /// `MetadataNotModifiableException`, Ferry's reason: `put-metadata`
+    /// would put a value that is not an object where the thing has a value
+    /// (or a value below), whose metadata object holds its `_modified`.
+    pub fn metadata_not_modifiable(path: &JsonPointer) -> Self {
+        DittoError::new(
+            400,
+            "things:metadata.notmodifiable",
+            format!("The metadata at '{path}' could not be modified."),
+            "The metadata of a value of the Thing must be a JSON object: it holds the time of the value's last change ('_modified') beside what is put there."
+                .to_string(),
+        )
+    }
+
+    /// More metadata paths than one request may touch, once its wildcards
+    /// are expanded (`metadata_wildcards.rs`).
+    pub fn metadata_too_many_paths(name: &str, max: usize) -> Self {
+        DittoError::new(
+            400,
+            "header.invalid",
+            format!("The header '{name}' stands for more than {max} metadata paths."),
+            "Use fewer entries or narrower wildcards.".to_string(),
+        )
+    }
 }
 
 /// `bytes / 1024.0` as Java's `MessageFormat` prints a double (the pattern

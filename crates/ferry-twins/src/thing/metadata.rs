@@ -10,15 +10,22 @@
 //! `_metadata/features/lamp/properties/on`. Ferry keeps one entry there by
 //! itself, at every leaf (a value that is not an object: a scalar, an
 //! array or `null`): `{"_modified": "<timestamp>"}`, the last time a write
-//! touched that leaf. Every write replaces the mirror below the path it
+//! touched that leaf. Every write replaces these entries below the path it
 //! wrote; a merge re-stamps only the leaves its patch names and drops the
-//! entries of what it deleted; a delete drops the entries below the path.
+//! entries of what it deleted; a delete drops everything below the path.
 //! Empty objects carry no entry, and a metadata object left empty is
-//! removed, so `_metadata` never holds more than the thing has leaves.
-//! The leading underscore keeps the entry apart from the keys a client
-//! will set with `put-metadata` (`unit`, `issuedAt` …), which lie beside
-//! it at the same leaf.
+//! removed.
+//!
+//! Beside them lies what clients put with Ditto's metadata headers
+//! (`metadata_headers.rs`): `{"_modified": …, "unit": "°C"}` at a leaf.
+//! As in Ditto, a write keeps it (a PUT of `{}` clears it, as Ditto's
+//! strategy does), and a delete, or a merge setting `null`, drops it with
+//! the value. Where the two collide (a client's key named like a child
+//! the value now has) the thing's structure wins. `_modified` itself is
+//! never a client's to set or remove.
 
+use crate::error::DittoError;
+use crate::pointer::JsonPointer;
 use crate::policy::Timestamp;
 use serde_json::{Map, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -91,6 +98,76 @@ pub(crate) fn mirror(value: &Value, now: &Timestamp) -> Option<Value> {
     }
 }
 
+/// `node` without Ferry's own entries: what clients put there, `None`
+/// when that is nothing.
+fn client_part(node: &Value) -> Option<Value> {
+    match node {
+        Value::Object(map) => client_metadata(map),
+        other => Some(other.clone()),
+    }
+}
+
+/// What clients put in (a level of) a thing's metadata, Ferry's entries
+/// left out; of the whole, what the size limit counts, as Ditto's metadata
+/// holds nothing else.
+pub(crate) fn client_metadata(meta: &Map<String, Value>) -> Option<Value> {
+    let kept: Map<String, Value> = meta
+        .iter()
+        .filter(|(key, value)| !(key.as_str() == LEAF_MODIFIED_KEY && value.is_string()))
+        .filter_map(|(key, value)| client_part(value).map(|value| (key.clone(), value)))
+        .collect();
+    (!kept.is_empty()).then_some(Value::Object(kept))
+}
+
+/// Ferry's own entries of `node` alone (each `_modified` with the objects
+/// leading to it), `None` when it has none.
+fn own_part(node: &Value) -> Option<Value> {
+    let Value::Object(map) = node else {
+        return None;
+    };
+    let kept: Map<String, Value> = map
+        .iter()
+        .filter_map(|(key, value)| {
+            if key == LEAF_MODIFIED_KEY && value.is_string() {
+                return Some((key.clone(), value.clone()));
+            }
+            own_part(value).map(|value| (key.clone(), value))
+        })
+        .collect();
+    (!kept.is_empty()).then_some(Value::Object(kept))
+}
+
+/// `ours` (entries that follow the thing's structure) with `theirs` added
+/// where it does not collide; `collided` tells whether anything of
+/// `theirs` gave way: a value where `ours` has an object, or the reverse.
+fn layered(ours: Value, theirs: Value, collided: &mut bool) -> Value {
+    match (ours, theirs) {
+        (Value::Object(mut ours), Value::Object(theirs)) => {
+            for (key, their) in theirs {
+                match ours.get_mut(&key) {
+                    None => {
+                        ours.insert(key, their);
+                    }
+                    Some(our) => *our = layered(std::mem::take(our), their, collided),
+                }
+            }
+            Value::Object(ours)
+        }
+        (ours, _) => {
+            *collided = true;
+            ours
+        }
+    }
+}
+
+/// What `ours` and `theirs` make together, either possibly absent.
+fn combined(ours: Option<Value>, theirs: Option<Value>) -> Option<Value> {
+    match (ours, theirs) {
+        (Some(ours), Some(theirs)) => Some(layered(ours, theirs, &mut false)),
+        (ours, theirs) => ours.or(theirs),
+    }
+}
+
 /// A node that was a leaf and now has children loses its leaf entry; an
 /// object under the same key is the mirror of a child named `_modified`.
 fn drop_leaf_entry(node: &mut Map<String, Value>) {
@@ -139,19 +216,26 @@ pub(crate) fn record_write(
     now: &Timestamp,
 ) {
     let mirrored = value.and_then(|v| mirror(v, now));
+    // Ditto keeps a client's metadata across a write, but a write of `{}`
+    // sets the metadata there to `{}`, and a delete removes it.
+    let clears = value.is_none_or(|v| v.as_object().is_some_and(Map::is_empty));
     if levels.is_empty() {
-        *meta = match mirrored {
+        let kept = if clears { None } else { client_part(&Value::Object(std::mem::take(meta))) };
+        *meta = match combined(mirrored, kept) {
             Some(Value::Object(map)) => map,
             _ => Map::new(),
         };
         return;
     }
-    at_parent(meta, levels, &mut |parent, key| match mirrored.clone() {
-        Some(entry) => {
-            parent.insert(key.to_string(), entry);
-        }
-        None => {
-            parent.shift_remove(key);
+    at_parent(meta, levels, &mut |parent, key| {
+        let kept = if clears { None } else { parent.get(key).and_then(client_part) };
+        match combined(mirrored.clone(), kept) {
+            Some(entry) => {
+                parent.insert(key.to_string(), entry);
+            }
+            None => {
+                parent.shift_remove(key);
+            }
         }
     });
 }
@@ -188,7 +272,8 @@ pub(crate) fn record_merge(
 
 fn reconcile(node: &mut Value, patch: &Value, merged: &Value, now: &Timestamp) {
     let (Value::Object(patch), Value::Object(merged)) = (patch, merged) else {
-        *node = mirror(merged, now).unwrap_or_else(|| Value::Object(Map::new()));
+        let kept = client_part(node);
+        *node = combined(mirror(merged, now), kept).unwrap_or_else(|| Value::Object(Map::new()));
         return;
     };
     if !node.is_object() {
@@ -198,8 +283,24 @@ fn reconcile(node: &mut Value, patch: &Value, merged: &Value, now: &Timestamp) {
         return;
     };
     drop_leaf_entry(map);
-    // Keys the merge removed, by null or by regex, take their metadata along.
-    map.retain(|key, _| merged.contains_key(key));
+    // A key the patch sets to null takes its metadata along. Other keys the
+    // thing does not have (a client's, or removed by a regex) lose only
+    // Ferry's entries.
+    map.retain(|key, value| {
+        if merged.contains_key(key) {
+            return true;
+        }
+        if patch.get(key).is_some_and(Value::is_null) {
+            return false;
+        }
+        match client_part(value) {
+            Some(kept) => {
+                *value = kept;
+                true
+            }
+            None => false,
+        }
+    });
     for (key, patch_value) in patch {
         let Some(merged_value) = merged.get(key).filter(|_| !patch_value.is_null()) else {
             continue;
@@ -210,6 +311,91 @@ fn reconcile(node: &mut Value, patch: &Value, merged: &Value, now: &Timestamp) {
             map.shift_remove(key);
         }
     }
+}
+
+/// `put-metadata`: `value` set at `levels`, the objects on the way made,
+/// Ferry's entries below kept. Refused (and nothing changed) when `value`
+/// would take the place of an object that holds Ferry's entries.
+pub(crate) fn put(
+    meta: &mut Map<String, Value>,
+    levels: &[String],
+    value: &Value,
+) -> Result<(), DittoError> {
+    put_below(meta, levels, value, levels)
+}
+
+fn put_below(
+    map: &mut Map<String, Value>,
+    rest: &[String],
+    value: &Value,
+    whole: &[String],
+) -> Result<(), DittoError> {
+    let Some((first, rest)) = rest.split_first() else {
+        return Ok(());
+    };
+    if rest.is_empty() {
+        let new = match map.get(first).and_then(own_part) {
+            None => value.clone(),
+            Some(ours) => {
+                let mut collided = !value.is_object();
+                let new = layered(ours, value.clone(), &mut collided);
+                if collided {
+                    return Err(DittoError::metadata_not_modifiable(&JsonPointer::from_levels(
+                        whole,
+                    )));
+                }
+                new
+            }
+        };
+        map.insert(first.clone(), new);
+        return Ok(());
+    }
+    let child = map.entry(first.clone()).or_insert_with(|| Value::Object(Map::new()));
+    if !child.is_object() {
+        *child = Value::Object(Map::new());
+    }
+    match child {
+        Value::Object(inner) => put_below(inner, rest, value, whole),
+        _ => Ok(()),
+    }
+}
+
+/// `delete-metadata`: what clients put at `levels` removed, Ferry's
+/// entries kept, objects left empty removed.
+pub(crate) fn delete(meta: &mut Map<String, Value>, levels: &[String]) {
+    let Some((first, rest)) = levels.split_first() else {
+        *meta = match own_part(&Value::Object(std::mem::take(meta))) {
+            Some(Value::Object(map)) => map,
+            _ => Map::new(),
+        };
+        return;
+    };
+    let Some(child) = meta.get_mut(first) else {
+        return;
+    };
+    let emptied = if rest.is_empty() {
+        match own_part(child) {
+            Some(ours) => {
+                *child = ours;
+                false
+            }
+            None => true,
+        }
+    } else if let Value::Object(inner) = child {
+        delete(inner, rest);
+        inner.is_empty()
+    } else {
+        false
+    };
+    if emptied {
+        meta.shift_remove(first);
+    }
+}
+
+/// The metadata at `levels`, for `get-metadata`.
+pub(crate) fn get<'a>(meta: &'a Map<String, Value>, levels: &[String]) -> Option<&'a Value> {
+    let (first, rest) = levels.split_first()?;
+    rest.iter().try_fold(meta.get(first)?, |node, level| node.as_object()?.get(level))
 }
 
 #[cfg(test)]
@@ -295,5 +481,62 @@ mod tests {
 
         record_merge(&mut meta, &levels("attributes/c"), &json!(null), None, &t2);
         assert_eq!(meta["attributes"], json!({"a": stamp(&t2)}));
+    }
+
+    #[test]
+    fn what_clients_put_lives_beside_the_stamps_and_follows_the_value() {
+        let (t1, t2) = (ts(1), ts(2));
+        let stamp = |t: &Timestamp| t.to_string();
+        let mut meta = Map::new();
+        let attributes = json!({"a": 1, "o": {"x": 2}});
+        record_write(&mut meta, &levels("attributes"), Some(&attributes), &t1);
+        put(&mut meta, &levels("attributes/a/unit"), &json!("C")).unwrap();
+        put(&mut meta, &levels("attributes/o/about"), &json!({"by": "me"})).unwrap();
+        assert_eq!(meta["attributes"]["a"], json!({"_modified": stamp(&t1), "unit": "C"}));
+
+        // A write keeps it and re-stamps; a value where the thing now has
+        // an object gives way.
+        record_write(&mut meta, &levels("attributes/a"), Some(&json!({"unit": 5})), &t2);
+        assert_eq!(meta["attributes"]["a"], json!({"unit": {"_modified": stamp(&t2)}}));
+        record_write(&mut meta, &levels("attributes/o"), Some(&json!({"x": 3})), &t2);
+        assert_eq!(
+            meta["attributes"]["o"],
+            json!({"x": {"_modified": stamp(&t2)}, "about": {"by": "me"}})
+        );
+        // A merge re-stamps what it names and drops what it sets to null.
+        let patch = json!({"o": {"x": 4}, "a": null});
+        let merged = json!({"o": {"x": 4}});
+        record_merge(&mut meta, &levels("attributes"), &patch, Some(&merged), &t1);
+        assert_eq!(
+            meta["attributes"],
+            json!({"o": {"x": {"_modified": stamp(&t1)}, "about": {"by": "me"}}})
+        );
+        // A write of {} clears it, as Ditto's does (and empty objects go).
+        record_write(&mut meta, &levels("attributes/o"), Some(&json!({})), &t1);
+        assert!(!meta.contains_key("attributes"));
+    }
+
+    #[test]
+    fn putting_and_deleting_never_touch_the_stamps() {
+        let t1 = ts(1);
+        let mut meta = Map::new();
+        record_write(&mut meta, &[], Some(&json!({"attributes": {"a": 1, "b": 2}})), &t1);
+        let before = meta.clone();
+        // An object at a stamped place keeps the stamps below it; anything
+        // else there is refused.
+        put(&mut meta, &levels("attributes"), &json!({"about": "x"})).unwrap();
+        assert_eq!(meta["attributes"]["a"], before["attributes"]["a"]);
+        assert_eq!(meta["attributes"]["about"], json!("x"));
+        for (path, value) in [("attributes", json!("flat")), ("attributes", json!({"a": 1}))] {
+            let error = put(&mut meta, &levels(path), &value).unwrap_err();
+            assert_eq!(error.error, "things:metadata.notmodifiable");
+        }
+        delete(&mut meta, &levels("attributes"));
+        assert_eq!(meta, before);
+        put(&mut meta, &levels("attributes/b/unit"), &json!("u")).unwrap();
+        assert_eq!(get(&meta, &levels("attributes/b/unit")), Some(&json!("u")));
+        delete(&mut meta, &[]);
+        assert_eq!(meta, before);
+        assert_eq!(client_metadata(&meta), None);
     }
 }
