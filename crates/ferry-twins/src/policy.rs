@@ -39,6 +39,7 @@
 //! `references` (stored and returned as written). Subject `announcement`s
 //! are stored; none are sent.
 
+mod compact;
 mod enforcer;
 mod entry;
 mod errors;
@@ -48,6 +49,7 @@ mod resource;
 mod subject;
 mod timestamp;
 
+pub use compact::CompactPolicy;
 pub use enforcer::{Caller, Enforcer};
 pub use entry::{Importable, PolicyEntry};
 pub use imports::{PolicyImport, PolicyImports, IMPORTS_MAX};

@@ -96,7 +96,8 @@ pub struct Twins {
     /// policies it imports; a creation overwrites it).
     policies: Cache<String, Option<Arc<CachedPolicy>>>,
     enforcers: enforcers::Enforcers,
-    things: Cache<String, Arc<crate::thing::Thing>>,
+    /// Serialized (`thing/compact.rs`): parsed again on each use.
+    things: Cache<String, Arc<crate::thing::CompactThing>>,
     stripes: Vec<Mutex<()>>,
     hasher: RandomState,
     events: tokio::sync::broadcast::Sender<ThingEvent>,

@@ -32,6 +32,7 @@
 //! ([`ThingBody`]).
 
 mod body;
+mod compact;
 mod errors;
 pub mod etag;
 pub mod metadata;
@@ -42,6 +43,7 @@ mod shape;
 mod size;
 
 pub use body::ThingBody;
+pub use compact::CompactThing;
 pub use etag::EntityTag;
 pub use metadata_headers::{MetadataEntry, MetadataHeaders};
 pub use resource::{ThingResource, UNKNOWN_RESOURCE_BODY};

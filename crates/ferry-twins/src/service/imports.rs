@@ -5,7 +5,7 @@
 //!
 //! **Why a cached enforcer is never stale.** Each cached policy records,
 //! per import, which content of the imported policy its enforcer was
-//! compiled from: a `Weak` to the `Arc<Policy>` in that policy's cache
+//! compiled from: a `Weak` to the `Arc<CompactPolicy>` in that policy's cache
 //! entry, or that the policy did not exist. [`Twins::policy`] compares
 //! those with the cache before handing the enforcer out and compiles again
 //! on any difference. That suffices because a cached `Policy` is never
@@ -33,15 +33,16 @@ use super::{store_failure, Caller, Twins};
 use crate::error::DittoError;
 use crate::id::PolicyId;
 use crate::pointer::JsonPointer;
-use crate::policy::{Enforcer, Permission, Policy, PolicyImport, Timestamp};
+use crate::policy::{CompactPolicy, Enforcer, Permission, Policy, PolicyImport, Timestamp};
 use crate::store::PolicyRecord;
 use quick_cache::sync::EntryAction;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-/// A policy as the service holds it: the model and its compiled enforcer.
+/// A policy as the service holds it: the model, serialized
+/// (`policy/compact.rs`), and its compiled enforcer.
 pub struct CachedPolicy {
-    pub policy: Arc<Policy>,
+    pub policy: Arc<CompactPolicy>,
     pub enforcer: Arc<Enforcer>,
     sources: Sources,
 }
@@ -58,7 +59,7 @@ enum Sources {
 struct Source {
     id: PolicyId,
     /// The imported policy's content; `None`: it did not exist.
-    seen: Option<Weak<Policy>>,
+    seen: Option<Weak<CompactPolicy>>,
 }
 
 impl Source {
@@ -89,7 +90,7 @@ impl Twins {
         if self.is_current(&cached).await? {
             return Ok(Some(cached));
         }
-        let resolved = self.resolve(cached.policy.clone()).await?;
+        let resolved = self.resolve_as(&cached.policy.parse()?, cached.policy.clone()).await?;
         // Only in place of the entry resolved again: a write that landed
         // meanwhile put a newer policy there, which must stay.
         let _ = self.policies.entry(id, Some(Duration::ZERO), |_, current| {
@@ -102,9 +103,16 @@ impl Twins {
     }
 
     /// `policy` compiled with what its imports bring in now.
-    pub(super) async fn resolve(
+    pub(super) async fn resolve(&self, policy: &Policy) -> Result<Arc<CachedPolicy>, DittoError> {
+        self.resolve_as(policy, Arc::new(CompactPolicy::of(policy))).await
+    }
+
+    /// [`Twins::resolve`] of the policy cached as `compact`, which stays
+    /// the policy's identity for those importing it.
+    async fn resolve_as(
         &self,
-        policy: Arc<Policy>,
+        policy: &Policy,
+        compact: Arc<CompactPolicy>,
     ) -> Result<Arc<CachedPolicy>, DittoError> {
         let mut sources = Vec::new();
         let mut imported = Vec::new();
@@ -114,13 +122,19 @@ impl Twins {
                 id: id.clone(),
                 seen: source.as_ref().map(|source| Arc::downgrade(&source.policy)),
             });
-            imported.extend(source.map(|source| (import, source)));
+            if let Some(source) = source {
+                imported.push((import, source.policy.parse()?));
+            }
         }
-        let entries = policy.entries().chain(
-            imported.iter().flat_map(|(import, source)| import.entries_from(&source.policy)),
-        );
+        let entries = policy
+            .entries()
+            .chain(imported.iter().flat_map(|(import, source)| import.entries_from(source)));
         let enforcer = self.enforcers.of(entries);
-        Ok(Arc::new(CachedPolicy { policy, enforcer, sources: Sources::Resolved(sources) }))
+        Ok(Arc::new(CachedPolicy {
+            policy: compact,
+            enforcer,
+            sources: Sources::Resolved(sources),
+        }))
     }
 
     /// Whether `cached` was resolved against the imported policies in
@@ -164,9 +178,10 @@ impl Twins {
             }
             return Ok(None);
         };
-        let policy = Arc::new(policy_of(&record)?);
-        let cached = if policy.imports().next().is_none() {
-            let enforcer = self.enforcers.of(policy.entries());
+        let parsed = policy_of(&record)?;
+        let policy = Arc::new(CompactPolicy::of(&parsed));
+        let cached = if parsed.imports().next().is_none() {
+            let enforcer = self.enforcers.of(parsed.entries());
             Arc::new(CachedPolicy { policy, enforcer, sources: Sources::Resolved(Vec::new()) })
         } else {
             Arc::new(CachedPolicy { policy, enforcer: Arc::default(), sources: Sources::Pending })
@@ -191,7 +206,8 @@ impl Twins {
                 .await?
                 .ok_or_else(|| DittoError::policy_not_found(id.as_str()))?;
             let who = imported.enforcer.caller(&caller.subjects, now);
-            let readable = import.labels_to_read(&imported.policy).all(|label| {
+            let imported_policy = imported.policy.parse()?;
+            let readable = import.labels_to_read(&imported_policy).all(|label| {
                 let entry = JsonPointer::from_levels(["entries", label.as_str()]);
                 who.has_permission("policy", &entry, Permission::Read)
             });

@@ -243,7 +243,7 @@ impl Twins {
         if !who.has_permission_on_any_level_below("policy", &pointer, Permission::Read) {
             return Err(resource.not_accessible(policy_id));
         }
-        let value = resource.read(&cached.policy)?;
+        let value = resource.read(&cached.policy.parse()?)?;
         let value = who
             .view("policy", &pointer, &value)
             .ok_or_else(|| resource.not_accessible(policy_id))?;
@@ -398,8 +398,8 @@ impl Twins {
                     return Err(resource.not_modifiable(policy_id));
                 }
             }
-            let (written, mut policy) =
-                change(current.as_ref().map(|c| c.policy.as_ref()), now, &limits)?;
+            let parsed = current.as_ref().map(|c| c.policy.parse()).transpose()?;
+            let (written, mut policy) = change(parsed.as_ref(), now, &limits)?;
             let previous = current.as_ref().map(|c| c.policy.housekeeping);
             policy.housekeeping.revision = previous.map_or(1, |p| p.revision + 1);
             policy.housekeeping.created = previous.and_then(|p| p.created).or(Some(now));
@@ -407,7 +407,7 @@ impl Twins {
             // Resolved before the commit: a creation is authorised with
             // what its imports bring in, as Ditto loads the enforcer of a
             // `CreatePolicy` with its imports resolved.
-            let resolved = self.resolve(Arc::new(policy)).await?;
+            let resolved = self.resolve(&policy).await?;
             let expect = match &current {
                 None => {
                     let who = resolved.enforcer.caller(&caller.subjects, now);
@@ -418,7 +418,6 @@ impl Twins {
                 }
                 Some(current) => Expect::Revision(current.policy.housekeeping.revision),
             };
-            let policy = &resolved.policy;
             let record = PolicyRecord {
                 id: policy_id.to_owned(),
                 revision: policy.housekeeping.revision,
@@ -428,7 +427,7 @@ impl Twins {
             };
             match self.store.commit(vec![Write::Policy { record, expect }]).await {
                 Ok(()) => {
-                    let value = resource.read(policy).unwrap_or(Value::Null);
+                    let value = resource.read(&policy).unwrap_or(Value::Null);
                     self.policies.insert(policy_id.to_owned(), Some(resolved));
                     return Ok((written, value));
                 }

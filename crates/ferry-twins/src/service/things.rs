@@ -53,7 +53,7 @@ impl Twins {
     /// The thing `id`, from the cache or the store.
     pub async fn thing(&self, id: &ThingId) -> Result<Option<Arc<Thing>>, DittoError> {
         if let Some(cached) = self.things.get(id.as_str()) {
-            return Ok(Some(cached));
+            return Ok(Some(Arc::new(Thing::from_compact(&cached)?)));
         }
         let read = self.store.thing(id.as_str()).await;
         let Some(record) =
@@ -62,7 +62,7 @@ impl Twins {
             return Ok(None);
         };
         let thing = Arc::new(Thing::from_stored(&record.doc)?);
-        self.things.insert(id.as_str().to_owned(), thing.clone());
+        self.things.insert(id.as_str().to_owned(), Arc::new(thing.to_compact()));
         Ok(Some(thing))
     }
 
@@ -361,7 +361,8 @@ impl Twins {
                     }
                     let etag = match &planned.thing {
                         Some(thing) => {
-                            self.things.insert(thing_id.as_str().to_owned(), thing.clone());
+                            self.things
+                                .insert(thing_id.as_str().to_owned(), Arc::new(thing.to_compact()));
                             thing.entity_tag(resource)
                         }
                         None => {
@@ -430,11 +431,11 @@ impl Twins {
                 self.retrieve_policy(caller, source.as_str(), &PolicyResource::Policy).await?.value;
             let policy_id =
                 body.policy_id().map_or_else(|| thing_id.as_str().to_owned(), |id| id.to_string());
-            let policy = self
+            let (policy, cached) = self
                 .new_policy(caller, &thing_id, &policy_id, without_policy_id(copied), now)
                 .await?;
-            let enforcer = policy.enforcer.clone();
-            new_policy = Some(policy);
+            let enforcer = cached.enforcer.clone();
+            new_policy = Some((policy, cached));
             enforcer
         } else if let Some(inline) = body.inline_policy().cloned() {
             let policy_id = body
@@ -442,7 +443,7 @@ impl Twins {
                 .map(|id| id.to_string())
                 .or_else(|| inline.get("policyId").and_then(Value::as_str).map(str::to_owned))
                 .unwrap_or_else(|| thing_id.as_str().to_owned());
-            let policy = self
+            let (policy, cached) = self
                 .new_policy(
                     caller,
                     &thing_id,
@@ -451,8 +452,8 @@ impl Twins {
                     now,
                 )
                 .await?;
-            let enforcer = policy.enforcer.clone();
-            new_policy = Some(policy);
+            let enforcer = cached.enforcer.clone();
+            new_policy = Some((policy, cached));
             enforcer
         } else if let Some(policy_id) = body.policy_id() {
             // An existing policy: the caller must be able to read it, as
@@ -478,9 +479,9 @@ impl Twins {
                 .into());
             }
             stamp_new(&mut policy, now);
-            let policy = self.resolve(Arc::new(policy)).await?;
-            let enforcer = policy.enforcer.clone();
-            new_policy = Some(policy);
+            let cached = self.resolve(&policy).await?;
+            let enforcer = cached.enforcer.clone();
+            new_policy = Some((policy, cached));
             enforcer
         };
         let who = enforcer.caller(&caller.subjects, now);
@@ -488,13 +489,13 @@ impl Twins {
             return Err(DittoError::thing_not_modifiable(&thing_id).into());
         }
         let mut cached_policy = None;
-        if let Some(cached) = new_policy {
-            let policy_id = PolicyId::parse(cached.policy.policy_id())?;
+        if let Some((policy, cached)) = new_policy {
+            let policy_id = PolicyId::parse(policy.policy_id())?;
             if body.policy_id().is_none() {
                 body.set_policy_id(&policy_id);
             }
             writes.push(Write::Policy {
-                record: policy_record(&cached.policy, now),
+                record: policy_record(&policy, now),
                 expect: Expect::Absent,
             });
             cached_policy = Some((policy_id.to_string(), cached));
@@ -542,7 +543,7 @@ impl Twins {
         policy_id: &str,
         body: Value,
         now: Timestamp,
-    ) -> Result<Arc<CachedPolicy>, DittoError> {
+    ) -> Result<(Policy, Arc<CachedPolicy>), DittoError> {
         let mut policy = Policy::create(policy_id, &body, &self.config.policy_limits, now)
             .map_err(|error| {
                 if error.error == "policies:policy.modificationinvalid" {
@@ -561,15 +562,15 @@ impl Twins {
         };
         self.check_imports_readable(caller, policy.imports()).await.map_err(refused)?;
         stamp_new(&mut policy, now);
-        let policy = self.resolve(Arc::new(policy)).await?;
-        if !policy.enforcer.caller(&caller.subjects, now).has_permission(
+        let cached = self.resolve(&policy).await?;
+        if !cached.enforcer.caller(&caller.subjects, now).has_permission(
             "policy",
             &JsonPointer::root(),
             Permission::Write,
         ) {
             return Err(refused(DittoError::policy_not_creatable(policy_id)));
         }
-        Ok(policy)
+        Ok((policy, cached))
     }
 
     /// `_copyPolicyFrom`: a policy id, or `{{ ref:things/<thingId>/policyId }}`,
