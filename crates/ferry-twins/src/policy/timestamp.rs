@@ -18,11 +18,15 @@ pub struct Timestamp {
 }
 
 impl Timestamp {
+    /// Now, at the precision Ditto stamps with: `Instant.now()` on the
+    /// JVMs Ditto runs on reads the clock to the microsecond, so its
+    /// `_created`, `_modified` and metadata never carry nine fraction
+    /// digits.
     pub fn now() -> Self {
         match SystemTime::now().duration_since(UNIX_EPOCH) {
             Ok(since) => Timestamp {
                 unix_seconds: i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
-                nanos: since.subsec_nanos(),
+                nanos: since.subsec_micros() * 1_000,
             },
             // A clock before 1970 is broken; the epoch is the least wrong
             // answer and expires nothing that a correct clock would keep.
@@ -193,6 +197,13 @@ impl fmt::Display for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn now_has_at_most_microseconds() {
+        let text = Timestamp::now().to_string();
+        let fraction = text.split('.').nth(1).map_or(0, |f| f.trim_end_matches('Z').len());
+        assert!(fraction <= 6, "{text}");
+    }
 
     #[test]
     fn parses_and_prints_as_java_instant() {

@@ -28,7 +28,6 @@ use crate::error::DittoError;
 use crate::pointer::JsonPointer;
 use crate::policy::Timestamp;
 use serde_json::{Map, Value};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A thing's `_metadata` as a cached thing holds it: serialized. Parsed,
 /// every level and every leaf of it is a JSON object of its own (an
@@ -67,15 +66,6 @@ impl Metadata {
 
 /// The key of the per-leaf modification time inside `_metadata`.
 pub const LEAF_MODIFIED_KEY: &str = "_modified";
-
-/// Now, at the precision Ditto stamps with: `Instant.now()` on the JVMs
-/// Ditto runs on reads the clock to the microsecond, so `_created` and
-/// `_modified` never carry nine fraction digits there.
-pub fn now() -> Timestamp {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let seconds = i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX);
-    Timestamp::from_unix(seconds, since_epoch.subsec_micros() * 1_000)
-}
 
 fn leaf_entry(now: &Timestamp) -> Value {
     let mut entry = Map::new();
@@ -417,13 +407,6 @@ mod tests {
         meta.update(Map::clear);
         assert_eq!(meta, Metadata::default());
         assert!(meta.to_map().is_empty());
-    }
-
-    #[test]
-    fn now_has_at_most_microseconds() {
-        let text = now().to_string();
-        let fraction = text.split('.').nth(1).map_or(0, |f| f.trim_end_matches('Z').len());
-        assert!(fraction <= 6, "{text}");
     }
 
     fn ts(n: i64) -> Timestamp {
