@@ -8,7 +8,7 @@
 //! compiled from: a `Weak` to the `Arc<CompactPolicy>` in that policy's cache
 //! entry, or that the policy did not exist. [`Twins::policy`] compares
 //! those with the cache before handing the enforcer out and compiles again
-//! on any difference. That suffices because a cached `Policy` is never
+//! on any difference. That suffices because a cached `CompactPolicy` is never
 //! changed in place: every write of a policy through this service puts a
 //! new `Arc` in its cache entry (or removes it, for a deletion) before the
 //! write is answered, so "the `Arc` in the cache is the one compiled from"

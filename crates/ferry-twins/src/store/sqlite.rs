@@ -382,15 +382,13 @@ fn commit_jobs(connection: &mut Connection, jobs: &[Job]) -> Vec<Result<Committe
 /// One group in its own savepoint: rolled back alone if any write in it
 /// fails.
 fn apply_group(transaction: &Transaction<'_>, writes: &[Write]) -> Result<Committed, StoreError> {
-    let run =
-        |sql: &str| transaction.prepare_cached(sql).and_then(|mut statement| statement.execute([]));
-    run("SAVEPOINT grp").map_err(backend)?;
+    execute(transaction, "SAVEPOINT grp", [])?;
     let mut committed = Committed::default();
     let applied = writes.iter().try_for_each(|write| apply(transaction, write, &mut committed));
     if applied.is_err() {
-        run("ROLLBACK TO grp").map_err(backend)?;
+        execute(transaction, "ROLLBACK TO grp", [])?;
     }
-    run("RELEASE grp").map_err(backend)?;
+    execute(transaction, "RELEASE grp", [])?;
     applied.map(|()| committed)
 }
 
