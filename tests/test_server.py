@@ -4,6 +4,7 @@ configuration, logging and signals."""
 import json
 import re
 import signal
+import socket
 import urllib.error
 import urllib.request
 
@@ -145,6 +146,48 @@ def test_http_errors_are_json(broker, path, method, status, error):
     assert e.value.code == status
     body = json.loads(e.value.read())
     assert body["status"] == status and body["error"] == error and path in body["message"], body
+
+
+def _answer(sock: socket.socket, buffered: bytes) -> tuple[int, bytes]:
+    """Reads one HTTP/1.1 answer with a Content-Length body; returns its
+    status and whatever of the next answer arrived with it."""
+    while b"\r\n\r\n" not in buffered:
+        chunk = sock.recv(65536)
+        assert chunk, f"the connection closed before the answer ended: {buffered!r}"
+        buffered += chunk
+    head, rest = buffered.split(b"\r\n\r\n", 1)
+    status = int(head.split(b" ", 2)[1])
+    length = int(re.search(rb"(?im)^content-length:\s*(\d+)", head).group(1))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed inside the answer's body"
+        rest += chunk
+    return status, rest[length:]
+
+
+@pytest.mark.ferry_only
+@pytest.mark.parametrize("method, path, status", [
+    ("GET", "/health", 200),
+    ("GET", "/api/2/openapi.json", 200),
+    ("DELETE", "/health", 405),
+])
+def test_a_body_the_handler_does_not_read_costs_neither_answer_nor_connection(broker, method, path, status):
+    """A client may send the body after the head, in a write of its own
+    (python-requests does). A server that answers without reading the body
+    and closes has the body arrive at a closed socket: the kernel answers
+    it with a reset, which can destroy the answer before the client reads
+    it. Ferry reads such a body away and keeps the connection."""
+    body = b'{"unread": true}'
+    for _ in range(20):
+        with socket.create_connection((broker.host, broker.http_port), timeout=10) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: ferry\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {len(body)}\r\n\r\n".encode())
+            sock.sendall(body)
+            answered, rest = _answer(sock, b"")
+            assert answered == status
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: ferry\r\n\r\n")
+            assert _answer(sock, rest)[0] == 200
 
 
 # ----------------------------------------------------- config, logs, signals

@@ -1,7 +1,8 @@
 //! The HTTP listener: health and readiness, Prometheus metrics, the admin
 //! API under `/api/v1` (`admin.rs`), Ditto's twin API under `/api/2`
 //! (`ferry_twins::http`) behind its authentication (`twins.rs`), and the
-//! web console's assets (`console.rs`).
+//! web console's assets (`console.rs`); a body a handler leaves unread is
+//! read away before its answer goes (`unread_body.rs`).
 
 use crate::admin::Admin;
 use crate::ready::Accepting;
@@ -58,7 +59,9 @@ pub fn router(
         ),
         None => router,
     };
-    router.layer(axum::middleware::from_fn(crate::console::no_password_dialog))
+    router
+        .layer(axum::middleware::from_fn(crate::console::no_password_dialog))
+        .layer(axum::middleware::from_fn(crate::unread_body::read_away))
 }
 
 async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {

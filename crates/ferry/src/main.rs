@@ -17,6 +17,7 @@ mod security;
 mod serve;
 mod tls_listener;
 mod twins;
+mod unread_body;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
