@@ -13,6 +13,7 @@
 //! replaced by `*`, for filters on `features/*/properties/…`.
 
 use serde_json::Value;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// The documents' top-level fields that search can filter on by path. The
 /// id, the policy id and the timestamps are columns of the thing itself.
@@ -102,6 +103,16 @@ pub struct Changes<R> {
     /// changes only the value's (a delete and an insert would touch all of
     /// them).
     pub rewritten: Vec<(R, Entry)>,
+    /// How the paths that hold several values change (see `lists`).
+    pub lists: ListChanges,
+}
+
+/// Paths that hold several values after a write and did not before
+/// (`added`), and the reverse (`removed`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ListChanges {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
 }
 
 impl<R> Changes<R> {
@@ -117,8 +128,37 @@ impl<R> Changes<R> {
     }
 }
 
+/// Fills the `thing_lists` table (the paths at which each thing holds
+/// several values, see `lists`) from the index, for a store written before
+/// the table existed. Rows another node put there first are kept.
+pub const LISTS_FROM_INDEX: &str = "INSERT INTO thing_lists (thing, path) \
+     SELECT thing, path FROM thing_index GROUP BY thing, path HAVING COUNT(*) > 1 \
+     ON CONFLICT DO NOTHING";
+
+/// The paths at which `entries` hold more than one value: an array of
+/// several elements, or elements of several arrays. Search keeps them
+/// apart (`store/search/sql.rs`): two conditions on one path can be met by
+/// one value, or, at such a path only, by two different ones.
+pub fn lists<'e>(entries: impl IntoIterator<Item = &'e Entry>) -> BTreeSet<&'e str> {
+    let mut seen = HashSet::new();
+    let mut lists = BTreeSet::new();
+    for entry in entries {
+        if !seen.insert(entry.path.as_str()) {
+            lists.insert(entry.path.as_str());
+        }
+    }
+    lists
+}
+
 pub fn changes<R>(old: Vec<(R, Entry)>, new: Vec<Entry>) -> Changes<R> {
-    use std::collections::HashMap;
+    let lists = {
+        let before = self::lists(old.iter().map(|(_, entry)| entry));
+        let after = self::lists(&new);
+        ListChanges {
+            added: after.difference(&before).map(|path| (*path).to_owned()).collect(),
+            removed: before.difference(&after).map(|path| (*path).to_owned()).collect(),
+        }
+    };
     let mut existing: HashMap<Entry, Vec<R>> = HashMap::with_capacity(old.len());
     for (row, entry) in old {
         existing.entry(entry).or_default().push(row);
@@ -137,7 +177,8 @@ pub fn changes<R>(old: Vec<(R, Entry)>, new: Vec<Entry>) -> Changes<R> {
             spare.entry((entry.path, entry.wildcard_path)).or_default().extend(rows);
         }
     }
-    let mut changes = Changes { removed: Vec::new(), added: Vec::new(), rewritten: Vec::new() };
+    let mut changes =
+        Changes { removed: Vec::new(), added: Vec::new(), rewritten: Vec::new(), lists };
     for entry in fresh {
         let key = (entry.path, entry.wildcard_path);
         let row = spare.get_mut(&key).and_then(Vec::pop);
@@ -287,6 +328,27 @@ mod tests {
         let unchanged = entries(&after).into_iter().zip(1..).map(|(e, r)| (r, e)).collect();
         let none = super::changes(unchanged, entries(&after));
         assert!(none.removed.is_empty() && none.added.is_empty() && none.rewritten.is_empty());
+    }
+
+    #[test]
+    fn paths_with_several_values_are_lists() {
+        let doc = json!({"attributes": {"one": [1], "two": [1, 2], "deep": [{"x": 1}, {"x": [2]}], "n": 3}});
+        let found = entries(&doc);
+        assert_eq!(
+            lists(&found).into_iter().collect::<Vec<_>>(),
+            ["attributes/deep/x", "attributes/two"]
+        );
+        let old = found.iter().cloned().map(|e| ((), e)).collect();
+        let after =
+            json!({"attributes": {"one": [1, 1], "two": 2, "deep": [{"x": 1}, {"x": [2]}]}});
+        let changed = changes(old, entries(&after)).lists;
+        assert_eq!(
+            changed,
+            ListChanges {
+                added: vec!["attributes/one".into()],
+                removed: vec!["attributes/two".into()]
+            }
+        );
     }
 
     #[test]

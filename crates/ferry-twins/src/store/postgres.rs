@@ -9,7 +9,7 @@
 //! connections, each of which pipelines the queries given to it.
 //! Durability is the server's (`synchronous_commit`, on by default).
 
-use super::index::{self, Entry, Leaf};
+use super::index::{self, Entry, Leaf, ListChanges};
 use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_COLUMNS};
 use super::search::{Found, SearchRequest};
 use super::{
@@ -70,6 +70,12 @@ CREATE INDEX IF NOT EXISTS thing_index_wild_num ON thing_index (wildcard_path, n
 CREATE INDEX IF NOT EXISTS thing_index_path ON thing_index (path, thing);
 CREATE INDEX IF NOT EXISTS thing_index_wild ON thing_index (wildcard_path, thing)
     WHERE wildcard_path IS NOT NULL;
+CREATE TABLE IF NOT EXISTS thing_lists (
+    thing BIGINT NOT NULL,
+    path TEXT COLLATE \"C\" NOT NULL,
+    PRIMARY KEY (thing, path)
+);
+CREATE INDEX IF NOT EXISTS thing_lists_path ON thing_lists (path, thing);
 CREATE TABLE IF NOT EXISTS policies (
     id TEXT PRIMARY KEY,
     revision BIGINT NOT NULL,
@@ -105,8 +111,8 @@ impl PostgresStore {
     /// Connects to `url` (a `postgres://` URL or a libpq key=value string)
     /// and creates the tables if they are not there.
     pub async fn open(url: &str) -> Result<PostgresStore, StoreError> {
-        let writer = connect(url).await?;
-        writer.batch_execute(SCHEMA).await.map_err(backend)?;
+        let mut writer = connect(url).await?;
+        create_schema(&mut writer).await?;
         let mut readers = Vec::with_capacity(READERS);
         for _ in 0..READERS {
             readers.push(connect(url).await?);
@@ -266,6 +272,22 @@ impl PostgresStore {
     }
 }
 
+/// Creates what is missing of the schema, in one transaction: a store
+/// written before `thing_lists` existed gets it filled from its index.
+async fn create_schema(client: &mut Client) -> Result<(), StoreError> {
+    let transaction = client.transaction().await.map_err(backend)?;
+    let lists_missing: bool = transaction
+        .query_one("SELECT to_regclass('thing_lists') IS NULL", &[])
+        .await
+        .map_err(backend)?
+        .get(0);
+    transaction.batch_execute(SCHEMA).await.map_err(backend)?;
+    if lists_missing {
+        transaction.execute(index::LISTS_FROM_INDEX, &[]).await.map_err(backend)?;
+    }
+    transaction.commit().await.map_err(backend)
+}
+
 async fn connect(url: &str) -> Result<Client, StoreError> {
     let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(backend)?;
     tokio::spawn(async move {
@@ -377,10 +399,12 @@ async fn apply(
                         .await
                         .map_err(backend)?;
                     let old = index_rows(client, seq).await?;
-                    let (removed, added) =
-                        index::changes(old, index::entries(&record.doc)).into_removed_and_added();
+                    let mut changes = index::changes(old, index::entries(&record.doc));
+                    let lists = std::mem::take(&mut changes.lists);
+                    let (removed, added) = changes.into_removed_and_added();
                     delete_index_rows(client, seq, &removed).await?;
-                    return insert_index(client, seq, &added).await;
+                    insert_index(client, seq, &added).await?;
+                    return update_lists(client, seq, &lists).await;
                 }
                 None => client
                     .query_one(
@@ -399,16 +423,21 @@ async fn apply(
                     .map_err(backend)?
                     .get(0),
             };
-            insert_index(client, seq, &index::entries(&record.doc)).await
+            let entries = index::entries(&record.doc);
+            insert_index(client, seq, &entries).await?;
+            let added = index::lists(&entries).into_iter().map(str::to_owned).collect();
+            update_lists(client, seq, &ListChanges { added, removed: Vec::new() }).await
         }
         Write::DeleteThing { id, expect } => {
             let found = thing_revision(client, id).await?;
             check_expectation("thing", id, *expect, found.map(|(_, revision)| revision))?;
             if let Some((seq, _)) = found {
-                client
-                    .execute("DELETE FROM thing_index WHERE thing = $1", &[&seq])
-                    .await
-                    .map_err(backend)?;
+                for table in ["thing_index", "thing_lists"] {
+                    client
+                        .execute(&format!("DELETE FROM {table} WHERE thing = $1"), &[&seq])
+                        .await
+                        .map_err(backend)?;
+                }
                 client
                     .execute("DELETE FROM things WHERE seq = $1", &[&seq])
                     .await
@@ -531,6 +560,22 @@ async fn insert_index(
         entries,
     )
     .await
+}
+
+async fn update_lists(
+    client: &mut impl GenericClient,
+    seq: i64,
+    lists: &ListChanges,
+) -> Result<(), StoreError> {
+    for (statement, paths) in [
+        ("DELETE FROM thing_lists WHERE thing = $1 AND path = $2", &lists.removed),
+        ("INSERT INTO thing_lists (thing, path) VALUES ($1, $2)", &lists.added),
+    ] {
+        for path in paths {
+            client.execute(statement, &[&seq, path]).await.map_err(backend)?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs `statement`, whose parameters are a thing's `seq` and an index

@@ -22,7 +22,7 @@
 
 mod checkpointer;
 
-use super::index::{self, Entry, Leaf};
+use super::index::{self, Entry, Leaf, ListChanges};
 use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_COLUMNS};
 use super::search::{Found, SearchRequest};
 use super::{
@@ -48,7 +48,7 @@ const GROUPS_PER_COMMIT: usize = 256;
 /// for room rather than queueing without bound.
 const WRITE_QUEUE: usize = 4096;
 
-/// Statements the writer keeps parsed: every statement it runs (17), with
+/// Statements the writer keeps parsed: every statement it runs (20), with
 /// room to spare; rusqlite keeps 16 by default.
 const WRITER_STATEMENTS: usize = 32;
 
@@ -98,6 +98,13 @@ CREATE INDEX IF NOT EXISTS thing_index_wild_num ON thing_index (wildcard_path, n
 CREATE INDEX IF NOT EXISTS thing_index_path ON thing_index (path, thing);
 CREATE INDEX IF NOT EXISTS thing_index_wild ON thing_index (wildcard_path, thing)
     WHERE wildcard_path IS NOT NULL;
+-- The paths at which a thing holds several values (`index::lists`).
+CREATE TABLE IF NOT EXISTS thing_lists (
+    thing INTEGER NOT NULL,
+    path TEXT NOT NULL,
+    PRIMARY KEY (thing, path)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS thing_lists_path ON thing_lists (path, thing);
 CREATE TABLE IF NOT EXISTS policies (
     id TEXT PRIMARY KEY,
     revision INTEGER NOT NULL,
@@ -141,10 +148,11 @@ impl SqliteStore {
         let mut writer = Connection::open(path).map_err(backend)?;
         writer
             .execute_batch(&format!(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; {WRITER_PRAGMAS} {SCHEMA}",
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; {WRITER_PRAGMAS}",
                 if power_safe { "FULL" } else { "NORMAL" }
             ))
             .map_err(backend)?;
+        create_schema(&mut writer)?;
         writer.set_prepared_statement_cache_capacity(WRITER_STATEMENTS);
         checkpointer::start(&mut writer, path)?;
         let (jobs, queue) = mpsc::sync_channel(WRITE_QUEUE);
@@ -341,6 +349,24 @@ impl rusqlite::ToSql for Param {
     }
 }
 
+/// Creates what is missing of the schema, in one transaction: a store
+/// written before `thing_lists` existed gets it filled from its index.
+fn create_schema(connection: &mut Connection) -> Result<(), StoreError> {
+    let transaction = connection.transaction().map_err(backend)?;
+    let lists_missing = transaction
+        .query_row(
+            "SELECT COUNT(*) = 0 FROM sqlite_master WHERE type = 'table' AND name = 'thing_lists'",
+            [],
+            |row| row.get::<_, bool>(0),
+        )
+        .map_err(backend)?;
+    transaction.execute_batch(SCHEMA).map_err(backend)?;
+    if lists_missing {
+        transaction.execute(index::LISTS_FROM_INDEX, []).map_err(backend)?;
+    }
+    transaction.commit().map_err(backend)
+}
+
 fn backend(error: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(error.to_string())
 }
@@ -435,7 +461,8 @@ fn apply(
                             ])
                             .map_err(backend)?;
                     }
-                    return insert_index(transaction, seq, &changes.added);
+                    insert_index(transaction, seq, &changes.added)?;
+                    return update_lists(transaction, seq, &changes.lists);
                 }
                 None => {
                     execute(
@@ -454,13 +481,17 @@ fn apply(
                     transaction.last_insert_rowid()
                 }
             };
-            insert_index(transaction, seq, &index::entries(&record.doc))
+            let entries = index::entries(&record.doc);
+            insert_index(transaction, seq, &entries)?;
+            let added = index::lists(&entries).into_iter().map(str::to_owned).collect();
+            update_lists(transaction, seq, &ListChanges { added, removed: Vec::new() })
         }
         Write::DeleteThing { id, expect } => {
             let found = thing_revision(transaction, id)?;
             check_expectation("thing", id, *expect, found.map(|(_, revision)| revision))?;
             if let Some((seq, _)) = found {
                 execute(transaction, "DELETE FROM thing_index WHERE thing = ?1", [seq])?;
+                execute(transaction, "DELETE FROM thing_lists WHERE thing = ?1", [seq])?;
                 execute(transaction, "DELETE FROM things WHERE seq = ?1", [seq])?;
             }
             Ok(())
@@ -570,6 +601,28 @@ fn insert_index(
                 entry.value.string(),
             ])
             .map_err(backend)?;
+    }
+    Ok(())
+}
+
+fn update_lists(
+    transaction: &Transaction<'_>,
+    seq: i64,
+    lists: &ListChanges,
+) -> Result<(), StoreError> {
+    for path in &lists.removed {
+        execute(
+            transaction,
+            "DELETE FROM thing_lists WHERE thing = ?1 AND path = ?2",
+            params![seq, path],
+        )?;
+    }
+    for path in &lists.added {
+        execute(
+            transaction,
+            "INSERT INTO thing_lists (thing, path) VALUES (?1, ?2)",
+            params![seq, path],
+        )?;
     }
     Ok(())
 }

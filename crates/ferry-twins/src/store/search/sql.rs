@@ -369,8 +369,11 @@ impl<'p> Sql<'p> {
 
     fn filter(&mut self, filter: &Filter) {
         match filter {
-            Filter::And(operands) => self.balanced(operands, " AND "),
-            Filter::Or(operands) => self.balanced(operands, " OR "),
+            Filter::And(operands) => self.balanced(&conjuncts(operands), " AND "),
+            Filter::Or(operands) => {
+                let operands: Vec<Operand> = operands.iter().map(Operand::One).collect();
+                self.balanced(&operands, " OR ")
+            }
             Filter::Not(operand) => {
                 // Every test here is TRUE or FALSE, never NULL, so NOT is
                 // the complement, as MongoDB's `$nor`.
@@ -414,10 +417,11 @@ impl<'p> Sql<'p> {
 
     /// `and`/`or` as a balanced tree: SQLite refuses expressions deeper
     /// than 1,000, and a filter may have 4,096 operands in one `and`.
-    fn balanced(&mut self, operands: &[Filter], op: &str) {
+    fn balanced(&mut self, operands: &[Operand<'_>], op: &str) {
         match operands {
             [] => self.push(if op == " AND " { "1 = 1" } else { "1 = 0" }),
-            [one] => self.filter(one),
+            [Operand::One(one)] => self.filter(one),
+            [Operand::OnePath { path, tests, .. }] => self.on_one_path(path, tests),
             _ => {
                 let (left, right) = operands.split_at(operands.len() / 2);
                 self.push("(");
@@ -427,6 +431,38 @@ impl<'p> Sql<'p> {
                 self.push(")");
             }
         }
+    }
+
+    /// Each of `tests` is met by some value at `path`. Where the thing
+    /// holds one value there, that value meets them all: one range of an
+    /// index finds those things, rather than an intersection of one set
+    /// per test, each of which can be most of the store (measured with
+    /// `and(ge(…),lt(…))` at 1,000,000 things: seconds, not milliseconds).
+    /// Only at a path with several values (`thing_lists`) can different
+    /// values meet different tests; those things are tested value by
+    /// value, through the list table, which holds only such paths.
+    fn on_one_path(&mut self, path: &str, tests: &[(CompareOp, &Value)]) {
+        let tests: Vec<(CompareOp, Scalar)> =
+            tests.iter().map(|(op, value)| (*op, self.scalar(value))).collect();
+        self.push("t.seq IN (SELECT i.thing FROM thing_index i WHERE i.path = ");
+        self.bind(Param::Str(path.to_owned()));
+        for (op, value) in &tests {
+            self.push(" AND (");
+            self.compare(Target::Row, *op, value);
+            self.push(")");
+        }
+        self.push(" UNION ALL SELECT l.thing FROM thing_lists l WHERE l.path = ");
+        self.bind(Param::Str(path.to_owned()));
+        for (op, value) in &tests {
+            self.push(
+                " AND EXISTS (SELECT 1 FROM thing_index i WHERE i.thing = l.thing AND i.path = ",
+            );
+            self.bind(Param::Str(path.to_owned()));
+            self.push(" AND (");
+            self.compare(Target::Row, *op, value);
+            self.push("))");
+        }
+        self.push(")");
     }
 
     /// Some value of `field` passes `test`.
@@ -646,27 +682,28 @@ impl<'p> Sql<'p> {
     }
 
     /// The select list of the key columns of `sort`, named `k{n}r`,
-    /// `k{n}n`, `k{n}s` (rank, number, string).
+    /// `k{n}n`, `k{n}s` (rank, number, string). An index entry's three
+    /// come from its first row in the entry's direction: on PostgreSQL one
+    /// lateral join finds that row (`key_joins`); SQLite, which has no
+    /// lateral joins, looks it up once per column.
     fn key_columns(&mut self, sort: &[(SortColumns, bool)]) {
-        let c = self.collate();
         for (n, (columns, descending)) in sort.iter().enumerate() {
-            let dir = if *descending { "DESC" } else { "ASC" };
             match columns {
+                SortColumns::Index { .. } if self.dialect == Dialect::Postgres => {
+                    let _ = write!(
+                        self.text,
+                        ", COALESCE(k{n}.r, 0) AS k{n}r, COALESCE(k{n}.n, 0) AS k{n}n, COALESCE(k{n}.s, '') AS k{n}s"
+                    );
+                }
                 SortColumns::Index { column, path } => {
                     for (what, name, default) in [
                         (format!("CAST({RANK} AS BIGINT)"), 'r', "0"),
                         ("i.num".to_owned(), 'n', "0"),
                         ("i.str".to_owned(), 's', "''"),
                     ] {
-                        let _ = write!(
-                            self.text,
-                            ", COALESCE((SELECT {what} FROM thing_index i WHERE i.thing = t.seq AND i.{column} = "
-                        );
-                        self.bind(Param::Str(path.clone()));
-                        let _ = write!(
-                            self.text,
-                            " ORDER BY {RANK} {dir}, i.num {dir}, i.str{c} {dir} LIMIT 1), {default}) AS k{n}{name}"
-                        );
+                        let _ = write!(self.text, ", COALESCE((SELECT {what} ");
+                        self.first_row(column, path, *descending);
+                        let _ = write!(self.text, "), {default}) AS k{n}{name}");
                     }
                 }
                 SortColumns::Str(expr) => {
@@ -684,6 +721,79 @@ impl<'p> Sql<'p> {
             }
         }
     }
+
+    /// PostgreSQL's lateral joins for `key_columns`: each index entry's
+    /// first row in its direction, as `k{n}`.
+    fn key_joins(&mut self, sort: &[(SortColumns, bool)]) {
+        if self.dialect != Dialect::Postgres {
+            return;
+        }
+        for (n, (columns, descending)) in sort.iter().enumerate() {
+            let SortColumns::Index { column, path } = columns else { continue };
+            let _ = write!(
+                self.text,
+                " LEFT JOIN LATERAL (SELECT CAST({RANK} AS BIGINT) AS r, i.num AS n, i.str AS s "
+            );
+            self.first_row(column, path, *descending);
+            let _ = write!(self.text, ") k{n} ON TRUE");
+        }
+    }
+
+    /// `FROM … LIMIT 1` of the thing's first index row at `path` in the
+    /// direction: the least value ascending, the greatest descending.
+    fn first_row(&mut self, column: &str, path: &str, descending: bool) {
+        let c = self.collate();
+        let dir = if descending { "DESC" } else { "ASC" };
+        let _ = write!(self.text, "FROM thing_index i WHERE i.thing = t.seq AND i.{column} = ");
+        self.bind(Param::Str(path.to_owned()));
+        let _ = write!(self.text, " ORDER BY {RANK} {dir}, i.num {dir}, i.str{c} {dir} LIMIT 1");
+    }
+}
+
+/// An operand of `and`/`or` as written.
+enum Operand<'f> {
+    One(&'f Filter),
+    /// Comparisons of one `and` on one path (`Sql::on_one_path`).
+    OnePath {
+        path: String,
+        tests: Vec<(CompareOp, &'f Value)>,
+        first: &'f Filter,
+    },
+}
+
+/// An `and`'s operands, its comparisons on one index path taken together.
+fn conjuncts(operands: &[Filter]) -> Vec<Operand<'_>> {
+    let mut out: Vec<Operand> = Vec::with_capacity(operands.len());
+    for filter in operands {
+        let on_path = match filter {
+            Filter::Compare { op, field, value } if *op != CompareOp::Ne => match source(field) {
+                Source::Index { column: "path", path } => Some((path, *op, value)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((path, op, value)) = on_path else {
+            out.push(Operand::One(filter));
+            continue;
+        };
+        let same_path = out.iter_mut().find_map(|operand| match operand {
+            Operand::OnePath { path: seen, tests, .. } if *seen == path => Some(tests),
+            _ => None,
+        });
+        match same_path {
+            Some(tests) => tests.push((op, value)),
+            None => out.push(Operand::OnePath { path, tests: vec![(op, value)], first: filter }),
+        }
+    }
+    // A comparison alone on its path needs no merging.
+    for operand in &mut out {
+        if let Operand::OnePath { tests, first, .. } = operand {
+            if tests.len() == 1 {
+                *operand = Operand::One(first);
+            }
+        }
+    }
+    out
 }
 
 /// The names and types of the key columns, in order, with each one's
@@ -732,8 +842,20 @@ pub(crate) fn search(
         "SELECT q.id, q.policy_id, q.revision, q.created, q.modified, q.doc{keys} FROM (SELECT t.id, t.policy_id, t.revision, t.created, t.modified, t.doc"
     );
     sql.key_columns(&sort);
-    sql.push(" FROM things t WHERE ");
+    sql.push(" FROM things t");
+    sql.key_joins(&sort);
+    sql.push(" WHERE ");
     sql.conditions(request.filter.as_ref(), request.namespaces.as_deref());
+    // SQLite would move the cursor's conditions on the key columns into
+    // this query, where each computes the keys from the index a second
+    // time (page 2 took twice page 1); a limit that limits nothing fences
+    // it off. Only then: the fence also keeps the outer order from
+    // reaching the query, which an order by id needs to stop early.
+    let computed_keys =
+        sort.iter().any(|(columns, _)| matches!(columns, SortColumns::Index { .. }));
+    if dialect == Dialect::Sqlite && computed_keys && request.after.is_some() {
+        sql.push(" LIMIT -1 OFFSET 0");
+    }
     sql.push(") q");
     let c = sql.collate();
     if let Some(after) = &request.after {
