@@ -610,19 +610,13 @@ fn update_lists(
     seq: i64,
     lists: &ListChanges,
 ) -> Result<(), StoreError> {
-    for path in &lists.removed {
-        execute(
-            transaction,
-            "DELETE FROM thing_lists WHERE thing = ?1 AND path = ?2",
-            params![seq, path],
-        )?;
-    }
-    for path in &lists.added {
-        execute(
-            transaction,
-            "INSERT INTO thing_lists (thing, path) VALUES (?1, ?2)",
-            params![seq, path],
-        )?;
+    for (statement, paths) in [
+        ("DELETE FROM thing_lists WHERE thing = ?1 AND path = ?2", &lists.removed),
+        ("INSERT INTO thing_lists (thing, path) VALUES (?1, ?2)", &lists.added),
+    ] {
+        for path in paths {
+            execute(transaction, statement, params![seq, path])?;
+        }
     }
     Ok(())
 }
