@@ -361,13 +361,9 @@ fn declare(
 
 /// A name for this Ferry that stays the same across its restarts and
 /// differs between two Ferrys: a hash of the host's name and the data
-/// directory that holds `file`. Kafka sources name their consumers with
-/// it (static group membership), so a restarted Ferry takes its
-/// partitions back at once, while two Ferrys that both run a connection
-/// of the same id share its group's partitions instead of fencing each
-/// other out. A Ferry upgrade may change the hash (std's hasher is not
-/// stable across Rust releases): the first start after it then waits
-/// out the old member's session once.
+/// directory that holds `file`. Kafka sources name their consumers
+/// (`client.id`) with it, so a consumer group's description tells which
+/// Ferry each member is.
 fn member_name(file: &std::path::Path) -> String {
     use std::hash::{Hash, Hasher};
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -83,10 +83,9 @@ type Applying = Pin<Box<dyn Future<Output = (Record, Outcome)> + Send>>;
 pub struct ConsumerError(#[from] KafkaError);
 
 /// Reads `source` (the connection's `index`th) as the consumer `name`
-/// (its client and group instance id) until aborted. A consumer
-/// that librdkafka declares dead (a fatal error: fenced by another
-/// member with its `group.instance.id`, for one) is replaced by a new
-/// one, which reads on from the group's last commit.
+/// (its client id) until aborted. A consumer that librdkafka declares
+/// dead (a fatal error) is replaced by a new one, which reads on from the
+/// group's last commit.
 pub async fn run(
     twins: Arc<Twins>,
     kafka: Arc<KafkaSpec>,
@@ -273,13 +272,17 @@ fn make(
     config
         .set("bootstrap.servers", &kafka.bootstrap_servers)
         .set("group.id", &kafka.group_id)
+        // The name holds this Ferry's (`connections::member_name`): a
+        // group's description tells which Ferry each member is.
         .set("client.id", name)
-        // Static membership: a consumer started again after a crash or a
-        // restart of Ferry takes its partitions back at once, instead of
-        // waiting out the dead member's session (10 s) and a rebalance.
-        // The name holds this Ferry's (`connections::member_name`), so no
-        // other Ferry's consumer fences this one out.
-        .set("group.instance.id", name)
+        // No static membership (`group.instance.id`), although it would
+        // let a consumer started again after a crash take its partitions
+        // back without waiting out the dead member's session: a static
+        // leader that rejoined a stable group after a kill -9 was seen,
+        // under load, never to consume again (no rebalance, no error;
+        // librdkafka 2.12 with Kafka 4.1), which a user would see as a
+        // connection silently stopped. A dynamic member's rejoin is a
+        // plain rebalance, done once the dead member's session expires.
         .set("enable.auto.commit", "true")
         .set("auto.commit.interval.ms", COMMIT_INTERVAL_MS)
         .set("enable.auto.offset.store", if source.at_least_once { "false" } else { "true" })
