@@ -312,8 +312,9 @@ def test_a_target_acknowledges_what_it_delivered(broker_factory, receiver):
     second.close()
 
 
-def mqtt_connection(uri: str = "tcp://127.0.0.1:1883", **target) -> dict:
-    """An mqtt connection publishing modified events on Ferry's broker."""
+def mqtt_connection(uri: str, **target) -> dict:
+    """An mqtt connection publishing modified events on the broker at
+    `uri` (Ferry's own: a loopback address and its MQTT port)."""
     return {
         "name": "events-to-mqtt",
         "connectionType": "mqtt-5",
@@ -333,13 +334,14 @@ def mqtt_connection(uri: str = "tcp://127.0.0.1:1883", **target) -> dict:
 def test_an_mqtt_connection_publishes_events_on_ferrys_broker(broker_factory):
     b = broker_factory()
     ditto = _ditto(b)
-    for uri in ["tcp://broker.example.com:1883", "http://127.0.0.1:1883"]:
+    own = f"tcp://127.0.0.1:{b.port}"
+    for uri in ["http://127.0.0.1:1883", "tcp://127.0.0.1:port"]:
         _error(ditto.put("/connections/to-mqtt", mqtt_connection(uri)), 400,
                "connectivity:connection.configuration.invalid")
-    bad_qos = mqtt_connection(qos=3)
+    bad_qos = mqtt_connection(own, qos=3)
     _error(ditto.put("/connections/to-mqtt", bad_qos), 400,
            "connectivity:connection.configuration.invalid")
-    connection = mqtt_connection(issuedAcknowledgementLabel="{{connection:id}}:published")
+    connection = mqtt_connection(own, issuedAcknowledgementLabel="{{connection:id}}:published")
     assert ditto.put("/connections/to-mqtt", connection).status_code == 201
 
     subscriber = b.client(version=5)

@@ -1,5 +1,6 @@
-//! Topic name and topic filter rules (§4.7). Matching lives in the broker's
-//! topic tree; this module only says what is well-formed.
+//! Topic name and topic filter rules (§4.7). The broker matches in its
+//! topic tree; `filter_matches` is the one-filter match for a client that
+//! must tell which of its subscriptions a message came on.
 
 /// The prefix of a shared subscription filter (MQTT 5 §4.8.2).
 pub const SHARED_PREFIX: &str = "$share/";
@@ -28,6 +29,31 @@ pub fn is_valid_topic_filter(filter: &str) -> bool {
 /// which MQTT 5 gives different rules (e.g. no No Local).
 pub fn is_shared_filter(filter: &str) -> bool {
     filter.starts_with(SHARED_PREFIX)
+}
+
+/// Whether the topic name `topic` matches the valid filter `filter`
+/// (§4.7): `+` one level, `#` this level and all below (its parent
+/// included), and a topic starting with `$` matched by no filter that
+/// starts with a wildcard (§4.7.2). A shared filter matches as the filter
+/// after its group.
+pub fn filter_matches(filter: &str, topic: &str) -> bool {
+    let filter = match filter.strip_prefix(SHARED_PREFIX) {
+        Some(shared) => shared.split_once('/').map_or("", |(_, inner)| inner),
+        None => filter,
+    };
+    if topic.starts_with('$') && filter.starts_with(['+', '#']) {
+        return false;
+    }
+    let mut levels = topic.split('/');
+    for wanted in filter.split('/') {
+        match (wanted, levels.next()) {
+            ("#", _) => return true,
+            ("+", Some(_)) => {}
+            (wanted, Some(level)) if wanted == level => {}
+            _ => return false,
+        }
+    }
+    levels.next().is_none()
 }
 
 fn is_valid_plain_filter(filter: &str) -> bool {
@@ -107,6 +133,29 @@ mod tests {
             "$share/g/a#",
         ] {
             assert!(!is_valid_topic_filter(invalid), "{invalid:?}");
+        }
+    }
+
+    #[test]
+    fn filters_match_as_section_4_7_says() {
+        for (filter, topic, matched) in [
+            ("a/b", "a/b", true),
+            ("a/+", "a/b", true),
+            ("a/+", "a/b/c", false),
+            ("a/#", "a", true),
+            ("a/#", "a/b/c", true),
+            ("#", "a/b", true),
+            ("+/+", "/b", true),
+            ("+", "a/b", false),
+            ("a/b", "a/b/c", false),
+            ("a/b/c", "a/b", false),
+            ("#", "$SYS/x", false),
+            ("+/x", "$SYS/x", false),
+            ("$SYS/#", "$SYS/x", true),
+            ("$share/g/a/+", "a/b", true),
+            ("$share/g/a/+", "x/b", false),
+        ] {
+            assert_eq!(filter_matches(filter, topic), matched, "{filter} on {topic}");
         }
     }
 }

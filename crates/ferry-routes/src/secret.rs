@@ -10,6 +10,12 @@ use std::fmt;
 pub struct Secret(String);
 
 impl Secret {
+    /// A secret given other than in the configuration file (a password in
+    /// a twin connection's uri).
+    pub fn new(secret: String) -> Secret {
+        Secret(secret)
+    }
+
     /// The secret itself, for the one place that sends it.
     pub fn expose(&self) -> &str {
         &self.0

@@ -15,18 +15,16 @@
 //! caller without credentials on a loopback listener of Ferry with no
 //! users; see the binary's `twins.rs`).
 
-#[cfg(feature = "kafka")]
 mod enforcement;
 mod errors;
-#[cfg(feature = "kafka")]
 mod inbound;
 #[cfg(feature = "kafka")]
 mod kafka;
 pub mod model;
 mod mqtt;
-#[cfg(feature = "kafka")]
 mod placeholder;
 mod push;
+mod source;
 mod stats;
 mod template;
 
@@ -64,8 +62,11 @@ struct Host {
         expect(dead_code, reason = "only Kafka consumers are named by it")
     )]
     member: Arc<str>,
-    /// Where `mqtt` connections publish.
+    /// Where `mqtt` connections to this Ferry publish.
     broker: std::sync::Weak<ferry_broker::Broker>,
+    /// The ports of this Ferry's MQTT listeners: an `mqtt` connection to
+    /// a loopback address on one of them is to this Ferry.
+    own_mqtt_ports: Vec<u16>,
 }
 
 struct Running {
@@ -125,12 +126,14 @@ pub enum ConnectionsError {
 
 impl Connections {
     /// Loads the connections stored in `file` and starts the open ones;
-    /// `managers` are the subjects that may manage them.
+    /// `managers` are the subjects that may manage them, `own_mqtt_ports`
+    /// the ports of this Ferry's MQTT listeners.
     pub fn open(
         twins: Arc<Twins>,
         file: PathBuf,
         managers: Vec<String>,
         broker: std::sync::Weak<ferry_broker::Broker>,
+        own_mqtt_ports: Vec<u16>,
     ) -> Result<Connections, ConnectionsError> {
         let stored: Vec<Value> = match std::fs::read(&file) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
@@ -139,7 +142,7 @@ impl Connections {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(source) => return Err(ConnectionsError::Read { file, source }),
         };
-        let host = Host { member: member_name(&file).into(), broker };
+        let host = Host { member: member_name(&file).into(), broker, own_mqtt_ports };
         let mut running = BTreeMap::new();
         for json in stored {
             let id = json.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -399,6 +402,7 @@ fn start(twins: &Arc<Twins>, spec: ConnectionSpec, host: &Host) -> Running {
             mqtt.clone(),
             stats.clone(),
             host.broker.clone(),
+            &host.own_mqtt_ports,
         ),
     };
     Running { spec, stats, tasks, declaration }

@@ -81,9 +81,14 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
             .all(|(_, _, tcp, _)| tcp.local_addr().is_ok_and(|address| address.ip().is_loopback()));
         crate::twins::serve_mqtt(&config, twins, &broker, loopback_only)?;
     }
+    let own_mqtt_ports = bound
+        .iter()
+        .filter(|(settings, ..)| settings.protocol == ListenerProtocol::Mqtt)
+        .filter_map(|(_, _, tcp, _)| Some(tcp.local_addr().ok()?.port()))
+        .collect::<Vec<_>>();
     let connections = twins
         .as_ref()
-        .map(|twins| crate::twins::connections(&config, twins, &broker))
+        .map(|twins| crate::twins::connections(&config, twins, &broker, own_mqtt_ports))
         .transpose()?;
     let listening: Vec<Listening> = bound
         .iter()

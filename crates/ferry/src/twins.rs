@@ -82,18 +82,22 @@ pub async fn start(config: &Config) -> anyhow::Result<Option<Arc<Twins>>> {
 }
 
 /// Loads the connections stored in the data directory and starts the
-/// open ones (`ferry_twins::connections`).
+/// open ones (`ferry_twins::connections`); this Ferry's MQTT listeners
+/// are on `own_mqtt_ports`.
 pub fn connections(
     config: &Config,
     twins: &Arc<Twins>,
     broker: &Arc<Broker>,
+    own_mqtt_ports: Vec<u16>,
 ) -> anyhow::Result<Arc<Connections>> {
     std::fs::create_dir_all(&config.data_dir).with_context(|| {
         format!("cannot create the data directory {}", config.data_dir.display())
     })?;
     let file = config.data_dir.join("twin-connections.json");
     let managers = config.twins.connection_subjects.clone();
-    Ok(Arc::new(Connections::open(twins.clone(), file, managers, Arc::downgrade(broker))?))
+    let connections =
+        Connections::open(twins.clone(), file, managers, Arc::downgrade(broker), own_mqtt_ports)?;
+    Ok(Arc::new(connections))
 }
 
 /// Serves the Ditto protocol on the broker's `[twins] mqtt_prefix` topics

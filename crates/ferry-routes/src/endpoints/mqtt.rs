@@ -61,7 +61,8 @@ use ferry_mqtt::{
     SubscriptionOptions,
 };
 use publish::Outbound;
-use reader::Inbound;
+pub use reader::Receive;
+use reader::{Deliver, Inbound};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
@@ -137,18 +138,37 @@ impl MqttSink {
         config: &MqttEndpointConfig,
         local: Arc<Broker>,
     ) -> Result<MqttSink, MqttConfigError> {
-        config.validate()?;
-        let address = config.address()?;
-        let tls = match address.tls {
-            true => Some(tls::TlsClient::new(config, &address.host)?),
-            false => None,
-        };
         let maps = config
             .subscribe
             .iter()
             .map(|subscription| InboundMap::new(&subscription.remote, &subscription.local))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| MqttConfigError::new("subscribe", "a remote filter cannot be mapped"))?;
+        MqttSink::build(endpoint, config, Deliver::Local { broker: local, maps })
+    }
+
+    /// A connection named `name` whose subscriptions' messages go to
+    /// `receive` rather than into the local broker (their `local` topics
+    /// are not used): a twin connection's sources.
+    pub fn receiving(
+        name: &str,
+        config: &MqttEndpointConfig,
+        receive: Arc<dyn Receive>,
+    ) -> Result<MqttSink, MqttConfigError> {
+        MqttSink::build(name, config, Deliver::To(receive))
+    }
+
+    fn build(
+        endpoint: &str,
+        config: &MqttEndpointConfig,
+        deliver: Deliver,
+    ) -> Result<MqttSink, MqttConfigError> {
+        config.validate()?;
+        let address = config.address()?;
+        let tls = match address.tls {
+            true => Some(tls::TlsClient::new(config, &address.host)?),
+            false => None,
+        };
         let subscriptions = config
             .subscribe
             .iter()
@@ -170,7 +190,7 @@ impl MqttSink {
             clean_start: config.clean_start,
             session_expiry_secs: config.session_expiry_secs,
             max_inflight: config.max_inflight,
-            inbound: Arc::new(Inbound { broker: local, maps, endpoint }),
+            inbound: Arc::new(Inbound { deliver, endpoint }),
         };
         Ok(MqttSink {
             options,

@@ -4,9 +4,9 @@
 //! (`{{ entity:id }}`), or the command is not executed. It holds a device
 //! that writes into a shared topic to its own thing.
 
-use super::placeholder::{Holds, SourceTemplate};
+use super::placeholder::{Holds, Received, SourceTemplate};
 use crate::error::DittoError;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// Filters one enforcement may list: each is compared per message.
 const MAX_FILTERS: usize = 16;
@@ -48,16 +48,12 @@ impl Enforcement {
         })
     }
 
-    /// Whether a command for `entity_id` may run, given its message's
-    /// `headers` (lower-case names): Ditto's
+    /// Whether a command for `entity_id` may run, given what its message
+    /// carries: Ditto's
     /// `connectivity:connection.id.enforcement.failed` (400) if not,
     /// naming the input as Ditto's message does.
-    pub fn check(
-        &self,
-        headers: &Map<String, Value>,
-        entity_id: Option<&str>,
-    ) -> Result<(), DittoError> {
-        let input = self.input.with_headers(|name| headers.get(name).and_then(Value::as_str));
+    pub fn check(&self, received: Received<'_>, entity_id: Option<&str>) -> Result<(), DittoError> {
+        let input = self.input.with_received(received);
         let matched = match (&input, entity_id) {
             (Some(input), Some(entity_id)) => self
                 .filters
@@ -76,7 +72,7 @@ impl Enforcement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Map};
 
     fn seed() -> Enforcement {
         // The Ditto benchmark's Kafka source (../seeds/ditto-benchmark.txt).
@@ -92,19 +88,36 @@ mod tests {
         headers
     }
 
+    fn received(headers: &Map<String, Value>) -> Received<'_> {
+        Received { headers, address: None }
+    }
+
     #[test]
     fn the_device_may_command_its_own_thing_only() {
         let own = "org.eclipse.ditto:test-thing-1";
-        assert!(seed().check(&headers(own), Some(own)).is_ok());
-        let error =
-            seed().check(&headers("org.eclipse.ditto:test-thing-2"), Some(own)).unwrap_err();
+        assert!(seed().check(received(&headers(own)), Some(own)).is_ok());
+        let other = headers("org.eclipse.ditto:test-thing-2");
+        let error = seed().check(received(&other), Some(own)).unwrap_err();
         assert_eq!(
             (error.status, error.error),
             (400, "connectivity:connection.id.enforcement.failed")
         );
         assert!(error.message.contains("test-thing-2"), "{}", error.message);
-        assert!(seed().check(&Map::new(), Some(own)).is_err(), "no device_id header");
-        assert!(seed().check(&headers(own), None).is_err(), "a command without an entity");
+        assert!(seed().check(received(&Map::new()), Some(own)).is_err(), "no device_id header");
+        assert!(seed().check(received(&headers(own)), None).is_err(), "without an entity");
+    }
+
+    #[test]
+    fn an_mqtt_device_may_publish_on_its_own_topic_only() {
+        let enforcement = Enforcement::parse(
+            &json!({"input": "{{ source:address }}", "filters": ["telemetry/{{ thing:id }}"]}),
+        )
+        .unwrap();
+        let headers = Map::new();
+        let on = |address| Received { headers: &headers, address: Some(address) };
+        let own = "org.acme:lamp-1";
+        assert!(enforcement.check(on("telemetry/org.acme:lamp-1"), Some(own)).is_ok());
+        assert!(enforcement.check(on("telemetry/org.acme:lamp-2"), Some(own)).is_err());
     }
 
     #[test]

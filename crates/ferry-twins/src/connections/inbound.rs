@@ -3,10 +3,16 @@
 //! `Twins::apply_envelope` with the source's `authorizationContext`, the
 //! path MQTT (`mqtt.rs`) and WebSocket (`ws.rs`) commands take too.
 
-use super::kafka::SourceSpec;
+use super::placeholder::Received;
+use super::source::SourceSpec;
 use crate::protocol::{error_response, Envelope, Topic};
 use crate::service::Twins;
-use serde_json::{Map, Value};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Pauses between tries of a command that failed for now.
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+const LAST_PAUSE: Duration = Duration::from_secs(5);
 
 /// What became of one message.
 #[derive(Debug)]
@@ -22,38 +28,63 @@ pub enum Outcome {
     Retriable(String),
 }
 
-/// Applies the Ditto protocol message `payload`, whose transport headers
-/// (names in lower case) are `headers`.
-pub async fn apply(
+/// Applies the Ditto protocol message `payload`; at least once, tries
+/// again what failed for now (with a growing pause) until it is applied
+/// or refused for good. `what` names the message in the warning of a
+/// retry. Returns the outcome and the command's answer, if it has one
+/// (a response when `response-required`, an error response).
+pub async fn apply_until_done(
     twins: &Twins,
     source: &SourceSpec,
-    headers: &Map<String, Value>,
+    received: Received<'_>,
     payload: &[u8],
-) -> Outcome {
+    what: impl Fn() -> String,
+) -> (Outcome, Option<Envelope>) {
+    let mut pause = FIRST_PAUSE;
+    loop {
+        match apply(twins, source, received, payload).await {
+            (Outcome::Retriable(why), _) if source.at_least_once => {
+                tracing::warn!(message = %what(), %why, "a connection's command failed for now; tried again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(LAST_PAUSE);
+            }
+            done => return done,
+        }
+    }
+}
+
+/// Applies the Ditto protocol message `payload` once.
+async fn apply(
+    twins: &Twins,
+    source: &SourceSpec,
+    received: Received<'_>,
+    payload: &[u8],
+) -> (Outcome, Option<Envelope>) {
     let mut envelope = match Envelope::parse(payload) {
         Ok(envelope) => envelope,
-        Err(error) => return Outcome::Refused(format!("{}: {}", error.error, error.message)),
+        Err(error) => {
+            return (Outcome::Refused(format!("{}: {}", error.error, error.message)), None)
+        }
     };
     for (name, template) in &source.header_mapping {
-        let value = template.with_headers(|header| headers.get(header).and_then(Value::as_str));
-        if let Some(value) = value {
+        if let Some(value) = template.with_received(received) {
             envelope.headers.insert(name.clone(), Value::String(value));
         }
     }
     let topic = Topic::parse(&envelope.topic).ok();
     if let Some(enforcement) = &source.enforcement {
         let entity_id = topic.as_ref().and_then(Topic::entity_id);
-        if let Err(error) = enforcement.check(headers, entity_id.as_deref()) {
-            // The error response Ditto would send to a reply target; Ferry
-            // sends none (docs/twins.md), so it is only counted.
+        if let Err(error) = enforcement.check(received, entity_id.as_deref()) {
             let answer = error_response(topic.as_ref(), &envelope.headers, &error);
-            return refused(&answer);
+            return (refused(&answer), Some(answer));
         }
     }
     match twins.apply_envelope(&source.caller, &envelope).await {
-        Some(answer) if answer.status.is_some_and(|status| status >= 400) => refused(&answer),
+        Some(answer) if answer.status.is_some_and(|status| status >= 400) => {
+            (refused(&answer), Some(answer))
+        }
         // A response, or none because none was asked for: it succeeded.
-        _ => Outcome::Applied,
+        answer => (Outcome::Applied, answer),
     }
 }
 

@@ -11,7 +11,7 @@ mod source;
 mod spec;
 mod target;
 
-pub use spec::{KafkaSpec, SourceSpec};
+pub use spec::KafkaSpec;
 
 use super::model::ConnectionSpec;
 use super::stats::ConnectionStats;

@@ -133,22 +133,22 @@ impl ConnectionSpec {
         let transport = match kind.as_str() {
             "kafka" => kafka_transport(id, object, targets)?,
             "mqtt" | "mqtt-5" => {
-                Transport::Mqtt(Arc::new(super::mqtt::MqttSpec::parse(object, targets)?))
+                Transport::Mqtt(Arc::new(super::mqtt::MqttSpec::parse(id, object, targets)?))
             }
             _ => Transport::HttpPush(Arc::new(HttpPush::parse(object, targets)?)),
         };
         Ok(ConnectionSpec { id: id.to_owned(), open, targets: parsed, transport, json })
     }
 
-    /// The addresses of each source it reads (a `kafka` one's).
+    /// The addresses of each source it reads.
     pub fn source_addresses(&self) -> Vec<&[String]> {
-        match &self.transport {
+        let sources = match &self.transport {
             #[cfg(feature = "kafka")]
-            Transport::Kafka(kafka) => {
-                kafka.sources.iter().map(|source| source.addresses.as_slice()).collect()
-            }
-            Transport::HttpPush(_) | Transport::Mqtt(_) => Vec::new(),
-        }
+            Transport::Kafka(kafka) => &kafka.sources,
+            Transport::Mqtt(mqtt) => &mqtt.sources,
+            Transport::HttpPush(_) => return Vec::new(),
+        };
+        sources.iter().map(|source| source.addresses.as_slice()).collect()
     }
 }
 

@@ -1,13 +1,17 @@
-//! A running `mqtt` (or `mqtt-5`) connection: twin events published on
-//! Ferry's own broker, one message per event and target, on the topic
-//! the target's address makes of the event (`events/{{ thing:id }}`).
+//! A running `mqtt` (or `mqtt-5`) connection. Two forms, by where its
+//! `uri` points:
 //!
-//! Ferry does not dial its own broker: the connection's `uri` must name a
-//! loopback address, and the messages are handed to the broker in the
-//! process, as a client's publish would be, to every subscriber of the
-//! topic (the broker's retained store and durable sessions included).
-//! An external MQTT broker is refused at the connection's creation
-//! (bridge to one with a route's uplink instead), as are sources.
+//! - **This Ferry**, with targets only (a loopback host and the port of
+//!   one of Ferry's MQTT listeners): twin events are handed to the broker
+//!   in the process, as a client's publish would be, to every subscriber
+//!   of the topic the target's address makes (`events/{{ thing:id }}`),
+//!   the broker's retained store and durable sessions included. No
+//!   socket, no credentials.
+//! - **Any other broker**, or a connection with sources (even to this
+//!   Ferry): a client connection to the broker (`mqtt/remote.rs`), the
+//!   MQTT client of the routes' `mqtt` endpoint, which subscribes to the
+//!   sources' addresses and applies each message as a Ditto protocol
+//!   command, and publishes the targets' events and the replies.
 //!
 //! What each target sends is decided as for the other connection types
 //! (`TargetSpec::outgoing`): its topics, and the READ rights of its
@@ -16,22 +20,39 @@
 //! `issuedAcknowledgementLabel` acknowledges each event it published
 //! with 204, once the broker has it.
 
-use super::model::ConnectionSpec;
+mod remote;
+
+use super::model::{text, ConnectionSpec, Owed};
+use super::source::{SourceKind, SourceSpec, MAX_SOURCES};
 use super::stats::ConnectionStats;
 use super::template::{AddressTemplate, Event};
 use crate::error::DittoError;
-use crate::service::{next_event, Twins};
+use crate::protocol::Envelope;
+use crate::service::{next_event, ThingEvent, Twins};
 use bytes::Bytes;
 use ferry_broker::{Broker, Message};
 use ferry_mqtt::{ByteStr, Properties, QoS};
+use ferry_routes::endpoints::mqtt::{MqttEndpointConfig, MqttProtocol, MqttSubscription};
+use ferry_routes::Secret;
 use serde_json::{Map, Value};
 use std::sync::{Arc, Weak};
 use tokio::task::AbortHandle;
 
-/// An `mqtt` connection's targets, beside their `TargetSpec`s.
+/// Ditto's default keep-alive of an MQTT connection, in seconds.
+const DEFAULT_KEEP_ALIVE_SECS: u16 = 60;
+
+/// An `mqtt` connection's broker, sources and targets, beside their
+/// `TargetSpec`s.
 #[derive(Debug)]
 pub struct MqttSpec {
     pub targets: Vec<MqttTarget>,
+    pub sources: Vec<SourceSpec>,
+    /// Where the `uri` points.
+    pub broker: BrokerAddress,
+    /// The client's settings, when it dials: the uri's host, port and
+    /// credentials, `specificConfig`'s client id and keep-alive, a
+    /// subscription per source address.
+    pub client: MqttEndpointConfig,
 }
 
 #[derive(Debug)]
@@ -40,22 +61,128 @@ pub struct MqttTarget {
     qos: QoS,
 }
 
+/// The host and port of a connection's `uri`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BrokerAddress {
+    pub loopback: bool,
+    pub port: u16,
+}
+
+impl BrokerAddress {
+    /// Whether it is one of this Ferry's MQTT listeners, `own_ports`.
+    fn is_this_ferry(&self, own_ports: &[u16]) -> bool {
+        self.loopback && own_ports.contains(&self.port)
+    }
+}
+
 impl MqttSpec {
-    pub fn parse(object: &Map<String, Value>, targets: &[Value]) -> Result<MqttSpec, DittoError> {
-        let uri = object.get("uri").and_then(Value::as_str).unwrap_or_default();
-        if !names_this_ferry(uri) {
-            return Err(DittoError::connection_invalid(format!(
-                "The uri '{}' of an mqtt connection must name a loopback address: Ferry publishes its events on its own broker (tcp:// or ssl://, e.g. tcp://127.0.0.1:1883). For another broker, use a route's uplink.",
-                super::model::redact(uri)
-            )));
-        }
-        if object.get("sources").and_then(Value::as_array).is_some_and(|s| !s.is_empty()) {
+    pub fn parse(
+        id: &str,
+        object: &Map<String, Value>,
+        targets: &[Value],
+    ) -> Result<MqttSpec, DittoError> {
+        let uri = Uri::parse(text(object, "uri")?)?;
+        let specific = match object.get("specificConfig") {
+            None => Map::new(),
+            Some(Value::Object(specific)) => specific.clone(),
+            Some(_) => {
+                return Err(DittoError::connection_invalid("'specificConfig' must be an object."))
+            }
+        };
+        // Ditto writes every specificConfig value as a string.
+        let setting = |key: &str| match specific.get(key) {
+            Some(Value::String(value)) => Some(value.trim().to_owned()),
+            Some(other) => Some(other.to_string()),
+            None => None,
+        };
+        let sources = match object.get("sources") {
+            None => Vec::new(),
+            Some(Value::Array(sources)) if sources.len() <= MAX_SOURCES => sources
+                .iter()
+                .map(|source| SourceSpec::parse(source, SourceKind::Mqtt))
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(_) => {
+                return Err(DittoError::connection_invalid(format!(
+                    "'sources' must be an array of at most {MAX_SOURCES}."
+                )))
+            }
+        };
+        let targets: Vec<MqttTarget> =
+            targets.iter().map(MqttTarget::parse).collect::<Result<_, _>>()?;
+        let keep_alive_secs = match setting("keepAlive") {
+            None => DEFAULT_KEEP_ALIVE_SECS,
+            Some(secs) => secs.parse().map_err(|_| {
+                DittoError::connection_invalid(format!(
+                    "The keepAlive '{secs}' is not a number of seconds (0 to 65535)."
+                ))
+            })?,
+        };
+        let clean_start = match setting("cleanSession").as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(DittoError::connection_invalid(format!(
+                    "The cleanSession '{other}' is not true or false."
+                )))
+            }
+        };
+        if object.get("validateCertificates").and_then(Value::as_bool) == Some(false) && uri.tls {
             return Err(DittoError::connection_invalid(
-                "An mqtt connection in Ferry has no sources: devices publish the Ditto protocol to the broker's ditto/ topics themselves.",
+                "validateCertificates false is not supported by Ferry: a broker's certificate is always checked (against the system's CA certificates).",
             ));
         }
-        let targets = targets.iter().map(MqttTarget::parse).collect::<Result<_, _>>()?;
-        Ok(MqttSpec { targets })
+        for refused in ["ca", "credentials"] {
+            if object.get(refused).is_some_and(|value| !value.is_null()) {
+                return Err(DittoError::connection_invalid(format!(
+                    "'{refused}' (a CA or client certificate of its own) is not supported by Ferry's MQTT connections yet: ssl:// checks the broker against the system's CA certificates."
+                )));
+            }
+        }
+        let subscribe = sources
+            .iter()
+            .flat_map(|source| {
+                let qos = u8::from(source.at_least_once);
+                source.addresses.iter().map(move |address| MqttSubscription {
+                    remote: address.clone(),
+                    local: address.clone(),
+                    qos,
+                })
+            })
+            .collect();
+        let send_qos = targets.iter().map(|target| target.qos as u8).max().unwrap_or(0);
+        let client = MqttEndpointConfig {
+            url: format!("{}://{}:{}", if uri.tls { "mqtts" } else { "mqtt" }, uri.host, uri.port),
+            protocol_version: match text(object, "connectionType")? {
+                "mqtt-5" => MqttProtocol::V5,
+                _ => MqttProtocol::V311,
+            },
+            client_id: Some(
+                setting("clientId").filter(|id| !id.is_empty()).unwrap_or_else(|| id.to_owned()),
+            ),
+            username: uri.username,
+            password: uri.password.map(Secret::new),
+            ca_file: None,
+            cert_file: None,
+            key_file: None,
+            keep_alive_secs,
+            clean_start,
+            session_expiry_secs: 86_400,
+            qos: send_qos,
+            max_inflight: 100,
+            remote_prefix: String::new(),
+            strip_prefix: String::new(),
+            envelope_topic: None,
+            subscribe,
+        };
+        client.validate().map_err(|error| {
+            DittoError::connection_invalid(format!("The MQTT connection: {error}"))
+        })?;
+        Ok(MqttSpec {
+            targets,
+            sources,
+            broker: BrokerAddress { loopback: uri.loopback, port: uri.port },
+            client,
+        })
     }
 }
 
@@ -83,30 +210,102 @@ impl MqttTarget {
     }
 }
 
-/// `tcp://` or `ssl://` (Ditto's MQTT schemes) to a loopback host.
-fn names_this_ferry(uri: &str) -> bool {
-    let Some(rest) = uri.strip_prefix("tcp://").or_else(|| uri.strip_prefix("ssl://")) else {
-        return false;
-    };
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    let host = match host_port.rsplit_once(':') {
-        Some((host, port)) if port.parse::<u16>().is_ok() => host,
-        _ => host_port,
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+/// `tcp://[user[:password]@]host[:port]` or `ssl://…` (Ditto's MQTT
+/// schemes; the port is 1883 or 8883 when left out).
+#[derive(Debug, PartialEq, Eq)]
+struct Uri {
+    tls: bool,
+    /// Brackets kept for IPv6, as a URL writes it.
+    host: String,
+    port: u16,
+    loopback: bool,
+    username: Option<String>,
+    password: Option<String>,
 }
 
-/// Starts the connection's feed; aborting the handle stops it.
+impl Uri {
+    fn parse(uri: &str) -> Result<Uri, DittoError> {
+        let invalid = |why: &str| {
+            DittoError::connection_invalid(format!(
+                "The uri '{}' of an mqtt connection {why}.",
+                super::model::redact(uri)
+            ))
+        };
+        let (tls, rest) = match (uri.strip_prefix("tcp://"), uri.strip_prefix("ssl://")) {
+            (Some(rest), _) => (false, rest),
+            (_, Some(rest)) => (true, rest),
+            _ => return Err(invalid("is not tcp://host:port or ssl://host:port (ws:// and wss:// are not supported by Ferry)")),
+        };
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        if authority.contains('/') {
+            return Err(invalid("has a path; an MQTT broker is host and port"));
+        }
+        let (user_info, host_port) = match authority.rsplit_once('@') {
+            Some((user_info, host_port)) => (Some(user_info), host_port),
+            None => (None, authority),
+        };
+        let (host, port) = match host_port.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(':') && !port.contains(']') => {
+                (host, port.parse::<u16>().map_err(|_| invalid("has a port that is not a number"))?)
+            }
+            _ => (host_port, if tls { 8883 } else { 1883 }),
+        };
+        if host.is_empty() {
+            return Err(invalid("has no host"));
+        }
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = bare.eq_ignore_ascii_case("localhost")
+            || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        let (username, password) = match user_info {
+            None => (None, None),
+            Some(user_info) => match user_info.split_once(':') {
+                Some((user, password)) => (Some(decode(user)), Some(decode(password))),
+                None => (Some(decode(user_info)), None),
+            },
+        };
+        Ok(Uri { tls, host: host.to_owned(), port, loopback, username, password })
+    }
+}
+
+/// Percent-decoding of a uri's user name or password (`%40` for `@`).
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let hex = bytes
+            .get(index + 1..index + 3)
+            .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+        match (bytes[index], hex) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                index += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
+}
+
+/// Starts the connection: the in-process feed when it only publishes on
+/// this Ferry (whose MQTT listeners are on `own_ports`), else its client.
+/// Aborting the handles stops it.
 pub fn start(
     twins: Arc<Twins>,
     spec: Arc<ConnectionSpec>,
     mqtt: Arc<MqttSpec>,
     stats: Arc<ConnectionStats>,
     broker: Weak<Broker>,
+    own_ports: &[u16],
 ) -> Vec<AbortHandle> {
-    vec![tokio::spawn(feed(twins, spec, mqtt, stats, broker)).abort_handle()]
+    if mqtt.sources.is_empty() && mqtt.broker.is_this_ferry(own_ports) {
+        vec![tokio::spawn(feed(twins, spec, mqtt, stats, broker)).abort_handle()]
+    } else {
+        remote::start(twins, spec, mqtt, stats)
+    }
 }
 
 async fn feed(
@@ -119,41 +318,68 @@ async fn feed(
     let mut events = twins.subscribe();
     while let Some(event) = next_event(&mut events, &stats.missed, &spec.id).await {
         let Some(broker) = broker.upgrade() else { return };
-        for (index, (target, mqtt)) in spec.targets.iter().zip(&mqtt.targets).enumerate() {
-            let figures = &stats.targets[index];
-            let Some((envelope, owed)) = target.outgoing(&twins, &event).await else {
-                figures.filtered.inc();
-                continue;
-            };
-            figures.dispatched.inc();
-            let topic = mqtt.topic.render_raw(&Event { topic: &envelope.topic });
-            if !ferry_mqtt::topic::is_valid_topic_name(&topic) {
-                figures.failed.inc();
-                let failure = format!("'{topic}' is not an MQTT topic name");
-                if let Some(owed) = owed {
-                    owed.settle(&twins, 400, Some(failure.clone().into()));
-                }
-                stats.set_failure(failure);
-                continue;
-            }
-            let mut properties = Properties::default();
-            properties.content_type = Some(ByteStr::from(crate::protocol::DITTO_CONTENT_TYPE));
-            let payload = Bytes::from(envelope.to_bytes());
-            broker.publish(Message::new(
-                ByteStr::from(topic.as_str()),
-                payload,
-                mqtt.qos,
-                false,
-                properties,
-                0,
-            ));
-            figures.published.inc();
+        for publication in publications(&twins, &spec, &mqtt, &stats, &event).await {
+            let qos = mqtt.targets[publication.target].qos;
+            broker.publish(message(publication.topic, &publication.envelope, qos));
+            stats.targets[publication.target].published.inc();
             stats.set_success();
-            if let Some(owed) = owed {
+            if let Some(owed) = publication.owed {
                 owed.settle(&twins, 204, None);
             }
         }
     }
+}
+
+/// What one target publishes of an event.
+struct Publication {
+    /// Its index among the connection's targets.
+    target: usize,
+    topic: String,
+    envelope: Envelope,
+    /// The acknowledgement it owes, once published.
+    owed: Option<Owed>,
+}
+
+/// What the targets publish of `event`, each counted as dispatched or
+/// filtered; a target whose topic the event's thing id cannot be part of
+/// (it holds `+` or `#`) counts it as failed and answers its
+/// acknowledgement with 400.
+async fn publications(
+    twins: &Twins,
+    spec: &ConnectionSpec,
+    mqtt: &MqttSpec,
+    stats: &ConnectionStats,
+    event: &ThingEvent,
+) -> Vec<Publication> {
+    let mut publications = Vec::new();
+    for (index, (target, publishing)) in spec.targets.iter().zip(&mqtt.targets).enumerate() {
+        let figures = &stats.targets[index];
+        let Some((envelope, owed)) = target.outgoing(twins, event).await else {
+            figures.filtered.inc();
+            continue;
+        };
+        figures.dispatched.inc();
+        let topic = publishing.topic.render_raw(&Event { topic: &envelope.topic });
+        if !ferry_mqtt::topic::is_valid_topic_name(&topic) {
+            figures.failed.inc();
+            let failure = format!("'{topic}' is not an MQTT topic name");
+            if let Some(owed) = owed {
+                owed.settle(twins, 400, Some(failure.clone().into()));
+            }
+            stats.set_failure(failure);
+            continue;
+        }
+        publications.push(Publication { target: index, topic, envelope, owed });
+    }
+    publications
+}
+
+/// The message that carries a Ditto protocol envelope on `topic`.
+fn message(topic: String, envelope: &Envelope, qos: QoS) -> Message {
+    let mut properties = Properties::default();
+    properties.content_type = Some(ByteStr::from(crate::protocol::DITTO_CONTENT_TYPE));
+    let payload = Bytes::from(envelope.to_bytes());
+    Message::new(ByteStr::from(topic), payload, qos, false, properties, 0)
 }
 
 #[cfg(test)]
@@ -161,17 +387,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_this_ferrys_loopback_is_an_mqtt_uri() {
-        for uri in [
-            "tcp://127.0.0.1:1883",
-            "tcp://localhost:1883",
-            "ssl://[::1]:8883",
-            "tcp://u:p@127.0.0.2",
-        ] {
-            assert!(names_this_ferry(uri), "{uri}");
+    fn a_uri_gives_scheme_host_port_and_credentials() {
+        let uri = Uri::parse("tcp://ditto:p%40ss@127.0.0.1:1884").unwrap();
+        assert_eq!(
+            uri,
+            Uri {
+                tls: false,
+                host: "127.0.0.1".into(),
+                port: 1884,
+                loopback: true,
+                username: Some("ditto".into()),
+                password: Some("p@ss".into()),
+            }
+        );
+        let uri = Uri::parse("ssl://broker.example.com").unwrap();
+        assert_eq!((uri.tls, uri.port, uri.loopback), (true, 8883, false));
+        let uri = Uri::parse("tcp://[::1]:1883").unwrap();
+        assert_eq!((uri.host.as_str(), uri.port, uri.loopback), ("[::1]", 1883, true));
+        assert!(Uri::parse("tcp://localhost").unwrap().loopback);
+        for bad in ["http://127.0.0.1:1883", "tcp://", "tcp://host:port", "ws://h:80", "tcp://h/x"]
+        {
+            assert!(Uri::parse(bad).is_err(), "{bad}");
         }
-        for uri in ["tcp://broker.example:1883", "http://127.0.0.1:1883", "tcp://10.0.0.1", ""] {
-            assert!(!names_this_ferry(uri), "{uri}");
-        }
+    }
+
+    #[test]
+    fn only_a_loopback_address_on_an_own_port_is_this_ferry() {
+        let own = BrokerAddress { loopback: true, port: 1883 };
+        assert!(own.is_this_ferry(&[1883, 8883]));
+        assert!(!own.is_this_ferry(&[1884]), "another broker on this host");
+        assert!(!BrokerAddress { loopback: false, port: 1883 }.is_this_ferry(&[1883]));
     }
 }

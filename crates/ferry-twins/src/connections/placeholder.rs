@@ -1,5 +1,7 @@
-//! The placeholders of what a source reads: `{{ header:NAME }}` in an
-//! enforcement's `input` and a `headerMapping`, `{{ entity:id }}` and
+//! The placeholders of what a source reads: `{{ header:NAME }}` (and, on
+//! MQTT, `{{ source:address }}`, the topic a message came on) in an
+//! enforcement's `input`, a `headerMapping` and a reply target's
+//! `address`; `{{ entity:id }}` and
 //! `{{ thing:id }}` (with `:namespace` and `:name`) in its `filters`, as
 //! Ditto resolves them for an inbound message. Parsed once when the
 //! connection is stored, so a placeholder Ferry cannot fill is refused
@@ -7,6 +9,17 @@
 
 use super::template::{pieces, Piece};
 use crate::error::DittoError;
+use serde_json::{Map, Value};
+
+/// What a source's placeholders are filled from.
+#[derive(Debug, Clone, Copy)]
+pub struct Received<'a> {
+    /// The message's transport headers, names in lower case.
+    pub headers: &'a Map<String, Value>,
+    /// The topic an MQTT message came on; `None` on Kafka, where Ditto
+    /// has no `source:address`.
+    pub address: Option<&'a str>,
+}
 
 /// Text with placeholders, e.g. `{{ header:device_id }}` or
 /// `{{ thing:namespace }}:{{ thing:name }}`.
@@ -19,6 +32,7 @@ pub struct SourceTemplate {
 enum Part {
     Text(String),
     Header(String),
+    SourceAddress,
     Entity(EntityPart),
 }
 
@@ -55,6 +69,7 @@ impl SourceTemplate {
                     // Ditto compares header names case-insensitively.
                     Part::Header(header.to_ascii_lowercase())
                 }
+                (Holds::Headers, Some(("source", "address"))) => Part::SourceAddress,
                 (Holds::Entity, Some(("entity" | "thing" | "policy", part))) => {
                     Part::Entity(match part {
                         "id" => EntityPart::Id,
@@ -70,14 +85,17 @@ impl SourceTemplate {
         Ok(SourceTemplate { parts })
     }
 
-    /// The text with a message's `header` values filled in; `None` when a
+    /// The text with what the message carries filled in; `None` when a
     /// header it names is missing (Ditto's unresolved placeholder).
-    pub fn with_headers<'a>(&self, header: impl Fn(&str) -> Option<&'a str>) -> Option<String> {
+    pub fn with_received(&self, received: Received<'_>) -> Option<String> {
         let mut text = String::new();
         for part in &self.parts {
             match part {
                 Part::Text(literal) => text.push_str(literal),
-                Part::Header(name) => text.push_str(header(name)?),
+                Part::Header(name) => {
+                    text.push_str(received.headers.get(name).and_then(Value::as_str)?)
+                }
+                Part::SourceAddress => text.push_str(received.address?),
                 Part::Entity(_) => return None,
             }
         }
@@ -94,7 +112,7 @@ impl SourceTemplate {
                 Part::Entity(EntityPart::Id) => text.push_str(entity_id),
                 Part::Entity(EntityPart::Namespace) => text.push_str(namespace),
                 Part::Entity(EntityPart::Name) => text.push_str(name),
-                Part::Header(_) => return None,
+                Part::Header(_) | Part::SourceAddress => return None,
             }
         }
         Some(text)
@@ -103,7 +121,7 @@ impl SourceTemplate {
 
 fn unsupported(name: &str, text: &str, field: &str, holds: Holds) -> DittoError {
     let supported = match holds {
-        Holds::Headers => "header:<name>",
+        Holds::Headers => "header:<name> or source:address",
         Holds::Entity => "entity:id, thing:id, policy:id (and :namespace, :name)",
     };
     DittoError::connection_invalid(format!(
@@ -116,12 +134,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn headers_and_entities_are_filled_in() {
+    fn headers_addresses_and_entities_are_filled_in() {
         let input =
             SourceTemplate::parse("{{ header:Device_Id }}", Holds::Headers, "input").unwrap();
-        let header = |name: &str| (name == "device_id").then_some("org.acme:lamp-1");
-        assert_eq!(input.with_headers(header).as_deref(), Some("org.acme:lamp-1"));
-        assert_eq!(input.with_headers(|_| None), None);
+        let mut headers = Map::new();
+        headers.insert("device_id".into(), "org.acme:lamp-1".into());
+        let received = Received { headers: &headers, address: Some("telemetry/org.acme:lamp-2") };
+        assert_eq!(input.with_received(received).as_deref(), Some("org.acme:lamp-1"));
+        let none = Received { headers: &Map::new(), address: None };
+        assert_eq!(input.with_received(none), None);
+        let address =
+            SourceTemplate::parse("{{ source:address }}", Holds::Headers, "input").unwrap();
+        assert_eq!(address.with_received(received).as_deref(), Some("telemetry/org.acme:lamp-2"));
+        assert_eq!(address.with_received(none), None, "no address on Kafka");
         let filter =
             SourceTemplate::parse("{{thing:namespace}}:{{ entity:name }}", Holds::Entity, "filter")
                 .unwrap();
@@ -137,6 +162,8 @@ mod tests {
             ("{{ thing:revision }}", Holds::Entity),
             ("{{ header: }}", Holds::Headers),
             ("{{ header:x", Holds::Headers),
+            ("{{ source:address }}", Holds::Entity),
+            ("{{ source:qos }}", Holds::Headers),
         ] {
             let error = SourceTemplate::parse(text, holds, "filter").unwrap_err();
             assert_eq!(error.error, "connectivity:connection.configuration.invalid", "{text}");

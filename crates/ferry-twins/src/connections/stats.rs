@@ -6,7 +6,7 @@
 use super::model::ConnectionSpec;
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, Default)]
@@ -60,6 +60,9 @@ pub struct ConnectionStats {
     /// Events the feed ran ahead of this connection with.
     pub missed: AtomicU64,
     started_ms: AtomicU64,
+    /// Set while a connection with a client of its own (MQTT) has not yet
+    /// connected: its status is then Ditto's `unknown`, not `open`.
+    connecting: AtomicBool,
     last: Mutex<Last>,
 }
 
@@ -76,11 +79,18 @@ impl ConnectionStats {
             sources: (0..sources).map(|_| SourceStats::default()).collect(),
             missed: AtomicU64::new(0),
             started_ms: AtomicU64::new(now_ms()),
+            connecting: AtomicBool::new(false),
             last: Mutex::new(Last::default()),
         }
     }
 
+    /// The connection's client is connecting; the next success ends that.
+    pub fn set_connecting(&self) {
+        self.connecting.store(true, Ordering::Relaxed);
+    }
+
     pub fn set_success(&self) {
+        self.connecting.store(false, Ordering::Relaxed);
         self.last.lock().success_ms = Some(now_ms());
     }
 
@@ -119,15 +129,19 @@ impl ConnectionStats {
             (Some(_), None) => true,
             _ => false,
         };
+        let connecting = self.connecting.load(Ordering::Relaxed);
         let state = if !running {
             "closed"
         } else if failing {
             "failed"
+        } else if connecting {
+            "unknown"
         } else {
             "open"
         };
         let details = match &last.failure {
             Some((_, why)) if failing => why.clone(),
+            _ if running && connecting => "connecting".to_owned(),
             _ if running && spec.source_addresses().is_empty() => "sending twin events".to_owned(),
             _ if running => "consuming Ditto protocol commands".to_owned(),
             _ => "closed".to_owned(),

@@ -13,7 +13,7 @@ use ferry_mqtt::{ByteStr, Packet, ProtocolVersion, PubAck, Publish, QoS, ReasonC
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// How much is read per system call at most: a burst of acks for a whole
 /// window of 100 is about 600 bytes (MQTT 5: 4 to 6 bytes each), so this
@@ -21,18 +21,39 @@ use tokio::sync::mpsc;
 /// partial packet it may hold.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// Where the reverse direction delivers: the local broker, and the map of
-/// each subscribed remote filter to its local topic (first match wins).
+/// Where the messages of the subscriptions go.
 pub(crate) struct Inbound {
-    pub broker: Arc<Broker>,
-    pub maps: Vec<InboundMap>,
+    pub deliver: Deliver,
     /// For log lines.
     pub endpoint: Arc<str>,
 }
 
+pub(crate) enum Deliver {
+    /// An edge's reverse direction: into the local broker, under the local
+    /// topic of the first map whose remote filter matches.
+    Local { broker: Arc<Broker>, maps: Vec<InboundMap> },
+    /// To whoever opened the connection (a twin connection's sources).
+    To(Arc<dyn Receive>),
+}
+
+/// Takes the messages of a connection's subscriptions in place of the
+/// local broker.
+pub trait Receive: Send + Sync {
+    /// A message came on one of the subscriptions. For QoS 1, the answer
+    /// is the reason code of its PUBACK, sent once it resolves; the
+    /// remote keeps the message, and sends it again after a reconnect,
+    /// until then. `None`, or a QoS 0 message, is not waited for.
+    /// Called on the connection's reader: it must not block.
+    fn receive(&self, publish: Publish) -> Option<oneshot::Receiver<ReasonCode>>;
+}
+
 impl std::fmt::Debug for Inbound {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("Inbound").field("maps", &self.maps).finish_non_exhaustive()
+        let mut debug = formatter.debug_struct("Inbound");
+        if let Deliver::Local { maps, .. } = &self.deliver {
+            debug.field("maps", maps);
+        }
+        debug.finish_non_exhaustive()
     }
 }
 
@@ -141,7 +162,22 @@ fn receive(publish: Publish, inbound: &Inbound) -> Result<Option<Control>, Strin
     if publish.properties.topic_alias.is_some() {
         return Err("the remote used a topic alias; we allow none".into());
     }
-    let local = inbound.maps.iter().find_map(|map| map.local_topic(&publish.topic));
+    let (broker, maps) = match &inbound.deliver {
+        Deliver::Local { broker, maps } => (broker, maps),
+        Deliver::To(receive) => {
+            let exactly_once = publish.qos == QoS::ExactlyOnce;
+            let packet_id = publish.packet_id;
+            let qos = publish.qos;
+            return Ok(match (receive.receive(publish), qos) {
+                (_, QoS::AtMostOnce) => None,
+                (Some(stored), _) => {
+                    Some(Control::AckWhenStored { packet_id, exactly_once, stored })
+                }
+                (None, _) => acknowledge(packet_id, qos),
+            });
+        }
+    };
+    let local = maps.iter().find_map(|map| map.local_topic(&publish.topic));
     let Some(local) = local else {
         // A subscription of an earlier configuration that the persistent
         // session still holds: acknowledged, or it would come back at
@@ -151,7 +187,7 @@ fn receive(publish: Publish, inbound: &Inbound) -> Result<Option<Control>, Strin
             topic = %publish.topic,
             "message from the remote matches no `subscribe` entry: dropped"
         );
-        return Ok(acknowledge_now(&publish));
+        return Ok(acknowledge(publish.packet_id, publish.qos));
     };
     let message = Message::new(
         ByteStr::from(local),
@@ -163,10 +199,10 @@ fn receive(publish: Publish, inbound: &Inbound) -> Result<Option<Control>, Strin
     );
     if publish.qos == QoS::AtMostOnce {
         // Nobody to acknowledge: the answer is not waited for.
-        drop(inbound.broker.publish_stored(message, &inbound.endpoint));
+        drop(broker.publish_stored(message, &inbound.endpoint));
         return Ok(None);
     }
-    let stored = inbound.broker.publish_stored(message, &inbound.endpoint);
+    let stored = broker.publish_stored(message, &inbound.endpoint);
     Ok(Some(Control::AckWhenStored {
         packet_id: publish.packet_id,
         exactly_once: publish.qos == QoS::ExactlyOnce,
@@ -174,9 +210,9 @@ fn receive(publish: Publish, inbound: &Inbound) -> Result<Option<Control>, Strin
     }))
 }
 
-fn acknowledge_now(publish: &Publish) -> Option<Control> {
-    let ack = PubAck::new(publish.packet_id, ReasonCode::Success);
-    match publish.qos {
+fn acknowledge(packet_id: u16, qos: QoS) -> Option<Control> {
+    let ack = PubAck::new(packet_id, ReasonCode::Success);
+    match qos {
         QoS::AtMostOnce => None,
         QoS::AtLeastOnce => Some(Control::Packet(Packet::PubAck(ack))),
         QoS::ExactlyOnce => Some(Control::Packet(Packet::PubRec(ack))),

@@ -19,8 +19,10 @@
 //! record is handed over: what is in flight at a crash is lost.
 
 use super::super::inbound::{self, Outcome};
+use super::super::placeholder::Received;
+use super::super::source::SourceSpec;
 use super::super::stats::{ConnectionStats, SourceStats};
-use super::{KafkaSpec, SourceSpec};
+use super::KafkaSpec;
 use crate::service::Twins;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -48,10 +50,6 @@ const PREFETCH_KIB: &str = "8192";
 
 /// How often stored offsets are committed: what a crash may re-read.
 const COMMIT_INTERVAL_MS: &str = "500";
-
-/// Pauses between tries of a command that failed for now.
-const FIRST_PAUSE: Duration = Duration::from_millis(100);
-const LAST_PAUSE: Duration = Duration::from_secs(5);
 
 /// Pause after the consumer reports an error (the cluster unreachable),
 /// so a dead cluster costs a loop a second, not a busy loop.
@@ -173,8 +171,9 @@ struct Window {
     entities: VecDeque<Option<String>>,
 }
 
-/// Applies one record's command; at least once, tries again what failed
-/// for now until it is applied or refused for good.
+/// Applies one record's command (`inbound::apply_until_done`). Kafka
+/// sources send no responses, so the answer is dropped; what happened is
+/// in the figures.
 async fn apply(
     twins: Arc<Twins>,
     kafka: Arc<KafkaSpec>,
@@ -182,18 +181,11 @@ async fn apply(
     record: Record,
 ) -> (Record, Outcome) {
     let source = &kafka.sources[index];
-    let mut pause = FIRST_PAUSE;
-    loop {
-        let outcome = inbound::apply(&twins, source, &record.headers, &record.payload).await;
-        match outcome {
-            Outcome::Retriable(why) if source.at_least_once => {
-                tracing::warn!(topic = %record.topic, partition = record.partition, offset = record.offset, %why, "a Kafka source's command failed for now; tried again");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(LAST_PAUSE);
-            }
-            outcome => return (record, outcome),
-        }
-    }
+    let received = Received { headers: &record.headers, address: None };
+    let what = || format!("{}/{} offset {}", record.topic, record.partition, record.offset);
+    let (outcome, _answer) =
+        inbound::apply_until_done(&twins, source, received, &record.payload, what).await;
+    (record, outcome)
 }
 
 /// Counts a record's outcome and, at least once, stores its offset for

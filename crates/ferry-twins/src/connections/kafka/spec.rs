@@ -4,26 +4,12 @@
 //! and its targets' topics. What Ferry cannot honour is refused with
 //! Ditto's configuration error naming it.
 
-use super::super::enforcement::Enforcement;
-use super::super::model::{authorization_context, text};
-use super::super::placeholder::{Holds, SourceTemplate};
+use super::super::model::text;
+use super::super::source::{SourceKind, SourceSpec, MAX_SOURCES};
 use super::super::template::AddressTemplate;
 use crate::error::DittoError;
-use crate::service::Caller;
 use ferry_routes::endpoints::kafka::KafkaEndpointConfig;
 use serde_json::{Map, Value};
-
-/// Sources one connection may have, and consumers one source may run
-/// (`consumerCount`): each consumer is a librdkafka client with its own
-/// threads and fetch buffers (up to `queued.max.messages.kbytes`).
-pub const MAX_SOURCES: usize = 16;
-pub const MAX_CONSUMERS: usize = 8;
-
-/// Topics one source may read.
-const MAX_ADDRESSES: usize = 64;
-
-/// Headers one `headerMapping` may set.
-const MAX_HEADER_MAPPINGS: usize = 32;
 
 #[derive(Debug)]
 pub struct KafkaSpec {
@@ -38,21 +24,6 @@ pub struct KafkaSpec {
     /// Where each target publishes, in the order of the connection's
     /// targets.
     pub destinations: Vec<Destination>,
-}
-
-#[derive(Debug)]
-pub struct SourceSpec {
-    /// The topics, as written: the name of its figures too.
-    pub addresses: Vec<String>,
-    pub consumer_count: usize,
-    /// `qos: 1`: a record's offset is committed only once its command
-    /// was applied (persisted, or refused for good).
-    pub at_least_once: bool,
-    /// `authorizationContext`: whose rights the commands run with.
-    pub caller: Caller,
-    pub enforcement: Option<Enforcement>,
-    /// `headerMapping`: Ditto headers set from the record's headers.
-    pub header_mapping: Vec<(String, SourceTemplate)>,
 }
 
 /// A Kafka target's `address`: `topic` or `topic/key` (Ditto's form).
@@ -105,9 +76,10 @@ impl KafkaSpec {
         })?;
         let sources = match object.get("sources") {
             None => Vec::new(),
-            Some(Value::Array(sources)) if sources.len() <= MAX_SOURCES => {
-                sources.iter().map(SourceSpec::parse).collect::<Result<_, _>>()?
-            }
+            Some(Value::Array(sources)) if sources.len() <= MAX_SOURCES => sources
+                .iter()
+                .map(|source| SourceSpec::parse(source, SourceKind::Kafka))
+                .collect::<Result<_, _>>()?,
             Some(_) => {
                 return Err(DittoError::connection_invalid(format!(
                     "'sources' must be an array of at most {MAX_SOURCES}."
@@ -160,134 +132,6 @@ fn uri_servers(uri: &str) -> Result<String, DittoError> {
 
 fn uri_has_credentials(object: &Map<String, Value>) -> bool {
     object.get("uri").and_then(Value::as_str).is_some_and(|uri| uri.contains('@'))
-}
-
-impl SourceSpec {
-    fn parse(json: &Value) -> Result<SourceSpec, DittoError> {
-        let Value::Object(source) = json else {
-            return Err(DittoError::connection_invalid("A source must be a JSON object."));
-        };
-        let addresses: Vec<String> = match source.get("addresses") {
-            Some(Value::Array(addresses))
-                if !addresses.is_empty() && addresses.len() <= MAX_ADDRESSES =>
-            {
-                addresses
-                    .iter()
-                    .map(|address| address.as_str().map(str::to_owned))
-                    .collect::<Option<_>>()
-                    .filter(|addresses: &Vec<String>| {
-                        addresses.iter().all(|topic| {
-                            ferry_routes::endpoints::kafka::is_valid_kafka_topic(topic)
-                        })
-                    })
-                    .ok_or_else(|| {
-                        DittoError::connection_invalid(
-                            "A source's addresses are Kafka topic names (a-z A-Z 0-9 . _ -).",
-                        )
-                    })?
-            }
-            _ => {
-                return Err(DittoError::connection_invalid(format!(
-                    "A source needs 1 to {MAX_ADDRESSES} addresses: the topics it reads."
-                )))
-            }
-        };
-        let named = addresses.join(",");
-        let consumer_count = match source.get("consumerCount") {
-            None => 1,
-            Some(count) => count
-                .as_u64()
-                .and_then(|count| usize::try_from(count).ok())
-                .filter(|count| (1..=MAX_CONSUMERS).contains(count))
-                .ok_or_else(|| {
-                    DittoError::connection_invalid(format!(
-                        "The consumerCount of the source '{named}' must be 1 to {MAX_CONSUMERS}."
-                    ))
-                })?,
-        };
-        let at_least_once = match source.get("qos") {
-            None => false,
-            Some(qos) if qos.as_u64() == Some(0) => false,
-            Some(qos) if qos.as_u64() == Some(1) => true,
-            Some(_) => {
-                return Err(DittoError::connection_invalid(format!(
-                    "The qos of the source '{named}' must be 0 or 1."
-                )))
-            }
-        };
-        let caller = authorization_context(source).ok_or_else(|| {
-            DittoError::connection_invalid(format!(
-                "The source '{named}' needs an authorizationContext: the subjects whose rights its commands run with."
-            ))
-        })??;
-        let enforcement = source.get("enforcement").map(Enforcement::parse).transpose()?;
-        let header_mapping = header_mapping(source.get("headerMapping"))?;
-        payload_mapping(source.get("payloadMapping"))?;
-        if source
-            .get("replyTarget")
-            .and_then(|reply| reply.get("enabled"))
-            .is_some_and(|enabled| enabled.as_bool() != Some(false))
-        {
-            return Err(DittoError::connection_invalid(format!(
-                "The source '{named}' enables a replyTarget: Ferry does not send responses of Kafka sources yet; set replyTarget.enabled to false."
-            )));
-        }
-        Ok(SourceSpec {
-            addresses,
-            consumer_count,
-            at_least_once,
-            caller,
-            enforcement,
-            header_mapping,
-        })
-    }
-}
-
-/// `headerMapping`: `{"name": "{{ header:x }}"}`, each a Ditto header
-/// set from the record's headers.
-fn header_mapping(json: Option<&Value>) -> Result<Vec<(String, SourceTemplate)>, DittoError> {
-    let mapping = match json {
-        None => return Ok(Vec::new()),
-        Some(Value::Object(mapping)) if mapping.len() <= MAX_HEADER_MAPPINGS => mapping,
-        Some(_) => {
-            return Err(DittoError::connection_invalid(format!(
-                "A headerMapping is an object of at most {MAX_HEADER_MAPPINGS} headers."
-            )))
-        }
-    };
-    mapping
-        .iter()
-        .map(|(name, value)| {
-            let value = value.as_str().ok_or_else(|| {
-                DittoError::connection_invalid("A headerMapping's values are strings.")
-            })?;
-            let template = SourceTemplate::parse(value, Holds::Headers, "headerMapping")?;
-            Ok((name.to_ascii_lowercase(), template))
-        })
-        .collect()
-}
-
-/// `payloadMapping`: only Ditto's own (the record's value is a Ditto
-/// protocol message). Ditto's other mappers (JavaScript, normalized,
-/// implicitThingCreation, …) are refused by name.
-fn payload_mapping(json: Option<&Value>) -> Result<(), DittoError> {
-    let Some(mappings) = json else { return Ok(()) };
-    let mappings = mappings.as_array().ok_or_else(|| {
-        DittoError::connection_invalid("A payloadMapping is an array of mapping ids.")
-    })?;
-    let others: Vec<&str> = mappings
-        .iter()
-        .map(|mapping| mapping.as_str().unwrap_or("?"))
-        .filter(|mapping| !mapping.eq_ignore_ascii_case("ditto"))
-        .collect();
-    if others.is_empty() {
-        Ok(())
-    } else {
-        Err(DittoError::connection_invalid(format!(
-            "The payload mapping(s) {} not supported by Ferry: a Kafka source reads Ditto protocol messages ('ditto').",
-            others.iter().map(|other| format!("'{other}'")).collect::<Vec<_>>().join(", ") + if others.len() == 1 { " is" } else { " are" }
-        )))
-    }
 }
 
 impl Destination {

@@ -1,0 +1,244 @@
+//! A connection's `sources` as Ditto's connectivity API writes them: where
+//! Ditto protocol commands are read from (Kafka topics, MQTT topic
+//! filters), whose rights they run with, which device may command which
+//! thing, the headers set from the message, and, on MQTT, where the
+//! responses go. One parser for both kinds, since Ditto's source is one
+//! model; what only one kind has is said at its field.
+
+use super::enforcement::Enforcement;
+use super::model::authorization_context;
+use super::placeholder::{Holds, SourceTemplate};
+use crate::error::DittoError;
+use crate::service::Caller;
+use serde_json::Value;
+
+/// Sources one connection may have.
+pub const MAX_SOURCES: usize = 16;
+
+/// Kafka consumers one source may run (`consumerCount`): each is a
+/// librdkafka client with its own threads and fetch buffers.
+pub const MAX_CONSUMERS: usize = 8;
+
+/// Addresses (topics, or topic filters) one source may read.
+const MAX_ADDRESSES: usize = 64;
+
+/// Headers one `headerMapping` may set.
+const MAX_HEADER_MAPPINGS: usize = 32;
+
+/// What the source reads from, which decides what its addresses are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    #[cfg(feature = "kafka")]
+    Kafka,
+    Mqtt,
+}
+
+#[derive(Debug)]
+pub struct SourceSpec {
+    /// The topics (Kafka) or topic filters (MQTT), as written: the name of
+    /// its figures too.
+    pub addresses: Vec<String>,
+    /// Kafka: consumers in the group. MQTT: 1 (one client per connection).
+    pub consumer_count: usize,
+    /// `qos: 1`: a message is acknowledged (a Kafka offset committed, an
+    /// MQTT PUBACK sent) only once its command was applied: persisted, or
+    /// refused for good.
+    pub at_least_once: bool,
+    /// `authorizationContext`: whose rights the commands run with.
+    pub caller: Caller,
+    pub enforcement: Option<Enforcement>,
+    /// `headerMapping`: Ditto headers set from the message's headers.
+    pub header_mapping: Vec<(String, SourceTemplate)>,
+    /// MQTT: where responses go, when `replyTarget.enabled`.
+    pub reply_target: Option<ReplyTarget>,
+}
+
+/// A source's `replyTarget`: the topic its command's answer is published
+/// on, filled in from the message (`{{ header:reply-to }}`), and which
+/// answers go (`expectedResponseTypes`).
+#[derive(Debug)]
+pub struct ReplyTarget {
+    pub address: SourceTemplate,
+    pub responses: bool,
+    pub errors: bool,
+}
+
+impl SourceSpec {
+    pub fn parse(json: &Value, kind: SourceKind) -> Result<SourceSpec, DittoError> {
+        let Value::Object(source) = json else {
+            return Err(DittoError::connection_invalid("A source must be a JSON object."));
+        };
+        let addresses = addresses(source.get("addresses"), kind)?;
+        let named = addresses.join(",");
+        let consumer_count = match source.get("consumerCount") {
+            None => 1,
+            Some(count) if kind == SourceKind::Mqtt && count.as_u64() == Some(1) => 1,
+            Some(_) if kind == SourceKind::Mqtt => {
+                return Err(DittoError::connection_invalid(format!(
+                    "The consumerCount of the MQTT source '{named}' must be 1: Ferry reads an MQTT connection's sources with one client."
+                )))
+            }
+            Some(count) => count
+                .as_u64()
+                .and_then(|count| usize::try_from(count).ok())
+                .filter(|count| (1..=MAX_CONSUMERS).contains(count))
+                .ok_or_else(|| {
+                    DittoError::connection_invalid(format!(
+                        "The consumerCount of the source '{named}' must be 1 to {MAX_CONSUMERS}."
+                    ))
+                })?,
+        };
+        let at_least_once = match source.get("qos") {
+            None => false,
+            Some(qos) if qos.as_u64() == Some(0) => false,
+            Some(qos) if qos.as_u64() == Some(1) => true,
+            Some(_) => {
+                return Err(DittoError::connection_invalid(format!(
+                    "The qos of the source '{named}' must be 0 or 1."
+                )))
+            }
+        };
+        let caller = authorization_context(source).ok_or_else(|| {
+            DittoError::connection_invalid(format!(
+                "The source '{named}' needs an authorizationContext: the subjects whose rights its commands run with."
+            ))
+        })??;
+        let enforcement = source.get("enforcement").map(Enforcement::parse).transpose()?;
+        let header_mapping = header_mapping(source.get("headerMapping"))?;
+        payload_mapping(source.get("payloadMapping"))?;
+        let reply_target = reply_target(source.get("replyTarget"), kind, &named)?;
+        Ok(SourceSpec {
+            addresses,
+            consumer_count,
+            at_least_once,
+            caller,
+            enforcement,
+            header_mapping,
+            reply_target,
+        })
+    }
+}
+
+fn addresses(json: Option<&Value>, kind: SourceKind) -> Result<Vec<String>, DittoError> {
+    let (valid, what): (fn(&str) -> bool, _) = match kind {
+        #[cfg(feature = "kafka")]
+        SourceKind::Kafka => (
+            ferry_routes::endpoints::kafka::is_valid_kafka_topic,
+            "Kafka topic names (a-z A-Z 0-9 . _ -)",
+        ),
+        SourceKind::Mqtt => {
+            (ferry_mqtt::topic::is_valid_topic_filter, "MQTT topic filters (e.g. telemetry/#)")
+        }
+    };
+    match json {
+        Some(Value::Array(addresses))
+            if !addresses.is_empty() && addresses.len() <= MAX_ADDRESSES =>
+        {
+            addresses
+                .iter()
+                .map(|address| address.as_str().filter(|address| valid(address)).map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| {
+                    DittoError::connection_invalid(format!("A source's addresses are {what}."))
+                })
+        }
+        _ => Err(DittoError::connection_invalid(format!(
+            "A source needs 1 to {MAX_ADDRESSES} addresses: the topics it reads."
+        ))),
+    }
+}
+
+/// `headerMapping`: `{"name": "{{ header:x }}"}`, each a Ditto header
+/// set from the message's headers.
+fn header_mapping(json: Option<&Value>) -> Result<Vec<(String, SourceTemplate)>, DittoError> {
+    let mapping = match json {
+        None => return Ok(Vec::new()),
+        Some(Value::Object(mapping)) if mapping.len() <= MAX_HEADER_MAPPINGS => mapping,
+        Some(_) => {
+            return Err(DittoError::connection_invalid(format!(
+                "A headerMapping is an object of at most {MAX_HEADER_MAPPINGS} headers."
+            )))
+        }
+    };
+    mapping
+        .iter()
+        .map(|(name, value)| {
+            let value = value.as_str().ok_or_else(|| {
+                DittoError::connection_invalid("A headerMapping's values are strings.")
+            })?;
+            let template = SourceTemplate::parse(value, Holds::Headers, "headerMapping")?;
+            Ok((name.to_ascii_lowercase(), template))
+        })
+        .collect()
+}
+
+/// `payloadMapping`: only Ditto's own (the message is a Ditto protocol
+/// message). Ditto's other mappers (JavaScript, normalized,
+/// implicitThingCreation, …) are refused by name.
+fn payload_mapping(json: Option<&Value>) -> Result<(), DittoError> {
+    let Some(mappings) = json else { return Ok(()) };
+    let mappings = mappings.as_array().ok_or_else(|| {
+        DittoError::connection_invalid("A payloadMapping is an array of mapping ids.")
+    })?;
+    let others: Vec<&str> = mappings
+        .iter()
+        .map(|mapping| mapping.as_str().unwrap_or("?"))
+        .filter(|mapping| !mapping.eq_ignore_ascii_case("ditto"))
+        .collect();
+    if others.is_empty() {
+        Ok(())
+    } else {
+        Err(DittoError::connection_invalid(format!(
+            "The payload mapping(s) {} not supported by Ferry: a source reads Ditto protocol messages ('ditto').",
+            others.iter().map(|other| format!("'{other}'")).collect::<Vec<_>>().join(", ") + if others.len() == 1 { " is" } else { " are" }
+        )))
+    }
+}
+
+/// `replyTarget`: off when absent or `enabled: false`. Kafka sources send
+/// no responses yet, so enabling one there is refused rather than ignored.
+/// Ditto's default `expectedResponseTypes` are responses and errors; its
+/// `nack` (an acknowledgement that failed) has no counterpart here and is
+/// accepted without effect. The reply target's own `headerMapping` is not
+/// applied: the answer carries its Ditto headers.
+fn reply_target(
+    json: Option<&Value>,
+    kind: SourceKind,
+    named: &str,
+) -> Result<Option<ReplyTarget>, DittoError> {
+    let Some(reply) = json else { return Ok(None) };
+    if reply.get("enabled").and_then(Value::as_bool) == Some(false) {
+        return Ok(None);
+    }
+    if kind != SourceKind::Mqtt {
+        return Err(DittoError::connection_invalid(format!(
+            "The source '{named}' enables a replyTarget: Ferry does not send responses of Kafka sources yet; set replyTarget.enabled to false."
+        )));
+    }
+    let address = reply.get("address").and_then(Value::as_str).ok_or_else(|| {
+        DittoError::connection_invalid(format!(
+            "The replyTarget of the source '{named}' needs an address, e.g. '{{{{ header:reply-to }}}}'."
+        ))
+    })?;
+    let address = SourceTemplate::parse(address, Holds::Headers, "replyTarget address")?;
+    let (mut responses, mut errors) = (true, true);
+    if let Some(types) = reply.get("expectedResponseTypes") {
+        let types = types.as_array().ok_or_else(|| {
+            DittoError::connection_invalid("expectedResponseTypes lists response, error and nack.")
+        })?;
+        (responses, errors) = (false, false);
+        for kind in types {
+            match kind.as_str() {
+                Some("response") => responses = true,
+                Some("error") => errors = true,
+                Some("nack") => {}
+                _ => {
+                    return Err(DittoError::connection_invalid(format!(
+                        "The expectedResponseType {kind} is not one of: response, error, nack."
+                    )))
+                }
+            }
+        }
+    }
+    Ok(Some(ReplyTarget { address, responses, errors }))
+}

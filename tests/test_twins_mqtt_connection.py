@@ -1,0 +1,207 @@
+"""Ditto's MQTT connections to a broker other than Ferry's own (a real
+Mosquitto here): a source that subscribes to device topics and applies
+each Ditto protocol message as a command, held to the device's own thing
+by `{{ source:address }}` enforcement, with its answers on the reply
+target; targets that publish twin events there; QoS 1 messages that wait
+at the broker while Ferry is down; reconnecting after the broker goes
+away. And a source on Ferry's own broker, which Ferry dials like any
+other."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from twins import Ditto
+
+pytestmark = pytest.mark.ferry_only
+
+TID = "org.acme:lamp-1"
+OTHER = "org.acme:lamp-2"
+LAMP = {"attributes": {"room": "kitchen"}, "features": {"lamp": {"properties": {"on": False}}}}
+
+
+def eventually(check, timeout: float = 15.0):
+    """Polls `check` until it returns something truthy: a connection's
+    state and figures change on its own tasks, with nothing to wait on."""
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        assert time.monotonic() < deadline, "not within the deadline"
+        time.sleep(0.05)
+    return result
+
+
+def _ditto(broker) -> Ditto:
+    return Ditto(f"http://{broker.host}:{broker.http_port}")
+
+
+def device_connection(uri: str, connection_type: str = "mqtt") -> dict:
+    """Ditto's documented MQTT connection: devices publish commands on
+    telemetry/<their thing id>, answers go to the command's reply-to, and
+    the twin's events to events/<thing id>."""
+    return {
+        "name": "devices",
+        "connectionType": connection_type,
+        "connectionStatus": "open",
+        "uri": uri,
+        "sources": [{
+            "addresses": ["telemetry/#"],
+            "authorizationContext": ["nginx:ditto"],
+            "qos": 1,
+            "enforcement": {"input": "{{ source:address }}", "filters": ["telemetry/{{ thing:id }}"]},
+            "replyTarget": {
+                "enabled": True,
+                "address": "{{ header:reply-to }}",
+                "headerMapping": {"correlation-id": "{{ header:correlation-id }}"},
+                "expectedResponseTypes": ["response", "error"],
+            },
+        }],
+        "targets": [{
+            "address": "events/{{ thing:id }}",
+            "topics": ["_/_/things/twin/events"],
+            "authorizationContext": ["nginx:ditto"],
+            "qos": 1,
+        }],
+        "specificConfig": {"clientId": "ferry-devices"},
+    }
+
+
+def modify(thing: str, on: bool, correlation: str) -> bytes:
+    namespace, name = thing.split(":")
+    return json.dumps({
+        "topic": f"{namespace}/{name}/things/twin/commands/modify",
+        "headers": {"correlation-id": correlation, "reply-to": f"replies/{name}",
+                    "response-required": True},
+        "path": "/features/lamp/properties/on",
+        "value": on,
+    }).encode()
+
+
+def lamp_on(ditto: Ditto, thing: str):
+    return ditto.get(f"/things/{thing}/features/lamp/properties/on").json()
+
+
+def live(ditto: Ditto, connection: str) -> str:
+    return ditto.get(f"/connections/{connection}/status").json()["liveStatus"]
+
+
+def inbound(ditto: Ditto, connection: str) -> tuple[int, int, int]:
+    figures = ditto.get(f"/connections/{connection}/metrics").json()["connectionMetrics"]["inbound"]
+    return (figures["consumed"]["success"]["total"], figures["mapped"]["success"]["total"],
+            figures["mapped"]["failure"]["total"])
+
+
+def connected(broker_factory):
+    """Mosquitto, a Ferry with lamps 1 and 2, and the connection `devices`
+    from the Ferry to the Mosquitto, once it is up."""
+    mosquitto = broker_factory(kind="mosquitto")
+    b = broker_factory()
+    ditto = _ditto(b)
+    for thing in (TID, OTHER):
+        assert ditto.put(f"/things/{thing}", LAMP).status_code == 201
+    created = ditto.put("/connections/devices", device_connection(f"tcp://127.0.0.1:{mosquitto.port}"))
+    assert created.status_code == 201, created.text
+    eventually(lambda: live(ditto, "devices") == "open")
+    return mosquitto, b, ditto
+
+
+def test_a_source_on_another_broker_applies_commands_and_answers_and_events_go_there(broker_factory):
+    mosquitto, b, ditto = connected(broker_factory)
+
+    device = mosquitto.client(version=4)
+    device.subscribe("replies/#", qos=1)
+    device.subscribe("events/#", qos=1)
+    device.publish(f"telemetry/{TID}", modify(TID, True, "c-1"), qos=1)
+
+    # The event and the answer go out side by side: in either order.
+    got = {message.topic: json.loads(message.payload) for message in device.get_n(2)}
+    answer = got["replies/lamp-1"]
+    assert answer["topic"] == "org.acme/lamp-1/things/twin/commands/modify"
+    assert (answer["status"], answer["headers"]["correlation-id"]) == (204, "c-1")
+    event = got[f"events/{TID}"]
+    assert event["topic"] == "org.acme/lamp-1/things/twin/events/modified"
+    assert (event["path"], event["value"]) == ("/features/lamp/properties/on", True)
+    assert lamp_on(ditto, TID) is True
+
+    # lamp-1's topic is lamp-1's only: a command for lamp-2 on it is
+    # refused, and the error goes to the reply target.
+    device.publish(f"telemetry/{TID}", modify(OTHER, True, "c-2"), qos=1)
+    error = json.loads(device.get().payload)
+    assert error["status"] == 400
+    assert error["value"]["error"] == "connectivity:connection.id.enforcement.failed"
+    assert error["headers"]["correlation-id"] == "c-2"
+    assert lamp_on(ditto, OTHER) is False
+    eventually(lambda: inbound(ditto, "devices") == (2, 1, 1))
+
+
+def test_qos_1_commands_wait_at_the_broker_while_ferry_is_down(broker_factory):
+    mosquitto, b, ditto = connected(broker_factory)
+
+    # Ferry's session at Mosquitto persists (cleanSession false by
+    # default): a command sent while Ferry is down waits there for it.
+    b.stop()
+    device = mosquitto.client(version=4)
+    device.publish(f"telemetry/{TID}", modify(TID, True, "while-down"), qos=1)
+    b.start()
+    ditto = _ditto(b)
+    eventually(lambda: lamp_on(ditto, TID) is True)
+    eventually(lambda: inbound(ditto, "devices")[1] == 1)
+
+
+def test_a_connection_reconnects_when_its_broker_comes_back(broker_factory):
+    mosquitto, b, ditto = connected(broker_factory)
+
+    mosquitto.stop()
+    eventually(lambda: live(ditto, "devices") == "failed")
+    details = ditto.get("/connections/devices/status").json()["clientStatus"][0]["statusDetails"]
+    assert f"127.0.0.1:{mosquitto.port}" in details, details
+
+    mosquitto.start()  # the same port: its configuration names it
+    eventually(lambda: live(ditto, "devices") == "open", timeout=40)
+    device = mosquitto.client(version=4)
+    device.subscribe("replies/#", qos=1)
+    device.publish(f"telemetry/{TID}", modify(TID, True, "after"), qos=1)
+    assert json.loads(device.get().payload)["status"] == 204
+    assert lamp_on(ditto, TID) is True
+
+
+def test_a_source_on_ferrys_own_broker_and_mqtt_5_headers(broker_factory):
+    b = broker_factory()
+    ditto = _ditto(b)
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
+    connection = device_connection(f"tcp://127.0.0.1:{b.port}", connection_type="mqtt-5")
+    # The reply topic from the MQTT 5 Response Topic, mapped to reply-to.
+    connection["sources"][0]["replyTarget"]["address"] = "{{ header:reply-to }}"
+    assert ditto.put("/connections/devices", connection).status_code == 201
+    eventually(lambda: live(ditto, "devices") == "open")
+
+    device = b.client(version=5)
+    device.subscribe("answers/#", qos=1)
+    command = json.loads(modify(TID, True, "c-5"))
+    del command["headers"]["reply-to"]
+    device.publish(f"telemetry/{TID}", json.dumps(command).encode(), qos=1,
+                   props={"ResponseTopic": "answers/lamp-1"})
+    reply = device.get()
+    assert reply.topic == "answers/lamp-1"
+    assert json.loads(reply.payload)["status"] == 204
+    assert lamp_on(ditto, TID) is True
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"uri": "ws://127.0.0.1:1883"}, "tcp://"),
+    ({"sources": [{"addresses": ["a/#/b"], "authorizationContext": ["nginx:ditto"]}]}, "topic filters"),
+    ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"], "qos": 2}]}, "qos"),
+    ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"],
+                   "replyTarget": {"enabled": True}}]}, "address"),
+    ({"specificConfig": {"keepAlive": "often"}}, "keepAlive"),
+    ({"validateCertificates": False, "uri": "ssl://broker.example.com:8883"}, "validateCertificates"),
+])
+def test_what_an_mqtt_connection_cannot_do_is_refused(broker_factory, change, says):
+    b = broker_factory()
+    connection = {**device_connection("tcp://broker.example.com:1883"), **change}
+    answer = _ditto(b).put("/connections/bad", connection)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == "connectivity:connection.configuration.invalid"
+    assert says in answer.json()["message"], answer.json()["message"]
