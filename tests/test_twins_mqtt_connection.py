@@ -10,6 +10,8 @@ other."""
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 
 import pytest
@@ -39,8 +41,9 @@ def _ditto(broker) -> Ditto:
 
 def device_connection(uri: str, connection_type: str = "mqtt") -> dict:
     """Ditto's documented MQTT connection: devices publish commands on
-    telemetry/<their thing id>, answers go to the command's reply-to, and
-    the twin's events to events/<thing id>."""
+    telemetry/<their thing id>, answers go to the command's reply-to, the
+    twin's events to events/<thing id>, and live messages for a device to
+    commands/<thing id>."""
     return {
         "name": "devices",
         "connectionType": connection_type,
@@ -61,6 +64,11 @@ def device_connection(uri: str, connection_type: str = "mqtt") -> dict:
         "targets": [{
             "address": "events/{{ thing:id }}",
             "topics": ["_/_/things/twin/events"],
+            "authorizationContext": ["nginx:ditto"],
+            "qos": 1,
+        }, {
+            "address": "commands/{{ thing:id }}",
+            "topics": ["_/_/things/live/messages"],
             "authorizationContext": ["nginx:ditto"],
             "qos": 1,
         }],
@@ -133,6 +141,40 @@ def test_a_source_on_another_broker_applies_commands_and_answers_and_events_go_t
     assert error["value"]["error"] == "connectivity:connection.id.enforcement.failed"
     assert error["headers"]["correlation-id"] == "c-2"
     assert lamp_on(ditto, OTHER) is False
+    eventually(lambda: inbound(ditto, "devices") == (2, 1, 1))
+
+
+def in_background(call):
+    """Runs a blocking HTTP call in a thread; returns a function awaiting
+    its response."""
+    result: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: result.put(call()), daemon=True).start()
+    return lambda: result.get(timeout=30)
+
+
+def test_a_live_message_reaches_the_device_through_the_connection_and_its_answer_comes_back(
+        broker_factory):
+    mosquitto, b, ditto = connected(broker_factory)
+    device = mosquitto.client(version=4)
+    device.subscribe("commands/#", qos=1)
+
+    answer = in_background(lambda: ditto.post(f"/things/{TID}/inbox/messages/switch?timeout=10",
+                                              {"on": True}, headers={"correlation-id": "m-1"}))
+    message = device.get()
+    assert message.topic == f"commands/{TID}"
+    request = json.loads(message.payload)
+    assert request["topic"] == "org.acme/lamp-1/things/live/messages/switch"
+    assert (request["path"], request["value"]) == ("/inbox/messages/switch", {"on": True})
+    assert request["headers"]["correlation-id"] == "m-1"
+    response = {"topic": request["topic"], "path": "/outbox/messages/switch", "status": 200,
+                "headers": {"correlation-id": "m-1", "content-type": "application/json"},
+                "value": {"switched": True}}
+    # lamp-2's topic cannot answer for lamp-1: refused, the call still waits.
+    device.publish(f"telemetry/{OTHER}", json.dumps(response).encode(), qos=1)
+    device.publish(f"telemetry/{TID}", json.dumps(response).encode(), qos=1)
+    answered = answer()
+    assert answered.status_code == 200, answered.text
+    assert answered.json() == {"switched": True}
     eventually(lambda: inbound(ditto, "devices") == (2, 1, 1))
 
 

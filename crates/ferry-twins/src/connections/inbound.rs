@@ -1,10 +1,13 @@
 //! One command read by a connection's source, applied as any other Ditto
 //! protocol command: the source's `headerMapping` and `enforcement`, then
 //! `Twins::apply_envelope` with the source's `authorizationContext`, the
-//! path MQTT (`mqtt.rs`) and WebSocket (`ws.rs`) commands take too.
+//! path MQTT (`mqtt.rs`) and WebSocket (`ws.rs`) commands take too. A live
+//! message or command goes on to its receivers through the live hub, and
+//! a device's response to one goes to the call waiting for it.
 
 use super::placeholder::Received;
 use super::source::SourceSpec;
+use crate::live::{Call, Route, Sending};
 use crate::protocol::{error_response, Envelope, Topic};
 use crate::service::Twins;
 use serde_json::Value;
@@ -13,6 +16,15 @@ use std::time::Duration;
 /// Pauses between tries of a command that failed for now.
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
 const LAST_PAUSE: Duration = Duration::from_secs(5);
+
+/// A command's answer, for a reply target.
+pub enum Answer {
+    /// Its response (when `response-required`) or error response.
+    Now(Box<Envelope>),
+    /// A live message or command sent on to its receivers: the response
+    /// of the device, or 408 after the call's timeout.
+    Later(Call),
+}
 
 /// What became of one message.
 #[derive(Debug)]
@@ -39,7 +51,7 @@ pub async fn apply_until_done(
     received: Received<'_>,
     payload: &[u8],
     what: impl Fn() -> String,
-) -> (Outcome, Option<Envelope>) {
+) -> (Outcome, Option<Answer>) {
     let mut pause = FIRST_PAUSE;
     loop {
         match apply(twins, source, received, payload).await {
@@ -59,7 +71,7 @@ async fn apply(
     source: &SourceSpec,
     received: Received<'_>,
     payload: &[u8],
-) -> (Outcome, Option<Envelope>) {
+) -> (Outcome, Option<Answer>) {
     let mut envelope = match Envelope::parse(payload) {
         Ok(envelope) => envelope,
         Err(error) => {
@@ -76,15 +88,35 @@ async fn apply(
         let entity_id = topic.as_ref().and_then(Topic::entity_id);
         if let Err(error) = enforcement.check(received, entity_id.as_deref()) {
             let answer = error_response(topic.as_ref(), &envelope.headers, &error);
-            return (refused(&answer), Some(answer));
+            return (refused(&answer), Some(Answer::Now(Box::new(answer))));
         }
     }
-    match twins.apply_envelope(&source.caller, &envelope).await {
-        Some(answer) if answer.status.is_some_and(|status| status >= 400) => {
-            (refused(&answer), Some(answer))
+    match Route::of(&envelope) {
+        // A device's answer to a live call.
+        Some(Route::Response) => {
+            twins.answer_live(envelope);
+            (Outcome::Applied, None)
         }
-        // A response, or none because none was asked for: it succeeded.
-        answer => (Outcome::Applied, answer),
+        Some(Route::Signal(topic, kind)) => {
+            let headers = envelope.headers.clone();
+            match twins
+                .send_live(&source.caller, topic.clone(), kind, envelope, Sending::default())
+                .await
+            {
+                Ok(call) => (Outcome::Applied, call.map(Answer::Later)),
+                Err(error) => {
+                    let answer = error_response(Some(&topic), &headers, &error);
+                    (refused(&answer), Some(Answer::Now(Box::new(answer))))
+                }
+            }
+        }
+        None => match twins.apply_envelope(&source.caller, &envelope).await {
+            Some(answer) if answer.status.is_some_and(|status| status >= 400) => {
+                (refused(&answer), Some(Answer::Now(Box::new(answer))))
+            }
+            // A response, or none because none was asked for: it succeeded.
+            answer => (Outcome::Applied, answer.map(|answer| Answer::Now(Box::new(answer)))),
+        },
     }
 }
 

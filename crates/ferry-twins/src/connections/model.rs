@@ -13,6 +13,7 @@
 use super::kafka::KafkaSpec;
 use super::template::AddressTemplate;
 use crate::error::DittoError;
+use crate::live::Kind;
 use crate::service::{Caller, ThingEvent, Twins};
 use crate::ws::events::EventOptions;
 use base64::Engine;
@@ -84,7 +85,11 @@ pub struct Receiver {
 pub struct TargetSpec {
     /// As written (`POST:/{{ thing:id }}`): the name of its figures.
     pub address: String,
+    /// Its twin event topics.
     pub topics: Vec<EventOptions>,
+    /// Its live topics (`_/_/things/live/messages`, …): each kind, with
+    /// the namespaces it is limited to (empty: all).
+    pub live: Vec<(Kind, Vec<String>)>,
     /// `authorizationContext`: whose view of each event it sends.
     pub caller: Caller,
     /// `issuedAcknowledgementLabel`, its `{{connection:id}}` filled in:
@@ -130,6 +135,14 @@ impl ConnectionSpec {
             .iter()
             .map(|target| TargetSpec::parse(id, target))
             .collect::<Result<Vec<_>, _>>()?;
+        if !matches!(kind.as_str(), "mqtt" | "mqtt-5") {
+            if let Some(live) = parsed.iter().find(|target| !target.live.is_empty()) {
+                return Err(DittoError::connection_invalid(format!(
+                    "The target '{}' takes live signals (_/_/things/live/messages, commands or events): Ferry sends them to mqtt connections only yet.",
+                    live.address
+                )));
+            }
+        }
         let transport = match kind.as_str() {
             "kafka" => kafka_transport(id, object, targets)?,
             "mqtt" | "mqtt-5" => {
@@ -332,7 +345,14 @@ impl TargetSpec {
                 )))
             }
         };
-        let topics = topics.iter().map(event_topic).collect::<Result<Vec<_>, _>>()?;
+        let mut events = Vec::new();
+        let mut live = Vec::new();
+        for topic in topics {
+            match target_topic(topic)? {
+                TargetTopic::Events(options) => events.push(*options),
+                TargetTopic::Live(kind, namespaces) => live.push((kind, namespaces)),
+            }
+        }
         let caller = authorization_context(target).ok_or_else(|| {
             DittoError::connection_invalid(format!(
                 "The target '{address}' needs an authorizationContext: the subjects whose view of each event it sends."
@@ -342,7 +362,7 @@ impl TargetSpec {
             .get("issuedAcknowledgementLabel")
             .map(|label| issued_ack(connection_id, address, label))
             .transpose()?;
-        Ok(TargetSpec { address: address.to_owned(), topics, caller, issued_ack })
+        Ok(TargetSpec { address: address.to_owned(), topics: events, live, caller, issued_ack })
     }
 }
 
@@ -407,22 +427,50 @@ pub fn authorization_context(object: &Map<String, Value>) -> Option<Result<Calle
     }
 }
 
-/// One target topic: twin events, with the options of a WebSocket's
-/// `START-SEND-EVENTS`.
-fn event_topic(topic: &Value) -> Result<EventOptions, DittoError> {
+/// What a target's topic selects.
+enum TargetTopic {
+    /// Twin events, with the options of a WebSocket's `START-SEND-EVENTS`.
+    Events(Box<EventOptions>),
+    /// A kind of live signal, in the namespaces given (empty: all).
+    Live(Kind, Vec<String>),
+}
+
+fn target_topic(topic: &Value) -> Result<TargetTopic, DittoError> {
     let topic = topic
         .as_str()
         .ok_or_else(|| DittoError::connection_invalid("A target's topics are strings."))?;
     let name = topic.split_once('?').map_or(topic, |(name, _)| name);
-    if name != "_/_/things/twin/events" {
-        return Err(DittoError::connection_invalid(format!(
-            "The topic '{name}' is not supported by Ferry yet; _/_/things/twin/events is."
-        )));
-    }
+    let live = match name {
+        "_/_/things/twin/events" => None,
+        "_/_/things/live/messages" => Some(Kind::Messages),
+        "_/_/things/live/commands" => Some(Kind::LiveCommands),
+        "_/_/things/live/events" => Some(Kind::LiveEvents),
+        _ => {
+            return Err(DittoError::connection_invalid(format!(
+                "The topic '{name}' is not supported by Ferry yet; _/_/things/twin/events and _/_/things/live/messages, commands and events are."
+            )))
+        }
+    };
     let params = crate::ws::control::params(topic).map_err(|malformed| {
         DittoError::connection_invalid(format!("The topic '{topic}' has {}.", malformed.0))
     })?;
-    EventOptions::parse(&params)
+    let Some(kind) = live else {
+        return EventOptions::parse(&params).map(|options| TargetTopic::Events(Box::new(options)));
+    };
+    let mut namespaces = Vec::new();
+    for (key, value) in &params {
+        match key.as_str() {
+            "namespaces" => namespaces.extend(
+                value.split(',').filter(|namespace| !namespace.is_empty()).map(str::to_owned),
+            ),
+            other => {
+                return Err(DittoError::connection_invalid(format!(
+                    "The parameter '{other}' of the topic '{name}' is not supported by Ferry yet; namespaces is."
+                )))
+            }
+        }
+    }
+    Ok(TargetTopic::Live(kind, namespaces))
 }
 
 /// `specificConfig.parallelism`: a number or a numeral (Ditto writes

@@ -36,6 +36,7 @@ use ferry_routes::endpoints::mqtt::{MqttEndpointConfig, MqttProtocol, MqttSubscr
 use ferry_routes::Secret;
 use serde_json::{Map, Value};
 use std::sync::{Arc, Weak};
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 /// Ditto's default keep-alive of an MQTT connection, in seconds.
@@ -301,10 +302,92 @@ pub fn start(
     broker: Weak<Broker>,
     own_ports: &[u16],
 ) -> Vec<AbortHandle> {
+    let (mut tasks, signals) = live_signals(&twins, &spec);
     if mqtt.sources.is_empty() && mqtt.broker.is_this_ferry(own_ports) {
-        vec![tokio::spawn(feed(twins, spec, mqtt, stats, broker)).abort_handle()]
+        let publish =
+            feed(twins.clone(), spec.clone(), mqtt.clone(), stats.clone(), broker.clone());
+        tasks.push(tokio::spawn(publish).abort_handle());
+        tasks.push(tokio::spawn(feed_live(mqtt, stats, broker, signals)).abort_handle());
     } else {
-        remote::start(twins, spec, mqtt, stats)
+        tasks.extend(remote::start(twins, spec, mqtt, stats, signals));
+    }
+    tasks
+}
+
+/// Live signals queued for one connection's targets, beyond which they
+/// are dropped: a WebSocket session's bound.
+const LIVE_QUEUE: usize = crate::ws::PUSH_QUEUE;
+
+/// A live signal for the target of that index.
+type LiveSignal = (usize, Envelope);
+
+/// The live signals of the connection's targets: each target with live
+/// topics is a receiver of the live hub with the rights of its
+/// `authorizationContext` (so it gets what those subjects may READ of a
+/// signal), and what it gets comes out of the returned queue with the
+/// target's index. The tasks hold the registrations.
+fn live_signals(
+    twins: &Arc<Twins>,
+    spec: &ConnectionSpec,
+) -> (Vec<AbortHandle>, mpsc::Receiver<LiveSignal>) {
+    let (signals, queued) = mpsc::channel(LIVE_QUEUE);
+    let mut tasks = Vec::new();
+    for (index, target) in spec.targets.iter().enumerate().filter(|(_, t)| !t.live.is_empty()) {
+        let (out, mut received) = mpsc::channel(LIVE_QUEUE);
+        let subscription = twins.subscribe_live(target.caller.clone(), out);
+        for (kind, namespaces) in &target.live {
+            subscription.subscriber.set(*kind, Some(namespaces.clone()));
+        }
+        let signals = signals.clone();
+        tasks.push(
+            tokio::spawn(async move {
+                let _registered = subscription;
+                while let Some(envelope) = received.recv().await {
+                    if signals.send((index, envelope)).await.is_err() {
+                        return;
+                    }
+                }
+            })
+            .abort_handle(),
+        );
+    }
+    (tasks, queued)
+}
+
+/// The topic a live signal goes on for its target, counted as dispatched,
+/// or `None`, counted as failed, when its thing id or subject would put a
+/// wildcard in the topic.
+fn live_topic(
+    mqtt: &MqttSpec,
+    stats: &ConnectionStats,
+    (index, envelope): &LiveSignal,
+) -> Option<String> {
+    let figures = &stats.targets[*index];
+    figures.dispatched.inc();
+    let topic = mqtt.targets[*index].topic.render_raw(&Event { topic: &envelope.topic });
+    if ferry_mqtt::topic::is_valid_topic_name(&topic) {
+        Some(topic)
+    } else {
+        figures.failed.inc();
+        stats.set_failure(format!("'{topic}' is not an MQTT topic name"));
+        None
+    }
+}
+
+/// Publishes the live signals of a connection to this Ferry.
+async fn feed_live(
+    mqtt: Arc<MqttSpec>,
+    stats: Arc<ConnectionStats>,
+    broker: Weak<Broker>,
+    mut signals: mpsc::Receiver<LiveSignal>,
+) {
+    while let Some(signal) = signals.recv().await {
+        let Some(broker) = broker.upgrade() else { return };
+        let Some(topic) = live_topic(&mqtt, &stats, &signal) else { continue };
+        let (index, envelope) = signal;
+        broker.publish(message(topic, &envelope, mqtt.targets[index].qos));
+        stats.targets[index].published.inc();
+        stats.set_success();
     }
 }
 
@@ -353,6 +436,9 @@ async fn publications(
 ) -> Vec<Publication> {
     let mut publications = Vec::new();
     for (index, (target, publishing)) in spec.targets.iter().zip(&mqtt.targets).enumerate() {
+        if target.topics.is_empty() {
+            continue; // live signals only
+        }
         let figures = &stats.targets[index];
         let Some((envelope, owed)) = target.outgoing(twins, event).await else {
             figures.filtered.inc();

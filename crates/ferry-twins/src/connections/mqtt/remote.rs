@@ -24,12 +24,12 @@
 //! dropped and counted as failed. Replies: `REPLIES_WAITING`. Events:
 //! the change feed's buffer, beyond which they are counted as missed.
 
-use super::super::inbound::{self, Outcome};
+use super::super::inbound::{self, Answer, Outcome};
 use super::super::model::{redact, ConnectionSpec, Owed};
 use super::super::placeholder::Received;
-use super::super::source::SourceSpec;
+use super::super::source::{ReplyTarget, SourceSpec};
 use super::super::stats::ConnectionStats;
-use super::{message, publications, MqttSpec};
+use super::{live_topic, message, publications, LiveSignal, MqttSpec};
 use crate::protocol::Envelope;
 use crate::service::{next_event, Twins};
 use ferry_broker::endpoint::RoutedMessage;
@@ -109,6 +109,7 @@ pub fn start(
     spec: Arc<ConnectionSpec>,
     mqtt: Arc<MqttSpec>,
     stats: Arc<ConnectionStats>,
+    signals: mpsc::Receiver<LiveSignal>,
 ) -> Vec<AbortHandle> {
     let (jobs, queued) = mpsc::unbounded_channel();
     let at_most_once_waiting = Arc::new(AtomicUsize::new(0));
@@ -134,7 +135,7 @@ pub fn start(
         Applier { twins: twins.clone(), mqtt: mqtt.clone(), stats: stats.clone(), replies };
     vec![
         tokio::spawn(applier.run(queued, at_most_once_waiting)).abort_handle(),
-        tokio::spawn(publish(twins, spec, mqtt, stats, sink, to_reply)).abort_handle(),
+        tokio::spawn(publish(twins, spec, mqtt, stats, sink, to_reply, signals)).abort_handle(),
     ]
 }
 
@@ -189,13 +190,41 @@ impl Applier {
                 self.stats.set_failure(format!("{topic}: {why}"));
             }
         }
-        if let Some(reply) = answer.and_then(|answer| reply_to(source, received, publish, answer)) {
-            if self.replies.try_send(reply).is_err() {
-                self.stats.set_failure(format!(
-                    "more than {REPLIES_WAITING} replies waiting: the answer to a message on {topic} dropped"
-                ));
+        let Some(answer) = answer else { return };
+        let Some((target, reply_topic)) = reply_topic(source, received, publish) else { return };
+        let (responses, errors) = (target.responses, target.errors);
+        match answer {
+            Answer::Now(answer) => {
+                reply(&self.replies, &self.stats, responses, errors, reply_topic, *answer)
+            }
+            Answer::Later(call) => {
+                // Waits beside the applier, which goes on with the next
+                // messages; calls waiting at once are bounded by the hub.
+                let (replies, stats) = (self.replies.clone(), self.stats.clone());
+                tokio::spawn(async move {
+                    let answer = call.response().await;
+                    reply(&replies, &stats, responses, errors, reply_topic, answer);
+                });
             }
         }
+    }
+}
+
+/// Queues `answer` for the reply target, if it takes its kind.
+fn reply(
+    replies: &mpsc::Sender<Reply>,
+    stats: &ConnectionStats,
+    responses: bool,
+    errors: bool,
+    topic: String,
+    answer: Envelope,
+) {
+    let error = answer.status.is_some_and(|status| status >= 400);
+    if (error && !errors) || (!error && !responses) {
+        return;
+    }
+    if replies.try_send(Reply { topic, answer }).is_err() {
+        stats.set_failure(format!("more than {REPLIES_WAITING} replies waiting: one dropped"));
     }
 }
 
@@ -233,20 +262,16 @@ fn headers_of(publish: &Publish) -> Map<String, Value> {
     headers
 }
 
-/// The reply of `answer`, if the source has a reply target that takes it
-/// and whose address resolves: from the message's headers, else from the
-/// command's own Ditto headers (`"headers": {"reply-to": …}`).
-fn reply_to(
-    source: &SourceSpec,
+/// The source's reply target and the topic it makes of this message:
+/// its address filled in from the message's headers, else from the
+/// command's own Ditto headers (`"headers": {"reply-to": …}`). `None`
+/// without a reply target, or when its address does not resolve.
+fn reply_topic<'a>(
+    source: &'a SourceSpec,
     received: Received<'_>,
     publish: &Publish,
-    answer: Envelope,
-) -> Option<Reply> {
+) -> Option<(&'a ReplyTarget, String)> {
     let target = source.reply_target.as_ref()?;
-    let error = answer.status.is_some_and(|status| status >= 400);
-    if (error && !target.errors) || (!error && !target.responses) {
-        return None;
-    }
     let topic = target.address.with_received(received).or_else(|| {
         #[derive(serde::Deserialize)]
         struct HeadersOnly {
@@ -261,7 +286,7 @@ fn reply_to(
             .collect();
         target.address.with_received(Received { headers: &headers, address: received.address })
     })?;
-    Some(Reply { topic, answer })
+    Some((target, topic))
 }
 
 /// The connection's publisher; see the module documentation.
@@ -272,6 +297,7 @@ async fn publish(
     stats: Arc<ConnectionStats>,
     mut sink: MqttSink,
     mut replies: mpsc::Receiver<Reply>,
+    mut signals: mpsc::Receiver<LiveSignal>,
 ) {
     let mut events = (!mqtt.targets.is_empty()).then(|| twins.subscribe());
     let qos = mqtt.client.send_qos();
@@ -303,6 +329,13 @@ async fn publish(
                 Some(reply) = replies.recv() => {
                     sequence += 1;
                     batch.push(routed(sequence, message(reply.topic, &reply.answer, qos)));
+                }
+                Some(signal) = signals.recv() => {
+                    if let Some(topic) = live_topic(&mqtt, &stats, &signal) {
+                        sequence += 1;
+                        batch.push(routed(sequence, message(topic, &signal.1, qos)));
+                        owed.push((sequence, signal.0, None));
+                    }
                 }
                 Some(event) = next_from(&mut events, &stats, &spec.id) => {
                     for publication in publications(&twins, &spec, &mqtt, &stats, &event).await {
