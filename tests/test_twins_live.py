@@ -122,6 +122,34 @@ class MqttDevice:
         self.client.loop_stop()
 
 
+def test_a_claim_needs_no_write_on_messages_and_the_device_answers_it(
+        tmp_path, broker_factory, twin_store):
+    """Ditto's claim message: a caller without WRITE on the thing's
+    messages (mallory) cannot send it a message, but may claim it; the
+    device, which reads its inbox, gets the claim and answers it."""
+    broker, _ = _start(tmp_path, broker_factory, twin_store)
+    device = _ws(broker, "dev")
+    device.control("START-SEND-MESSAGES")
+    mallory = _http(broker, "mallory")
+    refused = mallory.post(f"{T}/inbox/messages/claim", {"me": "mallory"})
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"] == "messages:send.notallowed"
+
+    answer = _in_background(lambda: mallory.post(f"{T}/inbox/claim", {"me": "mallory"},
+                                                  headers={"correlation-id": "claim-1"}))
+    request = device.recv()
+    assert request["topic"] == f"{LIVE}/messages/claim"
+    assert (request["path"], request["value"]) == ("/inbox/claim", {"me": "mallory"})
+    assert request["headers"]["subject"] == "claim"
+    device.send(_respond(request, 200, {"granted": False}))
+    response = answer()
+    assert response.status_code == 200, response.text
+    assert response.json() == {"granted": False}
+    # A claim is to an existing thing.
+    missing = mallory.post("/things/org.acme:nothing/inbox/claim", {})
+    assert missing.status_code == 404, missing.text
+
+
 def test_http_message_answered_by_a_websocket_device(tmp_path, broker_factory, twin_store):
     broker, alice = _start(tmp_path, broker_factory, twin_store)
     device = _ws(broker, "dev")

@@ -39,6 +39,7 @@ pub fn router(twins: Arc<Twins>) -> Router {
         .route("/api/2/things/{thing_id}/{*rest}", any(things::part))
         .route("/api/2/things/{thing_id}/inbox/messages/{*subject}", any(messages::thing))
         .route("/api/2/things/{thing_id}/outbox/messages/{*subject}", any(messages::thing))
+        .route("/api/2/things/{thing_id}/inbox/claim", any(messages::claim))
         .route(
             "/api/2/things/{thing_id}/features/{feature_id}/inbox/messages/{*subject}",
             any(messages::feature),

@@ -44,6 +44,11 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
+/// The subject and path of Ditto's claim message, which anyone may send
+/// (`live/signal.rs`).
+pub const CLAIM_SUBJECT: &str = "claim";
+pub const CLAIM_PATH: &str = "/inbox/claim";
+
 /// Ditto's default timeout of a live call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -1,7 +1,9 @@
 //! Live messages over HTTP, as Ditto's `MessagesRoute`:
 //! `POST /api/2/things/{thingId}/inbox/messages/{subject}` (to the thing)
-//! and `/outbox/messages/{subject}` (from it), and the same under
-//! `/features/{featureId}`. The body is the message's payload, its
+//! and `/outbox/messages/{subject}` (from it), the same under
+//! `/features/{featureId}`, and `/inbox/claim`, Ditto's claim message,
+//! which needs no WRITE on the thing's messages: it asks the device for
+//! access, and the device decides. The body is the message's payload, its
 //! `Content-Type` the message's; the call waits for the device's response
 //! (`timeout`, default 10 s, at most 60 s) and answers with its status
 //! and payload, or Ditto's 408 `command.timeout`; with `timeout=0` it
@@ -51,6 +53,8 @@ struct Mailbox {
     feature_id: Option<String>,
     inbox: bool,
     subject: String,
+    /// A claim message (`/inbox/claim`, subject `claim`).
+    claim: bool,
 }
 
 /// `POST /things/{thingId}/{inbox|outbox}/messages/{subject}`, and `GET`
@@ -62,7 +66,20 @@ pub(super) async fn thing(
     route: MatchedPath,
     request: Request,
 ) -> Reply {
-    let mailbox = Mailbox { thing_id, feature_id: None, inbox: is_inbox(&route), subject };
+    let inbox = is_inbox(&route);
+    let mailbox = Mailbox { thing_id, feature_id: None, inbox, subject, claim: false };
+    message(state, caller, mailbox, request).await
+}
+
+/// `POST /things/{thingId}/inbox/claim`: Ditto's claim message.
+pub(super) async fn claim(
+    state: State<Arc<Twins>>,
+    caller: Option<Extension<Caller>>,
+    Path(thing_id): Path<String>,
+    request: Request,
+) -> Reply {
+    let subject = crate::live::CLAIM_SUBJECT.to_owned();
+    let mailbox = Mailbox { thing_id, feature_id: None, inbox: true, subject, claim: true };
     message(state, caller, mailbox, request).await
 }
 
@@ -75,7 +92,7 @@ pub(super) async fn feature(
     request: Request,
 ) -> Reply {
     let inbox = is_inbox(&route);
-    let mailbox = Mailbox { thing_id, feature_id: Some(feature_id), inbox, subject };
+    let mailbox = Mailbox { thing_id, feature_id: Some(feature_id), inbox, subject, claim: false };
     message(state, caller, mailbox, request).await
 }
 
@@ -138,6 +155,7 @@ async fn message(
         thing_id.name()
     ))?;
     let path = match &mailbox.feature_id {
+        _ if mailbox.claim => crate::live::CLAIM_PATH.to_owned(),
         Some(feature) => format!("/features/{feature}/{direction}/messages/{subject}"),
         None => format!("/{direction}/messages/{subject}"),
     };

@@ -85,6 +85,11 @@ pub(super) const ROUTES: &[Route] = &[
         summary: "A live message to the thing, answered by the device (GET with `correlation-id`: the outcome of a `qos=1` message, Ferry's extension)",
     },
     Route {
+        path: "/api/2/things/{thingId}/inbox/claim",
+        methods: &["post"],
+        summary: "A claim message to the thing: needs no WRITE on its messages; the device answers whether it grants access",
+    },
+    Route {
         path: "/api/2/things/{thingId}/outbox/messages/{messageSubject}",
         methods: &["post"],
         summary: "A live message from the thing",

@@ -133,6 +133,9 @@ impl Twins {
         let pointer = JsonPointer::parse(&envelope.path)?;
         let who = enforcer.caller(&caller.subjects, Timestamp::now());
         let resource_type = match kind {
+            // A claim message asks the device for access: anyone may
+            // send one (Ditto's `LiveSignalEnforcement` lets it through).
+            Kind::Messages if is_claim(&topic, &pointer) => "message",
             Kind::Messages => {
                 if topic.action.trim_matches('/').is_empty() {
                     return Err(DittoError::subject_invalid(&topic.action));
@@ -186,6 +189,12 @@ impl Twins {
         };
         Ok(Audience { kind, thing_id, topic, envelope, enforcer, resource_type, pointer })
     }
+}
+
+/// Ditto's claim message: the subject `claim` to `/inbox/claim`.
+fn is_claim(topic: &Topic, pointer: &JsonPointer) -> bool {
+    topic.action == super::CLAIM_SUBJECT
+        && pointer.levels().iter().map(String::as_str).eq(["inbox", "claim"])
 }
 
 /// `/{inbox|outbox}/messages/{subject…}`, optionally under
