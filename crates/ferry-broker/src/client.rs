@@ -1020,6 +1020,15 @@ impl Client {
     }
 
     /// True while the client's input is paused for back-pressure.
+    /// Nothing of this client waits on the connection's task: no input
+    /// waiting for a congested subscriber or a full endpoint, no answer in
+    /// line, no delivery whose end is unrecorded. It may park.
+    pub(crate) fn is_quiet(&self) -> bool {
+        matches!(self.pace, Pace::Free | Pace::Turn { .. })
+            && self.replies_held == 0
+            && self.delivered.is_empty()
+    }
+
     pub(crate) fn is_blocked(&self) -> bool {
         matches!(self.pace, Pace::Blocked { .. } | Pace::Held(_))
     }

@@ -14,7 +14,11 @@
 //! core with the fewest connections, which registers it with its own
 //! reactor: a balanced spread without SO_REUSEPORT's hash, which can leave
 //! one core with far more clients than another.
+//!
+//! Each core also keeps a parking lot (`park.rs`) for its idle
+//! connections, which then wait there without a task.
 
+use crate::park::Lot;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -58,9 +62,14 @@ impl Cores {
             let thread = std::thread::Builder::new().name(format!("ferry-core-{index}")).spawn(
                 move || {
                     crate::stats::set_core(index);
+                    let lot = Arc::new(Lot::default());
+                    Lot::install(lot.clone());
+                    runtime.spawn(lot.clone().run());
                     // Spawned tasks run while the thread blocks on this; the
                     // runtime's drop then cancels whatever is left.
                     let _ = runtime.block_on(stopped);
+                    let _inside = runtime.enter();
+                    drop(lot.clear());
                 },
             )?;
             cores.push(Core {

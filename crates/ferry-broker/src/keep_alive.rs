@@ -8,7 +8,8 @@
 //! which at 100k idle connections is 11 MB for a check that needs to run
 //! only a few times a second. Connections record when they last read, the
 //! sweeper compares, and wakes the connections it has expired. It also
-//! wakes publishers that waited too long for a congested subscriber.
+//! wakes publishers that waited too long for a congested subscriber, and
+//! asks connections silent for `PARK_AFTER` to park (`park.rs`).
 
 use crate::backpressure;
 use crate::broker::Broker;
@@ -19,6 +20,13 @@ use std::time::Duration;
 /// How often the sweeper runs: a silent client is cut off between 1.5×
 /// and 1.5× + this after its last packet.
 pub const SWEEP_PERIOD: Duration = Duration::from_millis(250);
+
+/// How long a connection reads nothing before it is asked to park. Short,
+/// because parking and resuming cost about a task's allocation and no
+/// system call, so a device that publishes every few seconds gains from
+/// it; long enough that a client waiting on an answer, or publishing many
+/// times a second, keeps its task.
+pub const PARK_AFTER: Duration = Duration::from_secs(1);
 
 /// True if the connection has waited for a congested subscriber longer
 /// than back-pressure allows.
@@ -42,6 +50,7 @@ pub async fn run(broker: Arc<Broker>) {
             if liveness.expire_if_silent(now_ms)
                 || liveness.expire_credentials(now_ms)
                 || waited_too_long(liveness, now_ms)
+                || liveness.ask_to_park(now_ms, PARK_AFTER.as_millis() as u64)
             {
                 session.wake.notify_one();
             }

@@ -31,6 +31,7 @@ pub mod listener;
 mod liveness;
 pub mod memory_watermark;
 mod message;
+mod park;
 mod publish_limits;
 mod restore;
 pub mod retained;
@@ -46,6 +47,7 @@ mod token_bucket;
 mod topic_test_support;
 pub mod topic_tree;
 mod transport;
+mod wakeup;
 mod websocket;
 mod will;
 

@@ -26,6 +26,11 @@ pub(crate) struct Liveness {
     /// broker's clock (rounded up); 0 when they do not.
     credentials_end_secs: AtomicU32,
     credentials_expired: AtomicBool,
+    /// Set by the sweeper when the connection has been silent long enough
+    /// to park (`park.rs`), and by the connection when it parks; cleared by
+    /// the connection when it declines, and when it runs again after
+    /// parking. While it is set the sweeper does not ask.
+    park_asked: AtomicBool,
 }
 
 impl Liveness {
@@ -80,6 +85,28 @@ impl Liveness {
         }
         self.credentials_expired.store(true, Ordering::Release);
         true
+    }
+
+    /// Asks the connection to park if it has read nothing for `after_ms`
+    /// and was not asked already; true if it just was.
+    pub(crate) fn ask_to_park(&self, now_ms: u64, after_ms: u64) -> bool {
+        let silent_ms = now_ms.saturating_sub(self.last_read_ms.load(Ordering::Relaxed));
+        silent_ms >= after_ms && !self.park_asked.swap(true, Ordering::Relaxed)
+    }
+
+    pub(crate) fn is_park_asked(&self) -> bool {
+        self.park_asked.load(Ordering::Relaxed)
+    }
+
+    /// The connection parked: nothing to ask it.
+    pub(crate) fn parked(&self) {
+        self.park_asked.store(true, Ordering::Relaxed);
+    }
+
+    /// The connection declined to park, or runs again: ask it again once it
+    /// has been silent long enough.
+    pub(crate) fn forget_park(&self) {
+        self.park_asked.store(false, Ordering::Relaxed);
     }
 
     /// Marks the connection expired if its time is up; true if it just was.

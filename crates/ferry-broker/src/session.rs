@@ -12,6 +12,7 @@ use crate::durable::Offsets;
 use crate::liveness::Liveness;
 use crate::message::Message;
 use crate::stats::Stats;
+use crate::wakeup::Wakeup;
 use ferry_mqtt::{ByteStr, Packet, QoS};
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::hash_map::DefaultHasher;
@@ -21,7 +22,6 @@ use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 /// One message on its way to one session.
@@ -98,8 +98,9 @@ pub struct Session {
     /// one applies what its client already sent (a DISCONNECT, say), then
     /// clears this and wakes the waiter.
     settling: AtomicBool,
-    /// Wakes the connection task: new messages, or it has been taken over.
-    pub(crate) wake: Notify,
+    /// Wakes the connection, running or parked: new messages, or it has
+    /// been taken over.
+    pub(crate) wake: Wakeup,
     pub(crate) liveness: Liveness,
     state: Mutex<SessionState>,
 }
@@ -195,7 +196,7 @@ impl Session {
             online: AtomicBool::new(false),
             persistent: AtomicBool::new(false),
             settling: AtomicBool::new(false),
-            wake: Notify::new(),
+            wake: Wakeup::default(),
             liveness: Liveness::default(),
             state: Mutex::new(SessionState {
                 generation: 0,

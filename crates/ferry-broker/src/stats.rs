@@ -240,6 +240,8 @@ impl From<Method> for AuthMethod {
 #[derive(Debug, Default)]
 pub struct Stats {
     pub clients_connected: Counter,
+    /// Of those, how many are idle and parked without a task (`park.rs`).
+    pub clients_parked: Counter,
     pub connections_total: Counter,
     pub messages_received: Counter,
     pub messages_sent: Counter,

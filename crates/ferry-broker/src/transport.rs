@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-pub trait Transport: AsyncRead + AsyncWrite + Unpin + Send {
+pub trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// Whether written bytes can wait inside the transport until flushed
     /// (a WebSocket sink does; a TCP socket does not).
     const BUFFERS_WRITES: bool = true;
@@ -18,6 +18,21 @@ pub trait Transport: AsyncRead + AsyncWrite + Unpin + Send {
     fn poll_read_ready(&self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
     }
+
+    /// Whether an idle connection over this transport can park
+    /// (`park.rs`): only one whose state is the socket alone, so that
+    /// readiness says all there is to know. TLS and WebSocket connections
+    /// hold buffered state of their own and keep their task.
+    const PARKS: bool = false;
+
+    /// The plain TCP socket this transport is, to park it; `Err` hands a
+    /// transport that is something more back unchanged.
+    fn into_parkable(self) -> Result<TcpStream, Self>
+    where
+        Self: Sized,
+    {
+        Err(self)
+    }
 }
 
 impl Transport for TcpStream {
@@ -26,9 +41,15 @@ impl Transport for TcpStream {
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         TcpStream::poll_read_ready(self, cx)
     }
+
+    const PARKS: bool = true;
+
+    fn into_parkable(self) -> Result<TcpStream, Self> {
+        Ok(self)
+    }
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin + Send> Transport for WsByteStream<S> {}
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Transport for WsByteStream<S> {}
 
 /// rustls holds written records until they are flushed.
 impl Transport for tokio_rustls::server::TlsStream<TcpStream> {}

@@ -29,6 +29,7 @@ struct ListenerFigures {
 pub struct BrokerMetrics {
     listeners: Vec<ListenerFigures>,
     clients_connected: u64,
+    clients_parked: u64,
     sessions: SessionFigures,
     subscriptions: usize,
     retained: usize,
@@ -71,6 +72,7 @@ impl BrokerMetrics {
                 })
                 .collect(),
             clients_connected: stats.clients_connected.get(),
+            clients_parked: stats.clients_parked.get(),
             sessions: broker.session_figures(),
             subscriptions: broker.subscription_count(),
             retained: broker.retained_count(),
@@ -193,6 +195,12 @@ impl Collector for BrokerMetrics {
             "ferry_clients_connected",
             "MQTT clients connected now (CONNECT accepted).",
             self.clients_connected as f64,
+        )?;
+        gauge(
+            e,
+            "ferry_clients_parked",
+            "Of the clients connected, those idle and parked without a task of their own (woken by their socket or their session).",
+            self.clients_parked as f64,
         )?;
         gauges(
             e,
