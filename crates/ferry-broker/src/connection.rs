@@ -31,7 +31,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::futures::Notified;
 use tokio_util::io::poll_read_buf;
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -116,8 +115,8 @@ enum Ended {
 }
 
 /// An idle connection, waiting in its core's parking lot without a task.
-struct Parked {
-    stream: TcpStream,
+struct Parked<S> {
+    stream: S,
     client: Client,
     admission: Admission,
     broker: Arc<Broker>,
@@ -126,7 +125,7 @@ struct Parked {
     _tracked: TaskTrackerToken,
 }
 
-impl Resume for Parked {
+impl<S: Transport> Resume for Parked<S> {
     fn resume(self: Box<Self>) {
         let Parked { stream, client, admission, broker, _tracked } = *self;
         broker.stats.clients_parked.sub(1);
@@ -144,26 +143,16 @@ async fn attend<S: Transport>(
     broker: Arc<Broker>,
     mut rbuf: BytesMut,
     mut wbuf: BytesMut,
-    mut start: Start,
+    start: Start,
 ) {
-    let close = loop {
-        match run(&mut client, &broker, &mut stream, &mut rbuf, &mut wbuf, start).await {
-            Ended::Closed(close) => break close,
-            Ended::Parking(lot, key) => match stream.into_parkable() {
-                Ok(stream) => {
-                    broker.stats.clients_parked.inc();
-                    let _tracked = broker.connections.token();
-                    let parked = Parked { stream, client, admission, broker, _tracked };
-                    lot.park(key, Box::new(parked));
-                    return;
-                }
-                // `run` parks only transports that say they can; one that
-                // turns out not to goes on as if woken.
-                Err(same) => {
-                    stream = same;
-                    start = Start::Resumed;
-                }
-            },
+    let close = match run(&mut client, &broker, &mut stream, &mut rbuf, &mut wbuf, start).await {
+        Ended::Closed(close) => close,
+        Ended::Parking(lot, key) => {
+            broker.stats.clients_parked.inc();
+            let _tracked = broker.connections.token();
+            let parked = Parked { stream, client, admission, broker, _tracked };
+            lot.park(key, Box::new(parked));
+            return;
         }
     };
     // Boxed: the end holds all of the connection again, and unboxed it
@@ -192,7 +181,7 @@ async fn part<S: Transport>(
             );
         }
     }
-    let info = client.info.clone();
+    let info = &client.info;
     close.log_disconnect(info.address, &client.session.client_id, &info.listener.name);
     broker.stats.disconnections[close.index()].inc();
     let server_closed = close.reason_code().is_some();
@@ -600,6 +589,7 @@ async fn flush<S: Transport>(stream: &mut S, wbuf: &mut BytesMut) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::TcpStream;
 
     /// `attend`'s signature, over TCP, returning `F`.
     type Attend<F> = fn(TcpStream, Client, Admission, Arc<Broker>, BytesMut, BytesMut, Start) -> F;
@@ -645,7 +635,7 @@ mod tests {
         let attended = future_size(attend::<TcpStream>);
         assert!(attended <= 900, "attend future is {attended} bytes");
         // What an idle one holds instead (`park.rs`).
-        let parked = std::mem::size_of::<Parked>();
+        let parked = std::mem::size_of::<Parked<TcpStream>>();
         assert!(parked <= 192, "Parked is {parked} bytes");
         assert!(
             std::mem::size_of::<Client>() <= 192,

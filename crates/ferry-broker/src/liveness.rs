@@ -91,7 +91,10 @@ impl Liveness {
     /// and was not asked already; true if it just was.
     pub(crate) fn ask_to_park(&self, now_ms: u64, after_ms: u64) -> bool {
         let silent_ms = now_ms.saturating_sub(self.last_read_ms.load(Ordering::Relaxed));
-        silent_ms >= after_ms && !self.park_asked.swap(true, Ordering::Relaxed)
+        // A load first: a parked connection is found asked at every sweep.
+        silent_ms >= after_ms
+            && !self.is_park_asked()
+            && !self.park_asked.swap(true, Ordering::Relaxed)
     }
 
     pub(crate) fn is_park_asked(&self) -> bool {

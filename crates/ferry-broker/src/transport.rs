@@ -24,15 +24,6 @@ pub trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// readiness says all there is to know. TLS and WebSocket connections
     /// hold buffered state of their own and keep their task.
     const PARKS: bool = false;
-
-    /// The plain TCP socket this transport is, to park it; `Err` hands a
-    /// transport that is something more back unchanged.
-    fn into_parkable(self) -> Result<TcpStream, Self>
-    where
-        Self: Sized,
-    {
-        Err(self)
-    }
 }
 
 impl Transport for TcpStream {
@@ -43,10 +34,6 @@ impl Transport for TcpStream {
     }
 
     const PARKS: bool = true;
-
-    fn into_parkable(self) -> Result<TcpStream, Self> {
-        Ok(self)
-    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Transport for WsByteStream<S> {}
