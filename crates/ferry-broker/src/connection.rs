@@ -26,11 +26,13 @@ use bytes::BytesMut;
 use ferry_mqtt::{Disconnect, Packet, ReasonCode};
 use std::future::{poll_fn, Future};
 use std::io;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::sync::futures::Notified;
 use tokio_util::io::poll_read_buf;
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -114,25 +116,73 @@ enum Ended {
     Parking(Arc<Lot>, u64),
 }
 
-/// An idle connection, waiting in its core's parking lot without a task.
-struct Parked<S> {
-    stream: S,
+/// An idle connection, waiting in its core's parking lot without a task
+/// and with its socket out of the reactor.
+struct Parked {
+    socket: std::net::TcpStream,
     client: Client,
+    /// Also where the broker is found again.
     admission: Admission,
-    broker: Arc<Broker>,
     /// Counted among the broker's connections while parked, so that
     /// shutdown waits for it to be resumed and say goodbye.
     _tracked: TaskTrackerToken,
 }
 
-impl<S: Transport> Resume for Parked<S> {
+impl Resume for Parked {
     fn resume(self: Box<Self>) {
-        let Parked { stream, client, admission, broker, _tracked } = *self;
+        let Parked { socket, client, admission, _tracked } = *self;
+        let broker = admission.broker().clone();
         broker.stats.clients_parked.sub(1);
+        let stream = match TcpStream::from_std(socket) {
+            Ok(stream) => stream,
+            Err(error) => return end_without_socket(client, admission, &broker, &error),
+        };
         let (rbuf, wbuf) = (BytesMut::new(), BytesMut::new());
         let resumed = attend(stream, client, admission, broker.clone(), rbuf, wbuf, Start::Resumed);
         tokio::spawn(broker.connections.track_future(resumed));
     }
+}
+
+/// Moves an idle connection into `lot` under `key`, its socket out of the
+/// reactor and watched by the lot.
+fn leave(
+    lot: &Lot,
+    key: u64,
+    stream: TcpStream,
+    client: Client,
+    admission: Admission,
+    broker: Arc<Broker>,
+) {
+    let socket = match stream.into_std() {
+        Ok(socket) => socket,
+        // Closed by now: the reactor's registration went with it.
+        Err(error) => return end_without_socket(client, admission, &broker, &error),
+    };
+    broker.stats.clients_parked.inc();
+    let _tracked = broker.connections.token();
+    let parked = Box::new(Parked { socket, client, admission, _tracked });
+    match lot.watch(parked.socket.as_fd(), key) {
+        Ok(()) => lot.park(key, parked),
+        Err(error) => {
+            // Unwatched, its input would never resume it: it goes on
+            // with a task instead.
+            tracing::warn!(%error, "an idle connection cannot park");
+            parked.resume();
+        }
+    }
+}
+
+/// The end of a connection whose socket was lost while it moved in or out
+/// of the parking lot: what the session needs, without the goodbye.
+fn end_without_socket(
+    client: Client,
+    admission: Admission,
+    broker: &Arc<Broker>,
+    error: &io::Error,
+) {
+    tracing::warn!(%error, "an idle connection lost its socket moving in or out of the parking lot");
+    conclude(client, broker, Close::Io, &mut BytesMut::new());
+    drop(admission);
 }
 
 /// Serves an attached client until it closes or parks.
@@ -143,16 +193,21 @@ async fn attend<S: Transport>(
     broker: Arc<Broker>,
     mut rbuf: BytesMut,
     mut wbuf: BytesMut,
-    start: Start,
+    mut start: Start,
 ) {
-    let close = match run(&mut client, &broker, &mut stream, &mut rbuf, &mut wbuf, start).await {
-        Ended::Closed(close) => close,
-        Ended::Parking(lot, key) => {
-            broker.stats.clients_parked.inc();
-            let _tracked = broker.connections.token();
-            let parked = Parked { stream, client, admission, broker, _tracked };
-            lot.park(key, Box::new(parked));
-            return;
+    let close = loop {
+        match run(&mut client, &broker, &mut stream, &mut rbuf, &mut wbuf, start).await {
+            Ended::Closed(close) => break close,
+            Ended::Parking(lot, key) => match stream.into_tcp() {
+                Ok(stream) => return leave(&lot, key, stream, client, admission, broker),
+                // Only transports that park give their socket up, and only
+                // they end in `Parking`; were it otherwise, the connection
+                // would go on, as if woken.
+                Err(kept) => {
+                    stream = kept;
+                    start = Start::Resumed;
+                }
+            },
         }
     };
     // Boxed: the end holds all of the connection again, and unboxed it
@@ -171,25 +226,30 @@ async fn part<S: Transport>(
     mut rbuf: BytesMut,
     mut wbuf: BytesMut,
 ) {
+    let server_closed = close.reason_code().is_some();
+    conclude(client, broker, close, &mut wbuf);
+    Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, server_closed)).await;
+    // The place is given back before the socket closes, so that a client
+    // that sees the close may connect again at once.
+    drop(admission);
+}
+
+/// A connection's end apart from its socket: the DISCONNECT to send (MQTT
+/// 5, when the server closes), the log line, the counts, and the session
+/// let go.
+fn conclude(client: Client, broker: &Arc<Broker>, close: Close, wbuf: &mut BytesMut) {
     broker.stats.clients_connected.sub(1);
     if let Some(reason) = close.reason_code() {
         if client.version.is_v5() {
             let properties = client.problem_properties(close.explanation());
-            client.encode(
-                &Packet::Disconnect(Disconnect { reason_code: reason, properties }),
-                &mut wbuf,
-            );
+            client
+                .encode(&Packet::Disconnect(Disconnect { reason_code: reason, properties }), wbuf);
         }
     }
     let info = &client.info;
     close.log_disconnect(info.address, &client.session.client_id, &info.listener.name);
     broker.stats.disconnections[close.index()].inc();
-    let server_closed = close.reason_code().is_some();
     client.finish(broker, close);
-    Box::pin(say_goodbye(&mut stream, &mut wbuf, &mut rbuf, server_closed)).await;
-    // The place is given back before the socket closes, so that a client
-    // that sees the close may connect again at once.
-    drop(admission);
 }
 
 /// Sends what is left in `wbuf` and, when the server is the one closing,
@@ -635,8 +695,8 @@ mod tests {
         let attended = future_size(attend::<TcpStream>);
         assert!(attended <= 900, "attend future is {attended} bytes");
         // What an idle one holds instead (`park.rs`).
-        let parked = std::mem::size_of::<Parked<TcpStream>>();
-        assert!(parked <= 192, "Parked is {parked} bytes");
+        let parked = std::mem::size_of::<Parked>();
+        assert!(parked <= 160, "Parked is {parked} bytes");
         assert!(
             std::mem::size_of::<Client>() <= 192,
             "Client is {} bytes",

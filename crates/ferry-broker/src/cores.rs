@@ -62,14 +62,30 @@ impl Cores {
             let thread = std::thread::Builder::new().name(format!("ferry-core-{index}")).spawn(
                 move || {
                     crate::stats::set_core(index);
-                    let lot = Arc::new(Lot::default());
-                    Lot::install(lot.clone());
-                    runtime.spawn(lot.clone().run());
+                    // In the runtime: the lot registers with its reactor.
+                    let made = {
+                        let _inside = runtime.enter();
+                        Lot::new()
+                    };
+                    let lot = match made {
+                        Ok(lot) => Some(Arc::new(lot)),
+                        Err(error) => {
+                            // Its idle connections then keep their tasks.
+                            tracing::error!(%error, core = index, "no parking lot");
+                            None
+                        }
+                    };
+                    if let Some(lot) = &lot {
+                        Lot::install(lot.clone());
+                        runtime.spawn(lot.clone().run());
+                    }
                     // Spawned tasks run while the thread blocks on this; the
                     // runtime's drop then cancels whatever is left.
                     let _ = runtime.block_on(stopped);
                     let _inside = runtime.enter();
-                    drop(lot.clear());
+                    if let Some(lot) = lot {
+                        drop(lot.clear());
+                    }
                 },
             )?;
             cores.push(Core {

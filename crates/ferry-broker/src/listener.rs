@@ -181,6 +181,11 @@ impl Admission {
         self.seat = Some(seat);
         self
     }
+
+    /// The broker that admitted the connection.
+    pub(crate) fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
 }
 
 impl Drop for Admission {

@@ -24,6 +24,15 @@ pub trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// readiness says all there is to know. TLS and WebSocket connections
     /// hold buffered state of their own and keep their task.
     const PARKS: bool = false;
+
+    /// The TCP socket alone, which a parking connection hands to the lot.
+    /// Transports that park give it; the others give themselves back.
+    fn into_tcp(self) -> Result<TcpStream, Self>
+    where
+        Self: Sized,
+    {
+        Err(self)
+    }
 }
 
 impl Transport for TcpStream {
@@ -34,6 +43,10 @@ impl Transport for TcpStream {
     }
 
     const PARKS: bool = true;
+
+    fn into_tcp(self) -> Result<TcpStream, Self> {
+        Ok(self)
+    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Transport for WsByteStream<S> {}
