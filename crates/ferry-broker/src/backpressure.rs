@@ -87,21 +87,19 @@ mod tests {
             state.add_waiter(p);
         }
         state.add_waiter(&publishers[0]);
-        assert_eq!(state.waiters.len(), 5, "a publisher waits in line once");
+        assert_eq!(state.waiting().len(), 5, "a publisher waits in line once");
 
         state.release_turns(2);
-        let waiting: Vec<u64> = state.waiters.iter().map(|w| w.id).collect();
-        assert_eq!(waiting, [3, 4, 5]);
+        assert_eq!(state.waiting(), [3, 4, 5]);
         assert!(!state.is_waiting(1) && !state.is_waiting(2) && state.is_waiting(3));
 
         // A released publisher whose turn is over goes to the back.
         state.add_waiter(&publishers[0]);
         state.release_turns(1);
-        let waiting: Vec<u64> = state.waiters.iter().map(|w| w.id).collect();
-        assert_eq!(waiting, [4, 5, 1]);
+        assert_eq!(state.waiting(), [4, 5, 1]);
 
         state.release_turns(10);
-        assert!(state.waiters.is_empty(), "more turns than waiters releases them all");
+        assert!(state.waiting().is_empty(), "more turns than waiters releases them all");
     }
 
     #[test]

@@ -430,9 +430,9 @@ impl Broker {
             let mut state = existing.lock();
             if !clean_start && !state.ended {
                 state.cancel_timers();
-                state.pending_will = None;
+                state.set_will(None);
                 state.generation += 1;
-                state.replies.clear();
+                state.clear_replies();
                 let expiry_changed = state.expiry_secs != expiry_secs;
                 state.expiry_secs = expiry_secs;
                 let generation = state.generation;
@@ -538,13 +538,13 @@ impl Broker {
             state.ended = true;
             state.cancel_timers();
             state.release_waiters();
-            let will = state.pending_will.take();
+            let will = state.take_will();
             let subscriptions = std::mem::take(&mut state.subscriptions);
             let orphans = state.take_shared_deliveries();
             state.clear_queue();
             state.inflight.clear();
             state.ending = 0;
-            state.inbound_qos2.clear();
+            state.clear_inbound();
             (subscriptions, orphans, will)
         };
         {
@@ -579,6 +579,7 @@ impl Broker {
             }
             session.set_online(false);
             state.release_waiters();
+            state.shed();
             let orphans = state.take_shared_deliveries();
             if self.store_for(session).is_some() {
                 state.park_stored();
@@ -601,10 +602,10 @@ impl Broker {
                     });
                 }
                 let mut state = session.lock();
-                state.pending_will = Some(will.message);
+                state.set_will(Some(will.message));
                 if will.delay_secs < expiry_secs {
                     let delay = Duration::from_secs(u64::from(will.delay_secs));
-                    state.timers.push(self.schedule_will(session.clone(), delay));
+                    state.add_timer(self.schedule_will(session.clone(), delay));
                 }
             }
         }
@@ -632,7 +633,7 @@ impl Broker {
             tokio::time::sleep(after).await;
             broker.expire(&expiring, generation);
         });
-        session.lock().timers.push(timer.abort_handle());
+        session.lock().add_timer(timer.abort_handle());
     }
 
     /// Ends the session if no connection attached to it since `generation`.
@@ -740,7 +741,7 @@ impl Broker {
         let broker = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            let will = session.lock().pending_will.take();
+            let will = session.lock().take_will();
             if let Some(message) = will {
                 broker.publish(*message);
                 if let Some(store) = broker.store_for(&session) {
@@ -1111,7 +1112,7 @@ impl Broker {
             .filter(|answer| answer.exactly_once && answer.session.is_persistent())
             .map(|answer| (answer.session.id, answer.packet_id));
         if let Some(answer) = client {
-            answer.session.lock().replies.push_back((answer.generation, Reply::Waiting));
+            answer.session.lock().hold_reply(answer.generation, Reply::Waiting);
         }
         // Who to wake once it is stored: the record owns the targets.
         let routed_to: Vec<EndpointTarget> = endpoints.clone();

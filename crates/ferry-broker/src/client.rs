@@ -540,10 +540,9 @@ impl Client {
             QoS::ExactlyOnce => {
                 let first_time = {
                     let mut state = self.session.lock();
-                    if state.inbound_qos2.contains(&packet_id) {
+                    if state.holds_inbound(packet_id) {
                         false
-                    } else if state.inbound_qos2.len() >= usize::from(broker.config.receive_maximum)
-                    {
+                    } else if state.inbound_held() >= usize::from(broker.config.receive_maximum) {
                         return Err(Close::protocol(
                             ReasonCode::ReceiveMaximumExceeded,
                             format!(
@@ -552,7 +551,7 @@ impl Client {
                             ),
                         ));
                     } else {
-                        state.inbound_qos2.push(packet_id);
+                        state.hold_inbound(packet_id);
                         true
                     }
                 };
@@ -834,7 +833,7 @@ impl Client {
         let acknowledged = answer.is_some();
         if let Some(service) = broker.services.for_topic(&message.topic) {
             if let Some(answer) = &answer {
-                self.session.lock().replies.push_back((answer.generation, Reply::Waiting));
+                self.session.lock().hold_reply(answer.generation, Reply::Waiting);
                 self.replies_held += 1;
             }
             let principal = self.shared_principal();
@@ -935,7 +934,7 @@ impl Client {
             Some(ReasonCode::QuotaExceeded)
         } else {
             if exactly_once {
-                self.session.lock().inbound_qos2.push(packet_id);
+                self.session.lock().hold_inbound(packet_id);
             }
             self.route(broker, message, acknowledge, packet_id, Some(deadline_ms))
         };
@@ -950,7 +949,7 @@ impl Client {
         if self.replies_held == 0 {
             self.encode(&packet, wbuf);
         } else {
-            self.session.lock().replies.push_back((self.generation, Reply::Ready(packet)));
+            self.session.lock().hold_reply(self.generation, Reply::Ready(packet));
             self.replies_held += 1;
         }
     }
@@ -977,7 +976,7 @@ impl Client {
         record: Record,
         packet: Packet,
     ) {
-        self.session.lock().replies.push_back((self.generation, Reply::Waiting));
+        self.session.lock().hold_reply(self.generation, Reply::Waiting);
         self.replies_held += 1;
         let session = self.session.clone();
         let generation = self.generation;
@@ -1050,7 +1049,7 @@ impl Client {
                     return;
                 }
                 state.stalled = true;
-                state.waiters.retain(|waiter| waiter.id != self.session.id);
+                state.stop_waiting(self.session.id);
                 tracing::info!(
                     client_id = %target.client_id,
                     "subscriber not draining its queue for {:?}; publishers stop waiting for it",
@@ -1316,8 +1315,7 @@ impl Client {
             return Err(Close::TakenOver);
         }
         while self.replies_held > 0 {
-            let Some((_, Reply::Ready(_))) = state.replies.front() else { break };
-            let Some((_, Reply::Ready(packet))) = state.replies.pop_front() else { break };
+            let Some(packet) = state.take_ready_reply() else { break };
             self.replies_held -= 1;
             if let Some(refusal) = self.refusal_without_reason_codes(&packet) {
                 return Err(refusal);

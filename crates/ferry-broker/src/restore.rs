@@ -107,7 +107,7 @@ impl Broker {
         if let Some(delay_secs) = restored.will_delay_secs {
             let left = Duration::from_secs(u64::from(delay_secs)).saturating_sub(offline);
             let timer = self.schedule_will(session.clone(), left);
-            session.lock().timers.push(timer);
+            session.lock().add_timer(timer);
         }
         let expiry_secs = session.lock().expiry_secs;
         if expiry_secs != u32::MAX {
@@ -147,9 +147,11 @@ fn restore_session(id: u64, durable: &DurableSession) -> Arc<Session> {
     let mut state = session.lock();
     state.subscriptions =
         durable.subscriptions.keys().map(|filter| ByteStr::from(filter.as_str())).collect();
-    state.inbound_qos2 = durable.inbound.iter().copied().collect();
+    for &packet_id in &durable.inbound {
+        state.hold_inbound(packet_id);
+    }
     if let Some((_, will)) = &durable.will {
-        state.pending_will = Some(Box::new(message_from_stored(will)));
+        state.set_will(Some(Box::new(message_from_stored(will))));
     }
     state.on_disk = durable.pending.clone();
     for (&offset, &packet_id) in &durable.released {
@@ -181,7 +183,7 @@ mod tests {
         let session = restore_session(1, &durable);
         let state = session.lock();
         // Inbound: a PUBLISH resent with these ids is not routed again.
-        let mut inbound = state.inbound_qos2.clone();
+        let mut inbound = state.inbound_ids();
         inbound.sort_unstable();
         assert_eq!(inbound, [4, 9]);
         // Outbound: the PUBREC'd delivery waits for PUBCOMP under its id,

@@ -136,18 +136,6 @@ pub(crate) struct SessionState {
     /// How many of `inflight` are `Inflight::Ending`.
     pub ending: u16,
     next_packet_id: u16,
-    /// QoS 2 packet ids received and answered with PUBREC, not yet released.
-    /// A short list, not a set: it holds at most `receive_maximum` ids, and
-    /// a set's table would cost every idle session 24 more bytes.
-    pub inbound_qos2: Vec<u16>,
-    /// The will of the last connection, waiting for its delay to pass or
-    /// the session to end, whichever comes first.
-    pub pending_will: Option<Box<Message>>,
-    /// The will-delay and session-expiry timers of the last disconnect.
-    pub timers: Vec<AbortHandle>,
-    /// Publishers paused until this queue drains, longest waiting first
-    /// (see `backpressure`).
-    pub waiters: Vec<Arc<Session>>,
     /// A publisher gave up waiting for this session: nobody waits for it
     /// again until its queue drains.
     pub stalled: bool,
@@ -155,10 +143,41 @@ pub(crate) struct SessionState {
     /// but counted by back-pressure, which would otherwise let a whole
     /// pipeline of them overrun the queue.
     pub incoming: u32,
+    /// What only some sessions need, some of the time; none when empty.
+    occasional: Option<Box<Occasional>>,
+}
+
+/// The parts of a session that most sessions never use, or use in bursts:
+/// boxed apart, made when first needed and given back when the connection
+/// parks or leaves with them empty ([`SessionState::shed`]). Unboxed, an
+/// idle session carried their 112 bytes of empty collections.
+#[derive(Default)]
+struct Occasional {
+    /// QoS 2 packet ids received and answered with PUBREC, not yet released.
+    /// A short list, not a set: it holds at most `receive_maximum` ids.
+    inbound_qos2: Vec<u16>,
+    /// The will of the last connection, waiting for its delay to pass or
+    /// the session to end, whichever comes first.
+    pending_will: Option<Box<Message>>,
+    /// The will-delay and session-expiry timers of the last disconnect.
+    timers: Vec<AbortHandle>,
+    /// Publishers paused until this queue drains, longest waiting first
+    /// (see `backpressure`).
+    waiters: Vec<Arc<Session>>,
     /// Answers to the client that wait for the durable log, in the order
     /// the client's packets came (acknowledgements must keep it, §4.6),
     /// each tagged with the generation of the connection it is for.
-    pub replies: VecDeque<(u64, Reply)>,
+    replies: VecDeque<(u64, Reply)>,
+}
+
+impl Occasional {
+    fn is_empty(&self) -> bool {
+        self.inbound_qos2.is_empty()
+            && self.pending_will.is_none()
+            && self.timers.is_empty()
+            && self.waiters.is_empty()
+            && self.replies.is_empty()
+    }
 }
 
 /// An answer to a client packet, in its place in line.
@@ -210,13 +229,9 @@ impl Session {
                 inflight: VecDeque::new(),
                 ending: 0,
                 next_packet_id: 0,
-                inbound_qos2: Vec::new(),
-                pending_will: None,
-                timers: Vec::new(),
-                waiters: Vec::new(),
                 stalled: false,
                 incoming: 0,
-                replies: VecDeque::new(),
+                occasional: None,
             }),
         }
     }
@@ -293,7 +308,8 @@ impl Session {
     /// nothing if that connection is gone (its places went with it).
     pub(crate) fn fill_reply(&self, generation: u64, reply: Packet) {
         let mut state = self.state.lock();
-        let place = state
+        let Some(occasional) = state.occasional.as_mut() else { return };
+        let place = occasional
             .replies
             .iter_mut()
             .find(|(owner, held)| *owner == generation && matches!(held, Reply::Waiting));
@@ -622,40 +638,142 @@ impl SessionState {
         orphans
     }
 
+    /// The occasional parts, made now if there were none.
+    fn occasional(&mut self) -> &mut Occasional {
+        self.occasional.get_or_insert_with(Box::default)
+    }
+
+    /// Gives the occasional parts back if they are all empty: when the
+    /// connection parks or leaves, so that a busy one does not make and
+    /// free them per message.
+    pub(crate) fn shed(&mut self) {
+        if self.occasional.as_ref().is_some_and(|occasional| occasional.is_empty()) {
+            self.occasional = None;
+        }
+    }
+
     pub(crate) fn add_waiter(&mut self, publisher: &Arc<Session>) {
         if !self.is_waiting(publisher.id) {
-            self.waiters.push(publisher.clone());
+            self.occasional().waiters.push(publisher.clone());
         }
     }
 
     /// Whether `publisher` is still waiting for this queue, not released.
     pub(crate) fn is_waiting(&self, publisher: u64) -> bool {
-        self.waiters.iter().any(|waiter| waiter.id == publisher)
+        self.occasional
+            .as_ref()
+            .is_some_and(|occasional| occasional.waiters.iter().any(|w| w.id == publisher))
+    }
+
+    /// Takes `publisher` out of the line without waking it: it gave up.
+    pub(crate) fn stop_waiting(&mut self, publisher: u64) {
+        if let Some(occasional) = self.occasional.as_mut() {
+            occasional.waiters.retain(|waiter| waiter.id != publisher);
+        }
     }
 
     /// Wakes the `turns` publishers that waited longest: the queue drained.
     pub(crate) fn release_turns(&mut self, turns: usize) {
-        for waiter in self.waiters.drain(..turns.min(self.waiters.len())) {
+        let Some(occasional) = self.occasional.as_mut() else { return };
+        let waiters = &mut occasional.waiters;
+        for waiter in waiters.drain(..turns.min(waiters.len())) {
             waiter.wake.notify_one();
         }
+    }
+
+    /// Holds a place in line for an answer to the client of connection
+    /// `generation` (see [`Session::fill_reply`]), or puts one there.
+    pub(crate) fn hold_reply(&mut self, generation: u64, reply: Reply) {
+        self.occasional().replies.push_back((generation, reply));
+    }
+
+    /// The first answer in line, if it is ready.
+    pub(crate) fn take_ready_reply(&mut self) -> Option<Packet> {
+        let replies = &mut self.occasional.as_mut()?.replies;
+        let Some((_, Reply::Ready(_))) = replies.front() else { return None };
+        let Some((_, Reply::Ready(packet))) = replies.pop_front() else { return None };
+        Some(packet)
+    }
+
+    /// Forgets the answers in line: their connection is gone.
+    pub(crate) fn clear_replies(&mut self) {
+        if let Some(occasional) = self.occasional.as_mut() {
+            occasional.replies.clear();
+        }
+    }
+
+    /// Whether a QoS 2 PUBLISH with `packet_id` was taken and not released.
+    pub(crate) fn holds_inbound(&self, packet_id: u16) -> bool {
+        self.occasional.as_ref().is_some_and(|o| o.inbound_qos2.contains(&packet_id))
+    }
+
+    /// How many QoS 2 PUBLISHes were taken and not released.
+    pub(crate) fn inbound_held(&self) -> usize {
+        self.occasional.as_ref().map_or(0, |occasional| occasional.inbound_qos2.len())
+    }
+
+    /// Remembers a QoS 2 PUBLISH taken (answered with PUBREC) until its
+    /// PUBREL.
+    pub(crate) fn hold_inbound(&mut self, packet_id: u16) {
+        self.occasional().inbound_qos2.push(packet_id);
+    }
+
+    /// The QoS 2 packet ids taken and not released, in no order.
+    #[cfg(test)]
+    pub(crate) fn inbound_ids(&self) -> Vec<u16> {
+        self.occasional.as_ref().map_or_else(Vec::new, |o| o.inbound_qos2.clone())
+    }
+
+    pub(crate) fn clear_inbound(&mut self) {
+        if let Some(occasional) = self.occasional.as_mut() {
+            occasional.inbound_qos2.clear();
+        }
+    }
+
+    /// Keeps the will of the last connection until it is published or
+    /// dropped; `None` drops the one kept.
+    pub(crate) fn set_will(&mut self, will: Option<Box<Message>>) {
+        match will {
+            Some(will) => self.occasional().pending_will = Some(will),
+            None => drop(self.take_will()),
+        }
+    }
+
+    pub(crate) fn take_will(&mut self) -> Option<Box<Message>> {
+        self.occasional.as_mut()?.pending_will.take()
+    }
+
+    /// Keeps a will-delay or session-expiry timer, to cancel it if the
+    /// client comes back.
+    pub(crate) fn add_timer(&mut self, timer: AbortHandle) {
+        self.occasional().timers.push(timer);
     }
 
     /// Wakes every publisher waiting for this queue: it will not drain (the
     /// session went offline or ended).
     /// Forgets an inbound QoS 2 packet id; false if it was not held.
     pub(crate) fn release_inbound(&mut self, packet_id: u16) -> bool {
-        let held = self.inbound_qos2.iter().position(|&id| id == packet_id);
-        held.map(|index| self.inbound_qos2.swap_remove(index)).is_some()
+        let Some(occasional) = self.occasional.as_mut() else { return false };
+        let inbound = &mut occasional.inbound_qos2;
+        let held = inbound.iter().position(|&id| id == packet_id);
+        held.map(|index| inbound.swap_remove(index)).is_some()
     }
 
     pub(crate) fn release_waiters(&mut self) {
-        self.release_turns(self.waiters.len());
+        self.release_turns(usize::MAX);
     }
 
     pub(crate) fn cancel_timers(&mut self) {
-        for timer in self.timers.drain(..) {
+        let Some(occasional) = self.occasional.as_mut() else { return };
+        for timer in occasional.timers.drain(..) {
             timer.abort();
         }
+    }
+
+    /// The publishers waiting for this queue, longest waiting first.
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> Vec<u64> {
+        self.occasional.as_ref().map_or_else(Vec::new, |o| o.waiters.iter().map(|w| w.id).collect())
     }
 }
 
