@@ -27,6 +27,7 @@ mod push;
 mod source;
 mod stats;
 mod template;
+mod uri;
 
 use crate::error::DittoError;
 use crate::service::{Caller, Twins};

@@ -12,6 +12,7 @@
 #[cfg(feature = "kafka")]
 use super::kafka::KafkaSpec;
 use super::template::AddressTemplate;
+use super::uri::{invalid, UriParts};
 use crate::error::DittoError;
 use crate::live::Kind;
 use crate::service::{Caller, ThingEvent, Twins};
@@ -226,63 +227,34 @@ impl HttpRequest {
 
 impl Receiver {
     fn parse(uri: &str) -> Result<Receiver, DittoError> {
-        let invalid =
-            |why: &str| DittoError::connection_invalid(format!("The uri '{}' {why}.", redact(uri)));
-        let (https, rest) = if let Some(rest) = uri.strip_prefix("http://") {
-            (false, rest)
-        } else if let Some(rest) = uri.strip_prefix("https://") {
-            (true, rest)
-        } else {
-            return Err(invalid("is not an http:// or https:// URI"));
+        let parts = UriParts::split(uri).map_err(|why| invalid(uri, why))?;
+        let https = match parts.scheme {
+            "http" => false,
+            "https" => true,
+            _ => return Err(invalid(uri, "is not an http:// or https:// URI")),
         };
-        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let (user_info, host_port) = match authority.rsplit_once('@') {
-            Some((user_info, host_port)) => (Some(user_info), host_port),
-            None => (None, authority),
-        };
-        let (host, port) = match host_port.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => {
-                (host, port.parse::<u16>().map_err(|_| invalid("has a bad port"))?)
-            }
-            _ => (host_port, if https { 443 } else { 80 }),
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() {
-            return Err(invalid("names no host"));
-        }
-        let authorization = user_info.map(|user_info| {
-            format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(user_info))
+        let default_port = if https { 443 } else { 80 };
+        let port = parts.port.unwrap_or(default_port);
+        let authorization = parts.username.as_ref().map(|username| {
+            let password = parts.password.as_deref().unwrap_or_default();
+            let credentials = format!("{username}:{password}");
+            format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(credentials))
         });
-        let authority = if port == if https { 443 } else { 80 } {
-            host.to_owned()
-        } else if host.contains(':') {
-            format!("[{host}]:{port}")
+        let authority = if port == default_port {
+            parts.url_host()
         } else {
-            format!("{host}:{port}")
+            format!("{}:{port}", parts.url_host())
         };
         let authority = axum::http::HeaderValue::from_str(&authority)
-            .map_err(|_| invalid("has a host that cannot be a Host header"))?;
+            .map_err(|_| invalid(uri, "has a host that cannot be a Host header"))?;
         Ok(Receiver {
             https,
-            host: host.to_owned(),
+            host: parts.host.to_owned(),
             port,
-            base_path: path.trim_end_matches('/').to_owned(),
+            base_path: parts.path.trim_end_matches('/').to_owned(),
             authorization,
             authority,
         })
-    }
-}
-
-/// The uri without the password of its user info, for error messages.
-pub fn redact(uri: &str) -> String {
-    let Some((scheme, rest)) = uri.split_once("://") else { return uri.to_owned() };
-    let end = rest.find('/').unwrap_or(rest.len());
-    match rest[..end].rsplit_once('@') {
-        Some((user_info, host)) => {
-            let user = user_info.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}{}", &rest[end..])
-        }
-        None => uri.to_owned(),
     }
 }
 
@@ -594,7 +566,6 @@ mod tests {
         assert_eq!(receiver.authority, "example.com:8443");
         assert_eq!(Receiver::parse("http://[::1]:8080").unwrap().authority, "[::1]:8080");
         assert_eq!(Receiver::parse("https://h.example:443/").unwrap().authority, "h.example");
-        assert_eq!(redact("http://user:secret@h:1/p"), "http://user:***@h:1/p");
         let error = Receiver::parse("http://user:secret@h:port").unwrap_err();
         assert!(!error.message.contains("secret"), "{}", error.message);
     }

@@ -26,6 +26,7 @@ use super::model::{text, ConnectionSpec, Owed};
 use super::source::{SourceKind, SourceSpec, MAX_SOURCES};
 use super::stats::ConnectionStats;
 use super::template::{AddressTemplate, Event};
+use super::uri::{invalid, UriParts};
 use crate::error::DittoError;
 use crate::protocol::Envelope;
 use crate::service::{next_event, ThingEvent, Twins};
@@ -226,69 +227,24 @@ struct Uri {
 
 impl Uri {
     fn parse(uri: &str) -> Result<Uri, DittoError> {
-        let invalid = |why: &str| {
-            DittoError::connection_invalid(format!(
-                "The uri '{}' of an mqtt connection {why}.",
-                super::model::redact(uri)
-            ))
+        let parts = UriParts::split(uri).map_err(|why| invalid(uri, why))?;
+        let tls = match parts.scheme {
+            "tcp" => false,
+            "ssl" => true,
+            _ => return Err(invalid(uri, "is not tcp://host:port or ssl://host:port (ws:// and wss:// are not supported by Ferry)")),
         };
-        let (tls, rest) = match (uri.strip_prefix("tcp://"), uri.strip_prefix("ssl://")) {
-            (Some(rest), _) => (false, rest),
-            (_, Some(rest)) => (true, rest),
-            _ => return Err(invalid("is not tcp://host:port or ssl://host:port (ws:// and wss:// are not supported by Ferry)")),
-        };
-        let authority = rest.strip_suffix('/').unwrap_or(rest);
-        if authority.contains('/') {
-            return Err(invalid("has a path; an MQTT broker is host and port"));
+        if !matches!(parts.path, "" | "/") {
+            return Err(invalid(uri, "has a path; an MQTT broker is host and port"));
         }
-        let (user_info, host_port) = match authority.rsplit_once('@') {
-            Some((user_info, host_port)) => (Some(user_info), host_port),
-            None => (None, authority),
-        };
-        let (host, port) = match host_port.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(':') && !port.contains(']') => {
-                (host, port.parse::<u16>().map_err(|_| invalid("has a port that is not a number"))?)
-            }
-            _ => (host_port, if tls { 8883 } else { 1883 }),
-        };
-        if host.is_empty() {
-            return Err(invalid("has no host"));
-        }
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let loopback = bare.eq_ignore_ascii_case("localhost")
-            || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-        let (username, password) = match user_info {
-            None => (None, None),
-            Some(user_info) => match user_info.split_once(':') {
-                Some((user, password)) => (Some(decode(user)), Some(decode(password))),
-                None => (Some(decode(user_info)), None),
-            },
-        };
-        Ok(Uri { tls, host: host.to_owned(), port, loopback, username, password })
+        Ok(Uri {
+            tls,
+            host: parts.url_host(),
+            port: parts.port.unwrap_or(if tls { 8883 } else { 1883 }),
+            loopback: parts.is_loopback(),
+            username: parts.username,
+            password: parts.password,
+        })
     }
-}
-
-/// Percent-decoding of a uri's user name or password (`%40` for `@`).
-fn decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        let hex = bytes
-            .get(index + 1..index + 3)
-            .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
-        match (bytes[index], hex) {
-            (b'%', Some(byte)) => {
-                decoded.push(byte);
-                index += 3;
-            }
-            (byte, _) => {
-                decoded.push(byte);
-                index += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
 }
 
 /// Starts the connection: the in-process feed when it only publishes on
@@ -354,24 +310,34 @@ fn live_signals(
     (tasks, queued)
 }
 
-/// The topic a live signal goes on for its target, counted as dispatched,
-/// or `None`, counted as failed, when its thing id or subject would put a
-/// wildcard in the topic.
+/// The topic target `index` publishes `envelope` on, counted as
+/// dispatched; or, counted as failed and set as the connection's last
+/// failure, why not: its thing id or subject would put a wildcard in it.
+fn target_topic(
+    mqtt: &MqttSpec,
+    stats: &ConnectionStats,
+    index: usize,
+    envelope: &Envelope,
+) -> Result<String, String> {
+    let figures = &stats.targets[index];
+    figures.dispatched.inc();
+    let topic = mqtt.targets[index].topic.render_raw(&Event { topic: &envelope.topic });
+    if ferry_mqtt::topic::is_valid_topic_name(&topic) {
+        return Ok(topic);
+    }
+    figures.failed.inc();
+    let failure = format!("'{topic}' is not an MQTT topic name");
+    stats.set_failure(failure.clone());
+    Err(failure)
+}
+
+/// The topic a live signal goes on for its target (see [`target_topic`]).
 fn live_topic(
     mqtt: &MqttSpec,
     stats: &ConnectionStats,
     (index, envelope): &LiveSignal,
 ) -> Option<String> {
-    let figures = &stats.targets[*index];
-    figures.dispatched.inc();
-    let topic = mqtt.targets[*index].topic.render_raw(&Event { topic: &envelope.topic });
-    if ferry_mqtt::topic::is_valid_topic_name(&topic) {
-        Some(topic)
-    } else {
-        figures.failed.inc();
-        stats.set_failure(format!("'{topic}' is not an MQTT topic name"));
-        None
-    }
+    target_topic(mqtt, stats, *index, envelope).ok()
 }
 
 /// Publishes the live signals of a connection to this Ferry.
@@ -435,7 +401,7 @@ async fn publications(
     event: &ThingEvent,
 ) -> Vec<Publication> {
     let mut publications = Vec::new();
-    for (index, (target, publishing)) in spec.targets.iter().zip(&mqtt.targets).enumerate() {
+    for (index, target) in spec.targets.iter().enumerate() {
         if target.topics.is_empty() {
             continue; // live signals only
         }
@@ -444,18 +410,14 @@ async fn publications(
             figures.filtered.inc();
             continue;
         };
-        figures.dispatched.inc();
-        let topic = publishing.topic.render_raw(&Event { topic: &envelope.topic });
-        if !ferry_mqtt::topic::is_valid_topic_name(&topic) {
-            figures.failed.inc();
-            let failure = format!("'{topic}' is not an MQTT topic name");
-            if let Some(owed) = owed {
-                owed.settle(twins, 400, Some(failure.clone().into()));
+        match target_topic(mqtt, stats, index, &envelope) {
+            Ok(topic) => publications.push(Publication { target: index, topic, envelope, owed }),
+            Err(failure) => {
+                if let Some(owed) = owed {
+                    owed.settle(twins, 400, Some(failure.into()));
+                }
             }
-            stats.set_failure(failure);
-            continue;
         }
-        publications.push(Publication { target: index, topic, envelope, owed });
     }
     publications
 }

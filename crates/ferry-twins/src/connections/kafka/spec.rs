@@ -119,13 +119,10 @@ pub fn producer_config(servers: &str, client_id: &str) -> KafkaEndpointConfig {
 
 /// `tcp://host:port[,host:port]` as bootstrap servers.
 fn uri_servers(uri: &str) -> Result<String, DittoError> {
-    let rest =
-        uri.strip_prefix("tcp://").or_else(|| uri.strip_prefix("ssl://")).ok_or_else(|| {
-            DittoError::connection_invalid(format!(
-                "The uri '{}' is not tcp://host:port.",
-                super::super::model::redact(uri)
-            ))
-        })?;
+    let rest = uri
+        .strip_prefix("tcp://")
+        .or_else(|| uri.strip_prefix("ssl://"))
+        .ok_or_else(|| super::super::uri::invalid(uri, "is not tcp://host:port"))?;
     let servers = rest.rsplit_once('@').map_or(rest, |(_, servers)| servers);
     Ok(servers.trim_end_matches('/').to_owned())
 }

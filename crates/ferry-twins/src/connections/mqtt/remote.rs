@@ -25,10 +25,11 @@
 //! the change feed's buffer, beyond which they are counted as missed.
 
 use super::super::inbound::{self, Answer, Outcome};
-use super::super::model::{redact, ConnectionSpec, Owed};
+use super::super::model::{ConnectionSpec, Owed};
 use super::super::placeholder::Received;
 use super::super::source::{ReplyTarget, SourceSpec};
 use super::super::stats::ConnectionStats;
+use super::super::uri::redact;
 use super::{live_topic, message, publications, LiveSignal, MqttSpec};
 use crate::protocol::Envelope;
 use crate::service::{next_event, Twins};
