@@ -19,6 +19,7 @@
 //! connections, which then wait there without a task.
 
 use crate::park::Lot;
+use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -101,6 +102,14 @@ impl Cores {
     /// One core per CPU the process may run on.
     pub fn per_cpu() -> io::Result<Cores> {
         Cores::start(std::thread::available_parallelism().map_or(1, usize::from))
+    }
+
+    /// Runs a task made by `task` on every core, until the core stops:
+    /// for what each core's thread must do for itself.
+    pub fn spawn_on_each<F: Future<Output = ()> + Send + 'static>(&self, task: impl Fn() -> F) {
+        for core in &self.cores {
+            core.handle.spawn(task());
+        }
     }
 
     /// The least busy core, to serve one more connection: its runtime's

@@ -49,6 +49,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
             format!("cannot open the durable state in {}", config.data_dir.display())
         })?;
     let cores = Arc::new(Cores::per_cpu().context("cannot start the per-core runtimes")?);
+    cores.spawn_on_each(crate::give_free_pages_back);
     let mut tasks = Vec::new();
     let mut bound = Vec::new();
     let backlog = listen_backlog(config.listen_backlog);
