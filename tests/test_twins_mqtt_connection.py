@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import threading
 import time
 
 import pytest
 
+from helpers import MqttClient
+from pki import make_pki
 from twins import Ditto
 
 pytestmark = pytest.mark.ferry_only
@@ -231,6 +234,44 @@ def test_a_source_on_ferrys_own_broker_and_mqtt_5_headers(broker_factory):
     assert lamp_on(ditto, TID) is True
 
 
+def test_an_ssl_connection_trusts_its_own_ca_and_presents_a_client_certificate(
+        broker_factory, tmp_path):
+    """Ditto's `ca` and client-cert `credentials`: the other broker (a second
+    Ferry) has a certificate from a private CA and lets in only clients with
+    a certificate from it. Without the credentials the connection fails."""
+    pki = make_pki(tmp_path)
+    mutual = {"cert_file": str(pki.server.cert), "key_file": str(pki.server.key),
+              "client_ca_file": str(pki.ca)}
+    remote = broker_factory(
+        {"listener": [{"name": "mtls", "protocol": "mqtt", "bind": "127.0.0.1:0", "tls": mutual,
+                       "allow_anonymous": False, "auth_methods": ["certificate"]}]},
+        wait={"mtls": re.compile(r"listening on mqtts://(127\.0\.0\.1):(\d+)\S* listener=mtls\b")})
+    b = broker_factory()
+    ditto = _ditto(b)
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
+    connection = device_connection(f"ssl://127.0.0.1:{remote.ports['mtls']}")
+    connection["ca"] = pki.ca.read_text()
+
+    # The CA alone: the broker wants a client certificate, so no session.
+    assert ditto.put("/connections/devices", connection).status_code == 201
+    eventually(lambda: live(ditto, "devices") == "failed")
+
+    connection["credentials"] = {"type": "client-cert", "cert": pki.device.cert.read_text(),
+                                 "key": pki.device.key.read_text()}
+    assert ditto.put("/connections/devices", connection).status_code == 204
+    eventually(lambda: live(ditto, "devices") == "open")
+    device = MqttClient("127.0.0.1", remote.ports["mtls"], 4, "device-2")
+    remote._clients.append(device)
+    device.c.tls_set(ca_certs=str(pki.ca), certfile=str(pki.other_device.cert),
+                     keyfile=str(pki.other_device.key))
+    assert device.connect().reason == 0
+    device.subscribe("events/#", qos=1)
+    device.publish(f"telemetry/{TID}", modify(TID, True, "c-tls"), qos=1)
+    event = json.loads(device.get().payload)
+    assert event["topic"] == "org.acme/lamp-1/things/twin/events/modified"
+    assert lamp_on(ditto, TID) is True
+
+
 @pytest.mark.parametrize("change, says", [
     ({"uri": "ws://127.0.0.1:1883"}, "tcp://"),
     ({"sources": [{"addresses": ["a/#/b"], "authorizationContext": ["nginx:ditto"]}]}, "topic filters"),
@@ -239,6 +280,11 @@ def test_a_source_on_ferrys_own_broker_and_mqtt_5_headers(broker_factory):
                    "replyTarget": {"enabled": True}}]}, "address"),
     ({"specificConfig": {"keepAlive": "often"}}, "keepAlive"),
     ({"validateCertificates": False, "uri": "ssl://broker.example.com:8883"}, "validateCertificates"),
+    ({"uri": "ssl://broker.example.com:8883", "credentials": {"type": "plain", "username": "u"}},
+     "client-cert"),
+    ({"uri": "ssl://broker.example.com:8883", "credentials": {"type": "client-cert", "cert": "x"}},
+     "'key'"),
+    ({"ca": "-----BEGIN CERTIFICATE-----"}, "ssl://"),
 ])
 def test_what_an_mqtt_connection_cannot_do_is_refused(broker_factory, change, says):
     b = broker_factory()

@@ -47,7 +47,7 @@ mod topic_map;
 mod writer;
 
 pub use config::{
-    MqttConfigError, MqttEndpointConfig, MqttProtocol, MqttSubscription, RemoteAddress,
+    InlinePem, MqttConfigError, MqttEndpointConfig, MqttProtocol, MqttSubscription, RemoteAddress,
 };
 pub use connection::ConnectionError;
 

@@ -16,11 +16,23 @@ const PEM_FILE_BYTES_MAX: u64 = 4 << 20;
 /// for the caller to put under its key.
 pub(crate) fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
     let Some(path) = ca_file else { return system_roots() };
+    roots_of(certificates(path)?, &path.display().to_string())
+}
+
+/// The CA certificates of PEM text; `name` says where it came from.
+pub(crate) fn roots_in(pem: &[u8], name: &str) -> Result<RootCertStore, String> {
+    roots_of(certificates_in(pem, name)?, name)
+}
+
+fn roots_of(
+    certificates: Vec<CertificateDer<'static>>,
+    name: &str,
+) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
-    for certificate in certificates(path)? {
+    for certificate in certificates {
         roots
             .add(certificate)
-            .map_err(|error| format!("{}: not a usable CA certificate: {error}", path.display()))?;
+            .map_err(|error| format!("{name}: not a usable CA certificate: {error}"))?;
     }
     Ok(roots)
 }
@@ -37,11 +49,20 @@ pub(crate) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, 
     if pem.len() as u64 > PEM_FILE_BYTES_MAX {
         return Err(invalid(format!("larger than {PEM_FILE_BYTES_MAX} bytes: not a PEM bundle")));
     }
-    let certificates = CertificateDer::pem_slice_iter(&pem)
+    certificates_in(&pem, &path.display().to_string())
+}
+
+/// The certificates of PEM text, at least one; `name` says where it came
+/// from.
+pub(crate) fn certificates_in(
+    pem: &[u8],
+    name: &str,
+) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certificates = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| invalid(format!("not PEM certificates: {error}")))?;
+        .map_err(|error| format!("{name}: not PEM certificates: {error}"))?;
     if certificates.is_empty() {
-        return Err(invalid("no CERTIFICATE block".into()));
+        return Err(format!("{name}: no CERTIFICATE block"));
     }
     Ok(certificates)
 }

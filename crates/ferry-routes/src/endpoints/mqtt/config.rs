@@ -92,6 +92,21 @@ pub struct MqttEndpointConfig {
     /// topics their messages are published on.
     #[serde(default)]
     pub subscribe: Vec<MqttSubscription>,
+    /// PEM given with the settings instead of in the files above, which it
+    /// then stands for: a twin connection's `ca` and `credentials`. Never
+    /// in the configuration file.
+    #[serde(skip)]
+    pub inline_pem: InlinePem,
+}
+
+/// CA certificates and a client certificate given as PEM text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InlinePem {
+    /// For `ca_file`.
+    pub ca: Option<String>,
+    /// A certificate chain (leaf first) and its private key, for
+    /// `cert_file` and `key_file`.
+    pub client: Option<(String, Secret)>,
 }
 
 /// One subscription of the reverse direction (cloud to device).
