@@ -111,8 +111,9 @@ enum Start {
 /// How `run` ended.
 enum Ended {
     Closed(Close),
-    /// Idle, with a ticket of the lot of this core in its socket's and its
-    /// session's wakers: it moves there.
+    /// Idle, with a ticket of the lot of this core in its session's waker
+    /// (and, until its socket leaves the reactor, the socket's): it moves
+    /// there, and `leave` arms the lot's watch of its socket.
     Parking(Arc<Lot>, u64),
 }
 
@@ -494,8 +495,10 @@ enum Parking {
     No,
 }
 
-/// Leaves a ticket's waker with the socket and with the session, unless
-/// either has something for the connection already. After `No` or
+/// Leaves a ticket's waker with the socket's registration in the reactor
+/// (which wakes it if input comes before the socket leaves for the lot's
+/// epoll, in `leave`) and with the session, unless either has something
+/// for the connection already. After `No` or
 /// `Woken` the socket holds the ticket's waker, not the task's; the task's
 /// next poll of the socket puts its own back (an idle connection has no
 /// read buffer, so that poll asks for readiness).
