@@ -22,6 +22,7 @@ mod if_equal;
 mod imports;
 mod journal;
 mod policies;
+mod read_through;
 pub mod search;
 mod things;
 pub mod watch;

@@ -29,6 +29,7 @@
 //! read from the store only as an import source is cached unresolved and
 //! resolved the first time it is used itself.
 
+use super::read_through::read_through;
 use super::{store_failure, Caller, Twins};
 use crate::error::DittoError;
 use crate::id::PolicyId;
@@ -152,42 +153,33 @@ impl Twins {
     }
 
     /// The policy `id` as cached, perhaps not resolved; read from the
-    /// store on a miss, one reader per id at a time. The read is cached
-    /// only if no write or removal of the id came meanwhile (the guard
-    /// then fails), so a slow read never puts an older policy over a
-    /// newer one. A missing policy is cached as missing when
+    /// store on a miss (`read_through.rs`: never over a newer policy
+    /// cached meanwhile). A missing policy is cached as missing when
     /// `remember_absence` (import sources, looked up on every use).
     async fn stored_policy(
         &self,
         id: &str,
         remember_absence: bool,
     ) -> Result<Option<Arc<CachedPolicy>>, DittoError> {
-        if let Some(cached) = self.policies.get(id) {
-            return Ok(cached);
-        }
-        let guard = match self.policies.get_value_or_guard_async(id).await {
-            Ok(cached) => return Ok(cached),
-            Err(guard) => guard,
+        let load = async {
+            let read = self.store.policy(id).await;
+            let record =
+                read.map_err(|error| store_failure(error, DittoError::policy_unavailable(id)))?;
+            let Some(record) = record else {
+                return Ok((None, remember_absence.then_some(None)));
+            };
+            let parsed = policy_of(&record)?;
+            let policy = Arc::new(CompactPolicy::of(&parsed));
+            let cached = if parsed.imports().next().is_none() {
+                let enforcer = self.enforcers.of(parsed.entries());
+                Arc::new(CachedPolicy { policy, enforcer, sources: Sources::Resolved(Vec::new()) })
+            } else {
+                let sources = Sources::Pending;
+                Arc::new(CachedPolicy { policy, enforcer: Arc::default(), sources })
+            };
+            Ok((Some(cached.clone()), Some(Some(cached))))
         };
-        let read = self.store.policy(id).await;
-        let record =
-            read.map_err(|error| store_failure(error, DittoError::policy_unavailable(id)))?;
-        let Some(record) = record else {
-            if remember_absence {
-                let _ = guard.insert(None);
-            }
-            return Ok(None);
-        };
-        let parsed = policy_of(&record)?;
-        let policy = Arc::new(CompactPolicy::of(&parsed));
-        let cached = if parsed.imports().next().is_none() {
-            let enforcer = self.enforcers.of(parsed.entries());
-            Arc::new(CachedPolicy { policy, enforcer, sources: Sources::Resolved(Vec::new()) })
-        } else {
-            Arc::new(CachedPolicy { policy, enforcer: Arc::default(), sources: Sources::Pending })
-        };
-        let _ = guard.insert(Some(cached.clone()));
-        Ok(Some(cached))
+        read_through(&self.policies, id, Ok, load).await
     }
 
     /// Ditto's `PolicyImportsPreEnforcer`: whoever creates or changes

@@ -31,6 +31,7 @@
 
 use super::events::{ThingAction, ThingEvent};
 use super::if_equal::{self, IfEqual};
+use super::read_through::read_through;
 use super::{store_failure, CachedPolicy, Caller, PolicyResource, Twins};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
@@ -39,7 +40,9 @@ use crate::pointer::JsonPointer;
 use crate::policy::{Enforcer, Permission, Policy, SubjectId, Timestamp};
 use crate::rql::{Filter, Scope, Semantics, TimePlaceholders};
 use crate::store::{Expect, PolicyRecord, StoreError, ThingRecord, Write};
-use crate::thing::{EntityTag, MetadataHeaders, Thing, ThingBody, ThingLimits, ThingResource};
+use crate::thing::{
+    CompactThing, EntityTag, MetadataHeaders, Thing, ThingBody, ThingLimits, ThingResource,
+};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -52,18 +55,19 @@ const ALWAYS_SHOWN: [&str; 5] = ["thingId", "_namespace", "_revision", "_modifie
 impl Twins {
     /// The thing `id`, from the cache or the store.
     pub async fn thing(&self, id: &ThingId) -> Result<Option<Arc<Thing>>, DittoError> {
-        if let Some(cached) = self.things.get(id.as_str()) {
-            return Ok(Some(Arc::new(Thing::from_compact(&cached)?)));
-        }
-        let read = self.store.thing(id.as_str()).await;
-        let Some(record) =
-            read.map_err(|error| store_failure(error, DittoError::thing_unavailable(id)))?
-        else {
-            return Ok(None);
+        let on_hit = |cached: Arc<CompactThing>| Ok(Some(Arc::new(Thing::from_compact(&cached)?)));
+        let load = async {
+            let read = self.store.thing(id.as_str()).await;
+            let Some(record) =
+                read.map_err(|error| store_failure(error, DittoError::thing_unavailable(id)))?
+            else {
+                return Ok((None, None));
+            };
+            let thing = Arc::new(Thing::from_stored(&record.doc)?);
+            let compact = Arc::new(thing.to_compact());
+            Ok((Some(thing), Some(compact)))
         };
-        let thing = Arc::new(Thing::from_stored(&record.doc)?);
-        self.things.insert(id.as_str().to_owned(), Arc::new(thing.to_compact()));
-        Ok(Some(thing))
+        read_through(&self.things, id.as_str(), on_hit, load).await
     }
 
     /// The compiled policy a thing names, if it names one that exists.
