@@ -295,6 +295,109 @@ def test_a_kafka_target_gets_the_modified_events(broker_factory, kafka):
     assert answer.json()["both:produced"]["status"] == 204
 
 
+def read_records(kafka: Kafka, topic: str, count: int) -> list:
+    """The first `count` records of `topic`, waiting up to 30 s for them."""
+    consumer = Consumer({"bootstrap.servers": kafka.brokers, "group.id": f"reader-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    records = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(records) < count:
+            assert time.monotonic() < deadline, f"{len(records)} of {count} records on {topic}"
+            record = consumer.poll(0.5)
+            if record is not None and not record.error():
+                records.append(record)
+    finally:
+        consumer.close()
+    return records
+
+
+def answering(kafka: Kafka, ditto: Ditto, name: str, types: list[str]) -> tuple[str, str]:
+    """A connection `name` like the seed's whose source answers on the
+    reply target `{{ header:reply-to }}` with `types`; its source and
+    reply topics."""
+    source_topic = f"commands-{uuid.uuid4().hex[:8]}"
+    replies = f"replies-{uuid.uuid4().hex[:8]}"
+    connection = kafka_connection(kafka.brokers, source_topic)
+    connection["sources"][0]["replyTarget"] = {
+        "enabled": True, "address": "{{ header:reply-to }}", "expectedResponseTypes": types}
+    created = ditto.put(f"/connections/{name}", connection)
+    assert created.status_code == 201, created.text
+    return source_topic, replies
+
+
+def send_commands(kafka: Kafka, topic: str, replies: str, commands) -> None:
+    """`commands`: (device, Ditto protocol message) pairs, produced in
+    order with the device's id and its reply address as headers."""
+    producer = Producer({"bootstrap.servers": kafka.brokers, "enable.idempotence": True})
+    for device, message in commands:
+        headers = [("device_id", f"{NS}:{device}".encode()),
+                   ("reply-to", f"{replies}/{NS}:{device}".encode())]
+        producer.produce(topic, value=json.dumps(message).encode(), headers=headers)
+    assert producer.flush(30) == 0, "records not delivered"
+
+
+def correlated(message: bytes, correlation: str) -> dict:
+    body = json.loads(message)
+    body["headers"] = {"correlation-id": correlation}
+    return body
+
+
+def test_a_kafka_source_answers_on_its_reply_target(broker_factory, kafka):
+    """Ditto's replyTarget on a Kafka source: the response of each command,
+    and the error response of one that fails or that enforcement refuses,
+    produced to the topic `{{ header:reply-to }}` names (`topic/key`), with
+    the correlation id."""
+    ditto = _ditto(broker_factory())
+    source_topic, replies = answering(kafka, ditto, "answering", ["response", "error"])
+    assert ditto.put(f"/things/{NS}:test-thing-1", BREWER).status_code == 201
+    send_commands(kafka, source_topic, replies, [
+        ("test-thing-1", correlated(modify("test-thing-1", "12"), "c-applied")),
+        ("test-thing-2", correlated(modify("test-thing-2", "1"), "c-missing")),  # no such thing
+        ("test-thing-1", correlated(modify("test-thing-3", "1"), "c-enforced")),  # not its own
+    ])
+    answers = {}
+    for record in read_records(kafka, replies, 3):
+        answer = json.loads(record.value())
+        headers = dict(record.headers())
+        assert headers["content-type"] == b"application/vnd.eclipse.ditto+json"
+        assert headers["correlation-id"].decode() == answer["headers"]["correlation-id"]
+        answers[answer["headers"]["correlation-id"]] = (record.key(), answer)
+    key, applied = answers["c-applied"]
+    assert key == f"{NS}:test-thing-1".encode()
+    assert applied["topic"] == f"{NS}/test-thing-1/things/twin/commands/modify"
+    assert applied["status"] == 204, applied
+    assert brewed(ditto, "test-thing-1") == "12"
+    key, missing = answers["c-missing"]
+    assert key == f"{NS}:test-thing-2".encode()
+    assert (missing["status"], missing["value"]["error"]) == (404, "things:thing.notfound")
+    _, enforced = answers["c-enforced"]
+    assert enforced["status"] >= 400, enforced
+
+
+def test_a_reply_target_for_errors_only_does_not_answer_successes(broker_factory, kafka):
+    ditto = _ditto(broker_factory())
+    source_topic, replies = answering(kafka, ditto, "errors", ["error"])
+    assert ditto.put(f"/things/{NS}:test-thing-1", BREWER).status_code == 201
+    # One thing's commands are applied in order, and their answers share
+    # the reply topic's partition (the key): an answer to the first would
+    # come before the second's.
+    missing = json.loads(modify("test-thing-1", None))
+    missing["topic"] = f"{NS}/test-thing-1/things/twin/commands/delete"
+    missing["path"] = "features/coffee-brewer/properties/nothing-here"
+    del missing["value"]
+    send_commands(kafka, source_topic, replies, [
+        ("test-thing-1", correlated(modify("test-thing-1", "13"), "c-quiet")),
+        ("test-thing-1", correlated(json.dumps(missing).encode(), "c-loud")),
+    ])
+    [record] = read_records(kafka, replies, 1)
+    answer = json.loads(record.value())
+    assert answer["headers"]["correlation-id"] == "c-loud", answer
+    assert answer["status"] == 404
+    assert brewed(ditto, "test-thing-1") == "13"
+
+
 def test_what_a_kafka_connection_cannot_do_is_refused(broker_factory, kafka):
     ditto = _ditto(broker_factory())
     connection = kafka_connection(kafka.brokers, "t")

@@ -1,7 +1,9 @@
 //! A running `kafka` connection: its sources read Ditto protocol commands
-//! from Kafka topics and apply them to the twins (`source.rs`), its
-//! targets produce twin events to Kafka topics (`target.rs`); what is
-//! read and refused of the connection's JSON is in `spec.rs`.
+//! from Kafka topics and apply them to the twins, producing their answers
+//! to a reply target's topic (`source.rs`), its targets produce twin
+//! events to Kafka topics (`target.rs`); what is read and refused of the
+//! connection's JSON is in `spec.rs`. Targets and reply targets share one
+//! producer.
 //!
 //! Each source runs `consumerCount` consumers in one consumer group
 //! (`ferry-connection-<id>`, or `specificConfig.groupId`), which Kafka
@@ -16,6 +18,8 @@ pub use spec::KafkaSpec;
 use super::model::ConnectionSpec;
 use super::stats::ConnectionStats;
 use crate::service::Twins;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::producer::FutureProducer;
 use std::sync::Arc;
 use tokio::task::AbortHandle;
 
@@ -28,11 +32,39 @@ pub fn start(
     stats: Arc<ConnectionStats>,
     member: Arc<str>,
 ) -> Vec<AbortHandle> {
-    let mut tasks = target::start(twins.clone(), spec, kafka.clone(), stats.clone());
+    let replies = kafka.sources.iter().any(|source| source.reply_target.is_some());
+    let producer = if spec.targets.is_empty() && !replies {
+        None
+    } else {
+        let mut config =
+            spec::producer_config(&kafka.bootstrap_servers, &kafka.client_id).client_config("");
+        config.set_log_level(RDKafkaLogLevel::Warning);
+        match config.create::<FutureProducer>() {
+            Ok(producer) => Some(producer),
+            Err(error) => {
+                stats.set_failure(format!("cannot make the Kafka producer: {error}"));
+                return Vec::new();
+            }
+        }
+    };
+    let mut tasks = match &producer {
+        Some(producer) if !spec.targets.is_empty() => {
+            target::start(twins.clone(), spec, kafka.clone(), stats.clone(), producer.clone())
+        }
+        _ => Vec::new(),
+    };
     for (index, source) in kafka.sources.iter().enumerate() {
+        let replies = source.reply_target.as_ref().and(producer.clone());
         for consumer in 0..source.consumer_count {
             let name = format!("{}-{member}-source{index}-{consumer}", kafka.client_id);
-            let run = source::run(twins.clone(), kafka.clone(), index, name, stats.clone());
+            let run = source::run(
+                twins.clone(),
+                kafka.clone(),
+                index,
+                name,
+                stats.clone(),
+                replies.clone(),
+            );
             tasks.push(tokio::spawn(run).abort_handle());
         }
     }

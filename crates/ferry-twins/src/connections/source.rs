@@ -1,16 +1,17 @@
 //! A connection's `sources` as Ditto's connectivity API writes them: where
 //! Ditto protocol commands are read from (Kafka topics, MQTT topic
 //! filters), whose rights they run with, which device may command which
-//! thing, the headers set from the message, and, on MQTT, where the
-//! responses go. One parser for both kinds, since Ditto's source is one
-//! model; what only one kind has is said at its field.
+//! thing, the headers set from the message, and where the responses go.
+//! One parser for both kinds, since Ditto's source is one model; what only
+//! one kind has is said at its field.
 
 use super::enforcement::Enforcement;
 use super::model::authorization_context;
-use super::placeholder::{Holds, SourceTemplate};
+use super::placeholder::{Holds, Received, SourceTemplate};
 use crate::error::DittoError;
+use crate::protocol::Envelope;
 use crate::service::Caller;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Sources one connection may have.
 pub const MAX_SOURCES: usize = 16;
@@ -49,18 +50,54 @@ pub struct SourceSpec {
     pub enforcement: Option<Enforcement>,
     /// `headerMapping`: Ditto headers set from the message's headers.
     pub header_mapping: Vec<(String, SourceTemplate)>,
-    /// MQTT: where responses go, when `replyTarget.enabled`.
+    /// Where responses go, when `replyTarget.enabled`.
     pub reply_target: Option<ReplyTarget>,
 }
 
 /// A source's `replyTarget`: the topic its command's answer is published
-/// on, filled in from the message (`{{ header:reply-to }}`), and which
-/// answers go (`expectedResponseTypes`).
+/// on (on Kafka `topic` or `topic/key`), filled in from the message
+/// (`{{ header:reply-to }}`), and which answers go
+/// (`expectedResponseTypes`).
 #[derive(Debug)]
 pub struct ReplyTarget {
-    pub address: SourceTemplate,
-    pub responses: bool,
-    pub errors: bool,
+    address: SourceTemplate,
+    responses: bool,
+    errors: bool,
+}
+
+impl ReplyTarget {
+    /// The address for the answer to `payload`, received with `received`:
+    /// filled in from the message's transport headers, else from the
+    /// command's own Ditto headers (`"headers": {"reply-to": …}`), as
+    /// Ditto maps them in before it resolves the reply target. `None` when
+    /// it does not resolve.
+    pub fn address_for(&self, received: Received<'_>, payload: &[u8]) -> Option<String> {
+        self.address.with_received(received).or_else(|| {
+            #[derive(serde::Deserialize)]
+            struct HeadersOnly {
+                #[serde(default)]
+                headers: Map<String, Value>,
+            }
+            let command: HeadersOnly = serde_json::from_slice(payload).ok()?;
+            let headers: Map<String, Value> = command
+                .headers
+                .into_iter()
+                .map(|(name, value)| (name.to_ascii_lowercase(), value))
+                .collect();
+            self.address.with_received(Received { headers: &headers, address: received.address })
+        })
+    }
+
+    /// Whether `answer` is of a kind the target takes: an error response
+    /// (status 400 and up) or another response.
+    pub fn takes(&self, answer: &Envelope) -> bool {
+        let error = answer.status.is_some_and(|status| status >= 400);
+        if error {
+            self.errors
+        } else {
+            self.responses
+        }
+    }
 }
 
 impl SourceSpec {
@@ -106,7 +143,7 @@ impl SourceSpec {
         let enforcement = source.get("enforcement").map(Enforcement::parse).transpose()?;
         let header_mapping = header_mapping(source.get("headerMapping"))?;
         payload_mapping(source.get("payloadMapping"))?;
-        let reply_target = reply_target(source.get("replyTarget"), kind, &named)?;
+        let reply_target = reply_target(source.get("replyTarget"), &named)?;
         Ok(SourceSpec {
             addresses,
             consumer_count,
@@ -195,25 +232,14 @@ fn payload_mapping(json: Option<&Value>) -> Result<(), DittoError> {
     }
 }
 
-/// `replyTarget`: off when absent or `enabled: false`. Kafka sources send
-/// no responses yet, so enabling one there is refused rather than ignored.
-/// Ditto's default `expectedResponseTypes` are responses and errors; its
+/// `replyTarget`: off when absent or `enabled: false`. Ditto's default `expectedResponseTypes` are responses and errors; its
 /// `nack` (an acknowledgement that failed) has no counterpart here and is
 /// accepted without effect. The reply target's own `headerMapping` is not
 /// applied: the answer carries its Ditto headers.
-fn reply_target(
-    json: Option<&Value>,
-    kind: SourceKind,
-    named: &str,
-) -> Result<Option<ReplyTarget>, DittoError> {
+fn reply_target(json: Option<&Value>, named: &str) -> Result<Option<ReplyTarget>, DittoError> {
     let Some(reply) = json else { return Ok(None) };
     if reply.get("enabled").and_then(Value::as_bool) == Some(false) {
         return Ok(None);
-    }
-    if kind != SourceKind::Mqtt {
-        return Err(DittoError::connection_invalid(format!(
-            "The source '{named}' enables a replyTarget: Ferry does not send responses of Kafka sources yet; set replyTarget.enabled to false."
-        )));
     }
     let address = reply.get("address").and_then(Value::as_str).ok_or_else(|| {
         DittoError::connection_invalid(format!(

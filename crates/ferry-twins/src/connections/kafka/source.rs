@@ -8,6 +8,13 @@
 //! the same entity never run side by side: the later waits for the
 //! earlier, so a thing's modifies land in the order they were produced.
 //!
+//! With a `replyTarget` each answer (a response when the command asked
+//! for one, an error response) is produced to the topic its address names
+//! for the message, `topic` or `topic/key` as a target's; a live
+//! message's answer when its device responds or its call times out. The
+//! consumer does not wait for Kafka's acknowledgement of an answer: a
+//! failed one is the connection's failure.
+//!
 //! With `qos: 1` (at least once) an offset is stored only after its
 //! command was applied (committed to the store, Ditto's `twin-persisted`)
 //! or refused for good; a command that failed for now (the store
@@ -18,17 +25,20 @@
 //! nothing lost. With `qos: 0` librdkafka stores each offset as the
 //! record is handed over: what is in flight at a crash is lost.
 
-use super::super::inbound::{self, Outcome};
+use super::super::inbound::{self, Answer, Outcome};
 use super::super::placeholder::Received;
 use super::super::source::SourceSpec;
 use super::super::stats::{ConnectionStats, SourceStats};
+use super::target::ditto_headers;
 use super::KafkaSpec;
+use crate::protocol::Envelope;
 use crate::service::Twins;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -81,7 +91,8 @@ type Applying = Pin<Box<dyn Future<Output = (Record, Outcome)> + Send>>;
 pub struct ConsumerError(#[from] KafkaError);
 
 /// Reads `source` (the connection's `index`th) as the consumer `name`
-/// (its client id) until aborted. A consumer that librdkafka declares
+/// (its client id) until aborted, producing answers with `replies` when
+/// the source has a reply target. A consumer that librdkafka declares
 /// dead (a fatal error) is replaced by a new one, which reads on from the
 /// group's last commit.
 pub async fn run(
@@ -90,6 +101,7 @@ pub async fn run(
     index: usize,
     name: String,
     stats: Arc<ConnectionStats>,
+    replies: Option<FutureProducer>,
 ) {
     let source = &kafka.sources[index];
     loop {
@@ -101,7 +113,7 @@ pub async fn run(
                 return;
             }
         };
-        let fatal = consume(&twins, &kafka, index, &consumer, &stats).await;
+        let fatal = consume(&twins, &kafka, index, &consumer, &stats, &replies).await;
         tracing::warn!(servers = %kafka.bootstrap_servers, error = %fatal, "a Kafka source's consumer failed for good; a new one takes its place");
         stats.set_failure(format!("kafka {}: {fatal}", kafka.bootstrap_servers));
         tokio::time::sleep(ERROR_PAUSE).await;
@@ -115,7 +127,8 @@ async fn consume(
     kafka: &Arc<KafkaSpec>,
     index: usize,
     consumer: &StreamConsumer,
-    stats: &ConnectionStats,
+    stats: &Arc<ConnectionStats>,
+    replies: &Option<FutureProducer>,
 ) -> KafkaError {
     let source = &kafka.sources[index];
     let figures = &stats.sources[index];
@@ -153,7 +166,8 @@ async fn consume(
                     finish(consumer, source, figures, stats, done, outcome);
                 }
                 window.entities.push_back(record.entity.clone());
-                window.applying.push_back(Box::pin(apply(twins.clone(), kafka.clone(), index, record)));
+                let replying = Replying { producer: replies.clone(), stats: stats.clone() };
+                window.applying.push_back(Box::pin(apply(twins.clone(), kafka.clone(), index, record, replying)));
             }
             // Nothing to do but look at librdkafka's queue again (the
             // loop calls `recv` anew).
@@ -171,20 +185,81 @@ struct Window {
     entities: VecDeque<Option<String>>,
 }
 
-/// Applies one record's command (`inbound::apply_until_done`). Kafka
-/// sources send no responses, so the answer is dropped; what happened is
-/// in the figures.
+/// Where a source's answers go: the connection's producer, when the
+/// source has a reply target.
+struct Replying {
+    producer: Option<FutureProducer>,
+    stats: Arc<ConnectionStats>,
+}
+
+impl Replying {
+    /// Produces `answer` to `address` (`topic` or `topic/key`), if the
+    /// reply target takes its kind.
+    fn send(&self, source: &SourceSpec, address: &str, answer: &Envelope) {
+        let (Some(producer), Some(target)) = (&self.producer, &source.reply_target) else {
+            return;
+        };
+        if !target.takes(answer) {
+            return;
+        }
+        let (topic, key) = match address.split_once('/') {
+            Some((topic, key)) => (topic, Some(key)),
+            None => (address, None),
+        };
+        let payload = answer.to_bytes();
+        let correlation_id = answer.headers.get("correlation-id").and_then(Value::as_str);
+        let mut record =
+            FutureRecord::to(topic).payload(&payload).headers(ditto_headers(correlation_id));
+        if let Some(key) = key {
+            record = record.key(key);
+        }
+        match producer.send_result(record) {
+            Ok(delivery) => {
+                let (stats, topic) = (self.stats.clone(), topic.to_owned());
+                tokio::spawn(async move {
+                    if let Ok(Err((error, _))) = delivery.await {
+                        stats.set_failure(format!("kafka reply to {topic}: {error}"));
+                    }
+                });
+            }
+            // The producer's queue is full (the cluster is down or slow).
+            Err((error, _)) => self.stats.set_failure(format!("kafka reply to {topic}: {error}")),
+        }
+    }
+}
+
+/// Applies one record's command (`inbound::apply_until_done`) and sends
+/// its answer to the source's reply target, if it has one; what happened
+/// is in the figures.
 async fn apply(
     twins: Arc<Twins>,
     kafka: Arc<KafkaSpec>,
     index: usize,
     record: Record,
+    replying: Replying,
 ) -> (Record, Outcome) {
     let source = &kafka.sources[index];
     let received = Received { headers: &record.headers, address: None };
     let what = || format!("{}/{} offset {}", record.topic, record.partition, record.offset);
-    let (outcome, _answer) =
+    let (outcome, answer) =
         inbound::apply_until_done(&twins, source, received, &record.payload, what).await;
+    let address = source
+        .reply_target
+        .as_ref()
+        .and_then(|target| target.address_for(received, &record.payload));
+    match (answer, address) {
+        (Some(Answer::Now(answer)), Some(address)) => replying.send(source, &address, &answer),
+        (Some(Answer::Later(call)), Some(address)) => {
+            // Waits beside the consumer, which goes on with the next
+            // records; calls waiting at once are bounded by the hub.
+            let kafka = kafka.clone();
+            tokio::spawn(async move {
+                let answer = call.response().await;
+                replying.send(&kafka.sources[index], &address, &answer);
+            });
+        }
+        _ => {}
+    }
     (record, outcome)
 }
 

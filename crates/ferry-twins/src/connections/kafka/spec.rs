@@ -191,6 +191,7 @@ mod tests {
         assert!(!source.at_least_once);
         assert_eq!(source.caller.subjects, ["nginx:ditto"]);
         assert!(source.enforcement.is_some());
+        assert!(source.reply_target.is_none(), "enabled: false");
     }
 
     #[test]
@@ -225,8 +226,8 @@ mod tests {
             ),
             (
                 "/sources/0/replyTarget",
-                json!({"enabled": true, "address": "replies"}),
-                "replyTarget",
+                json!({"enabled": true, "expectedResponseTypes": ["response"]}),
+                "needs an address",
             ),
             ("/specificConfig/bootstrapServers", json!("no-port"), "bootstrap"),
         ] {

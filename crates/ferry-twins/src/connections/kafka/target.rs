@@ -18,10 +18,9 @@
 use super::super::model::{ConnectionSpec, Owed};
 use super::super::stats::ConnectionStats;
 use super::super::template::Event;
-use super::spec::producer_config;
 use super::KafkaSpec;
 use crate::service::{next_event, Twins};
-use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -32,25 +31,14 @@ use tokio::task::AbortHandle;
 /// (20,000 records).
 const REPORTS: usize = 10_000;
 
-/// Starts the feed and report tasks, if the connection has targets.
+/// Starts the feed and report tasks of the connection's targets.
 pub fn start(
     twins: Arc<Twins>,
     spec: Arc<ConnectionSpec>,
     kafka: Arc<KafkaSpec>,
     stats: Arc<ConnectionStats>,
+    producer: FutureProducer,
 ) -> Vec<AbortHandle> {
-    if spec.targets.is_empty() {
-        return Vec::new();
-    }
-    let mut config = producer_config(&kafka.bootstrap_servers, &kafka.client_id).client_config("");
-    config.set_log_level(RDKafkaLogLevel::Warning);
-    let producer: FutureProducer = match config.create() {
-        Ok(producer) => producer,
-        Err(error) => {
-            stats.set_failure(format!("cannot make the Kafka producer: {error}"));
-            return Vec::new();
-        }
-    };
     let (reports, waiting) = mpsc::channel(REPORTS);
     vec![
         tokio::spawn(feed(twins.clone(), spec, kafka, stats.clone(), producer, reports))
@@ -80,12 +68,8 @@ async fn feed(
             let key =
                 destination.key.as_ref().map(|key| key.render(&Event { topic: &envelope.topic }));
             let payload = envelope.to_bytes();
-            let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
-                key: "content-type",
-                value: Some(crate::protocol::DITTO_CONTENT_TYPE),
-            });
             let mut record =
-                FutureRecord::to(&destination.topic).payload(&payload).headers(headers);
+                FutureRecord::to(&destination.topic).payload(&payload).headers(ditto_headers(None));
             if let Some(key) = key.as_deref() {
                 record = record.key(key);
             }
@@ -107,6 +91,17 @@ async fn feed(
                 }
             }
         }
+    }
+}
+
+/// A Ditto protocol record's headers: its content type, and the
+/// correlation id of an answer.
+pub(super) fn ditto_headers(correlation_id: Option<&str>) -> OwnedHeaders {
+    let headers = OwnedHeaders::new()
+        .insert(Header { key: "content-type", value: Some(crate::protocol::DITTO_CONTENT_TYPE) });
+    match correlation_id {
+        Some(id) => headers.insert(Header { key: "correlation-id", value: Some(id) }),
+        None => headers,
     }
 }
 

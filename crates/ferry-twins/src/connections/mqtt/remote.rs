@@ -192,19 +192,20 @@ impl Applier {
             }
         }
         let Some(answer) = answer else { return };
-        let Some((target, reply_topic)) = reply_topic(source, received, publish) else { return };
-        let (responses, errors) = (target.responses, target.errors);
+        let Some(target) = &source.reply_target else { return };
+        let Some(reply_topic) = target.address_for(received, &publish.payload) else { return };
         match answer {
-            Answer::Now(answer) => {
-                reply(&self.replies, &self.stats, responses, errors, reply_topic, *answer)
-            }
+            Answer::Now(answer) => reply(&self.replies, &self.stats, target, reply_topic, *answer),
             Answer::Later(call) => {
                 // Waits beside the applier, which goes on with the next
                 // messages; calls waiting at once are bounded by the hub.
                 let (replies, stats) = (self.replies.clone(), self.stats.clone());
+                let (mqtt, index) = (self.mqtt.clone(), index);
                 tokio::spawn(async move {
                     let answer = call.response().await;
-                    reply(&replies, &stats, responses, errors, reply_topic, answer);
+                    if let Some(target) = &mqtt.sources[index].reply_target {
+                        reply(&replies, &stats, target, reply_topic, answer);
+                    }
                 });
             }
         }
@@ -215,13 +216,11 @@ impl Applier {
 fn reply(
     replies: &mpsc::Sender<Reply>,
     stats: &ConnectionStats,
-    responses: bool,
-    errors: bool,
+    target: &ReplyTarget,
     topic: String,
     answer: Envelope,
 ) {
-    let error = answer.status.is_some_and(|status| status >= 400);
-    if (error && !errors) || (!error && !responses) {
+    if !target.takes(&answer) {
         return;
     }
     if replies.try_send(Reply { topic, answer }).is_err() {
@@ -261,33 +260,6 @@ fn headers_of(publish: &Publish) -> Map<String, Value> {
     headers.insert("mqtt.qos".into(), Value::String((publish.qos as u8).to_string()));
     headers.insert("mqtt.retain".into(), Value::String(publish.retain.to_string()));
     headers
-}
-
-/// The source's reply target and the topic it makes of this message:
-/// its address filled in from the message's headers, else from the
-/// command's own Ditto headers (`"headers": {"reply-to": …}`). `None`
-/// without a reply target, or when its address does not resolve.
-fn reply_topic<'a>(
-    source: &'a SourceSpec,
-    received: Received<'_>,
-    publish: &Publish,
-) -> Option<(&'a ReplyTarget, String)> {
-    let target = source.reply_target.as_ref()?;
-    let topic = target.address.with_received(received).or_else(|| {
-        #[derive(serde::Deserialize)]
-        struct HeadersOnly {
-            #[serde(default)]
-            headers: Map<String, Value>,
-        }
-        let command: HeadersOnly = serde_json::from_slice(&publish.payload).ok()?;
-        let headers: Map<String, Value> = command
-            .headers
-            .into_iter()
-            .map(|(name, value)| (name.to_ascii_lowercase(), value))
-            .collect();
-        target.address.with_received(Received { headers: &headers, address: received.address })
-    })?;
-    Some((target, topic))
 }
 
 /// The connection's publisher; see the module documentation.
