@@ -147,6 +147,37 @@ def test_a_source_on_another_broker_applies_commands_and_answers_and_events_go_t
     eventually(lambda: inbound(ditto, "devices") == (2, 1, 1))
 
 
+def test_commands_run_side_by_side_yet_each_things_in_the_order_sent(broker_factory):
+    """The connection applies several messages at once, but one thing's
+    commands one after another: two things' interleaved modifies land,
+    and their events come out, in the order each thing's were sent."""
+    mosquitto, b, ditto = connected(broker_factory)
+    device = mosquitto.client(version=4)
+    device.subscribe("events/#", qos=1)
+    sent = 60
+    for i in range(sent):
+        thing = (TID, OTHER)[i % 2]
+        namespace, name = thing.split(":")
+        device.publish(f"telemetry/{thing}", json.dumps({
+            "topic": f"{namespace}/{name}/things/twin/commands/modify",
+            "headers": {"response-required": False},
+            "path": "/features/lamp/properties/level",
+            "value": i,
+        }).encode(), qos=1)
+    seen: dict[str, list] = {TID: [], OTHER: []}
+    for message in device.get_n(sent):
+        event = json.loads(message.payload)
+        seen[message.topic.removeprefix("events/")].append((event["revision"], event["value"]))
+    for thing, first in ((TID, 0), (OTHER, 1)):
+        values = [value for _, value in seen[thing]]
+        assert values == list(range(first, sent, 2)), (thing, seen[thing])
+        revisions = [revision for revision, _ in seen[thing]]
+        assert revisions == sorted(revisions), (thing, seen[thing])
+        level = ditto.get(f"/things/{thing}/features/lamp/properties/level").json()
+        assert level == sent - 2 + first
+    eventually(lambda: inbound(ditto, "devices") == (sent, sent, 0))
+
+
 def in_background(call):
     """Runs a blocking HTTP call in a thread; returns a function awaiting
     its response."""

@@ -28,6 +28,7 @@ mod source;
 mod stats;
 mod template;
 mod uri;
+mod window;
 
 use crate::error::DittoError;
 use crate::service::{Caller, Twins};

@@ -1,12 +1,10 @@
 //! One consumer of a Kafka source: records in, each one Ditto protocol
 //! command applied (`inbound.rs`), offsets committed behind them.
 //!
-//! Commands are applied up to `IN_FLIGHT` at once, so that one consumer
-//! fills the store's group commit rather than waiting an fsync per
-//! record; results are taken in the order the records came, so an offset
-//! is stored only once every record before it is done. Two commands for
-//! the same entity never run side by side: the later waits for the
-//! earlier, so a thing's modifies land in the order they were produced.
+//! Commands are applied side by side in a window (`window.rs`): results
+//! in the order the records came, so an offset is stored only once every
+//! record before it is done, and one entity's commands one at a time, so
+//! a thing's modifies land in the order they were produced.
 //!
 //! With a `replyTarget` each answer (a response when the command asked
 //! for one, an error response) is produced to the topic its address names
@@ -29,29 +27,20 @@ use super::super::inbound::{self, Answer, Outcome};
 use super::super::placeholder::Received;
 use super::super::source::SourceSpec;
 use super::super::stats::{ConnectionStats, SourceStats};
+use super::super::window::{entity_of, Window};
 use super::target::ditto_headers;
 use super::KafkaSpec;
 use crate::protocol::Envelope;
 use crate::service::Twins;
-use futures_util::stream::{FuturesOrdered, StreamExt};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::{Map, Value};
-use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::MissedTickBehavior;
-
-/// Commands one consumer has on their way at once: enough to fill a
-/// group commit of the store (a few dozen writes share one fsync), few
-/// enough that a consumer holds at most this many records beyond
-/// librdkafka's own bounded fetch queue.
-const IN_FLIGHT: usize = 64;
 
 /// librdkafka's prefetch queue per consumer, in KiB (its default is
 /// 64 MiB per partition): about 8,000 records of a kilobyte, seconds of
@@ -82,8 +71,6 @@ struct Record {
     headers: Map<String, Value>,
     payload: Vec<u8>,
 }
-
-type Applying = Pin<Box<dyn Future<Output = (Record, Outcome)> + Send>>;
 
 /// Why a consumer could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -132,22 +119,21 @@ async fn consume(
 ) -> KafkaError {
     let source = &kafka.sources[index];
     let figures = &stats.sources[index];
-    let mut window = Window::default();
+    let mut window: Window<'_, (Record, Outcome)> = Window::default();
     let mut nudge = tokio::time::interval(NUDGE);
     nudge.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             // Finished commands first: they free room and advance offsets.
             biased;
-            Some((record, outcome)) = window.applying.next(), if !window.applying.is_empty() => {
-                window.entities.pop_front();
+            Some((record, outcome)) = window.next(), if !window.is_empty() => {
                 finish(consumer, source, figures, stats, record, outcome);
             }
-            received = consumer.recv(), if window.applying.len() < IN_FLIGHT => {
+            received = consumer.recv(), if window.has_room() => {
                 let record = match received {
                     Ok(message) => read(&message),
                     Err(fatal @ KafkaError::MessageConsumptionFatal(_)) => {
-                        while let Some((record, outcome)) = window.applying.next().await {
+                        while let Some((record, outcome)) = window.next().await {
                             finish(consumer, source, figures, stats, record, outcome);
                         }
                         return fatal;
@@ -160,29 +146,19 @@ async fn consume(
                 };
                 figures.consumed.inc();
                 // The same entity's earlier commands finish first.
-                while record.entity.is_some() && window.entities.contains(&record.entity) {
-                    let Some((done, outcome)) = window.applying.next().await else { break };
-                    window.entities.pop_front();
+                while window.holds(&record.entity) {
+                    let Some((done, outcome)) = window.next().await else { break };
                     finish(consumer, source, figures, stats, done, outcome);
                 }
-                window.entities.push_back(record.entity.clone());
                 let replying = Replying { producer: replies.clone(), stats: stats.clone() };
-                window.applying.push_back(Box::pin(apply(twins.clone(), kafka.clone(), index, record, replying)));
+                let entity = record.entity.clone();
+                window.push(entity, apply(twins.clone(), kafka.clone(), index, record, replying));
             }
             // Nothing to do but look at librdkafka's queue again (the
             // loop calls `recv` anew).
             _ = nudge.tick() => {}
         }
     }
-}
-
-/// The commands in flight, in the order their records came, with the
-/// entity of each (a scan of at most `IN_FLIGHT`, cheaper than a map
-/// kept in step).
-#[derive(Default)]
-struct Window {
-    applying: FuturesOrdered<Applying>,
-    entities: VecDeque<Option<String>>,
 }
 
 /// Where a source's answers go: the connection's producer, when the
@@ -316,18 +292,6 @@ fn read(message: &rdkafka::message::BorrowedMessage<'_>) -> Record {
         headers,
         payload,
     }
-}
-
-/// The entity id in a Ditto protocol message's topic, read without
-/// parsing the rest (the command parses it in full).
-fn entity_of(payload: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct TopicOnly<'a> {
-        #[serde(borrow)]
-        topic: std::borrow::Cow<'a, str>,
-    }
-    let only: TopicOnly<'_> = serde_json::from_slice(payload).ok()?;
-    crate::protocol::Topic::parse(&only.topic).ok()?.entity_id()
 }
 
 fn make(

@@ -3,12 +3,14 @@
 //! source address, and two tasks.
 //!
 //! - **The applier** takes the sources' messages in the order they came
-//!   and applies each as a Ditto protocol command (`inbound.rs`), one at a
-//!   time, so a thing's commands land in the order the broker delivered
-//!   them. A QoS 1 message is acknowledged only once its command was
-//!   applied or refused for good (Ditto's `twin-persisted`); until then
-//!   the broker holds it, and sends it again after a reconnect. Its
-//!   answer goes to the source's reply target, if it has one.
+//!   and applies each as a Ditto protocol command (`inbound.rs`), side by
+//!   side in a window (`window.rs`): one thing's commands one at a time,
+//!   in the order the broker delivered them, and the acknowledgements in
+//!   that order too, as MQTT requires. A QoS 1 message is acknowledged
+//!   only once its command and every one before it was applied or refused
+//!   for good (Ditto's `twin-persisted`); until then the broker holds it,
+//!   and sends it again after a reconnect. Its answer goes to the source's
+//!   reply target, if it has one.
 //! - **The publisher** owns the connection: it connects, and reconnects
 //!   with a growing pause (1 s to 30 s) whenever it fails, and publishes
 //!   the targets' events and the replies. Events are at most once, as for
@@ -30,6 +32,7 @@ use super::super::placeholder::Received;
 use super::super::source::{ReplyTarget, SourceSpec};
 use super::super::stats::ConnectionStats;
 use super::super::uri::redact;
+use super::super::window::{entity_of, Window};
 use super::{live_topic, message, publications, LiveSignal, MqttSpec};
 use crate::protocol::Envelope;
 use crate::service::{next_event, Twins};
@@ -153,16 +156,42 @@ impl Applier {
         mut queued: mpsc::UnboundedReceiver<Job>,
         at_most_once_waiting: Arc<AtomicUsize>,
     ) {
-        while let Some(job) = queued.recv().await {
-            if job.acknowledge.is_none() {
-                at_most_once_waiting.fetch_sub(1, Ordering::Relaxed);
+        let this = &self;
+        let mut window = Window::default();
+        loop {
+            tokio::select! {
+                // Finished commands first: they free room.
+                biased;
+                Some(acknowledge) = window.next(), if !window.is_empty() => {
+                    Self::acknowledge(acknowledge);
+                }
+                job = queued.recv(), if window.has_room() => {
+                    let Some(job) = job else { break };
+                    if job.acknowledge.is_none() {
+                        at_most_once_waiting.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    let entity = entity_of(&job.publish.payload);
+                    while window.holds(&entity) {
+                        let Some(acknowledge) = window.next().await else { break };
+                        Self::acknowledge(acknowledge);
+                    }
+                    window.push(entity, async move {
+                        this.apply(&job.publish).await;
+                        job.acknowledge
+                    });
+                }
             }
-            self.apply(&job.publish).await;
-            if let Some(acknowledge) = job.acknowledge {
-                // Applied or refused for good: either way the broker may
-                // forget it (MQTT 3.1.1 has no negative acknowledgement).
-                let _ = acknowledge.send(ReasonCode::Success);
-            }
+        }
+        while let Some(acknowledge) = window.next().await {
+            Self::acknowledge(acknowledge);
+        }
+    }
+
+    fn acknowledge(acknowledge: Option<oneshot::Sender<ReasonCode>>) {
+        if let Some(acknowledge) = acknowledge {
+            // Applied or refused for good: either way the broker may
+            // forget it (MQTT 3.1.1 has no negative acknowledgement).
+            let _ = acknowledge.send(ReasonCode::Success);
         }
     }
 
