@@ -61,8 +61,28 @@ pub struct SourceSpec {
 #[derive(Debug)]
 pub struct ReplyTarget {
     address: SourceTemplate,
+    pub takes: AnswerKinds,
+}
+
+/// Which answers a reply target takes (`expectedResponseTypes`): small
+/// enough to go along with a live call waiting for its answer.
+#[derive(Debug, Clone, Copy)]
+pub struct AnswerKinds {
     responses: bool,
     errors: bool,
+}
+
+impl AnswerKinds {
+    /// Whether `answer` is of a kind taken: an error response (status 400
+    /// and up) or another response.
+    pub fn answer(self, answer: &Envelope) -> bool {
+        let error = answer.status.is_some_and(|status| status >= 400);
+        if error {
+            self.errors
+        } else {
+            self.responses
+        }
+    }
 }
 
 impl ReplyTarget {
@@ -86,17 +106,6 @@ impl ReplyTarget {
                 .collect();
             self.address.with_received(Received { headers: &headers, address: received.address })
         })
-    }
-
-    /// Whether `answer` is of a kind the target takes: an error response
-    /// (status 400 and up) or another response.
-    pub fn takes(&self, answer: &Envelope) -> bool {
-        let error = answer.status.is_some_and(|status| status >= 400);
-        if error {
-            self.errors
-        } else {
-            self.responses
-        }
     }
 }
 
@@ -232,9 +241,10 @@ fn payload_mapping(json: Option<&Value>) -> Result<(), DittoError> {
     }
 }
 
-/// `replyTarget`: off when absent or `enabled: false`. Ditto's default `expectedResponseTypes` are responses and errors; its
-/// `nack` (an acknowledgement that failed) has no counterpart here and is
-/// accepted without effect. The reply target's own `headerMapping` is not
+/// `replyTarget`: off when absent or `enabled: false`. Ditto's default
+/// `expectedResponseTypes` are responses and errors; its `nack` (an
+/// acknowledgement that failed) has no counterpart here and is accepted
+/// without effect. The reply target's own `headerMapping` is not
 /// applied: the answer carries its Ditto headers.
 fn reply_target(json: Option<&Value>, named: &str) -> Result<Option<ReplyTarget>, DittoError> {
     let Some(reply) = json else { return Ok(None) };
@@ -266,5 +276,5 @@ fn reply_target(json: Option<&Value>, named: &str) -> Result<Option<ReplyTarget>
             }
         }
     }
-    Ok(Some(ReplyTarget { address, responses, errors }))
+    Ok(Some(ReplyTarget { address, takes: AnswerKinds { responses, errors } }))
 }

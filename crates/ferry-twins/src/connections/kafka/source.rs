@@ -25,7 +25,7 @@
 
 use super::super::inbound::{self, Answer, Outcome};
 use super::super::placeholder::Received;
-use super::super::source::SourceSpec;
+use super::super::source::{AnswerKinds, SourceSpec};
 use super::super::stats::{ConnectionStats, SourceStats};
 use super::super::window::{entity_of, Window};
 use super::target::ditto_headers;
@@ -100,7 +100,8 @@ pub async fn run(
                 return;
             }
         };
-        let fatal = consume(&twins, &kafka, index, &consumer, &stats, &replies).await;
+        let replying = replies.clone().map(|producer| Replying { producer, stats: stats.clone() });
+        let fatal = consume(&twins, &kafka, index, &consumer, &stats, replying.as_ref()).await;
         tracing::warn!(servers = %kafka.bootstrap_servers, error = %fatal, "a Kafka source's consumer failed for good; a new one takes its place");
         stats.set_failure(format!("kafka {}: {fatal}", kafka.bootstrap_servers));
         tokio::time::sleep(ERROR_PAUSE).await;
@@ -115,7 +116,7 @@ async fn consume(
     index: usize,
     consumer: &StreamConsumer,
     stats: &Arc<ConnectionStats>,
-    replies: &Option<FutureProducer>,
+    replying: Option<&Replying>,
 ) -> KafkaError {
     let source = &kafka.sources[index];
     let figures = &stats.sources[index];
@@ -150,7 +151,6 @@ async fn consume(
                     let Some((done, outcome)) = window.next().await else { break };
                     finish(consumer, source, figures, stats, done, outcome);
                 }
-                let replying = Replying { producer: replies.clone(), stats: stats.clone() };
                 let entity = record.entity.clone();
                 window.push(entity, apply(twins.clone(), kafka.clone(), index, record, replying));
             }
@@ -161,21 +161,19 @@ async fn consume(
     }
 }
 
-/// Where a source's answers go: the connection's producer, when the
-/// source has a reply target.
+/// Where the answers of a source with a reply target go: the
+/// connection's producer.
+#[derive(Clone)]
 struct Replying {
-    producer: Option<FutureProducer>,
+    producer: FutureProducer,
     stats: Arc<ConnectionStats>,
 }
 
 impl Replying {
-    /// Produces `answer` to `address` (`topic` or `topic/key`), if the
-    /// reply target takes its kind.
-    fn send(&self, source: &SourceSpec, address: &str, answer: &Envelope) {
-        let (Some(producer), Some(target)) = (&self.producer, &source.reply_target) else {
-            return;
-        };
-        if !target.takes(answer) {
+    /// Produces `answer` to `address` (`topic` or `topic/key`), if it is
+    /// of a kind the reply target `takes`.
+    fn send(&self, takes: AnswerKinds, address: &str, answer: &Envelope) {
+        if !takes.answer(answer) {
             return;
         }
         let (topic, key) = match address.split_once('/') {
@@ -189,7 +187,7 @@ impl Replying {
         if let Some(key) = key {
             record = record.key(key);
         }
-        match producer.send_result(record) {
+        match self.producer.send_result(record) {
             Ok(delivery) => {
                 let (stats, topic) = (self.stats.clone(), topic.to_owned());
                 tokio::spawn(async move {
@@ -212,29 +210,31 @@ async fn apply(
     kafka: Arc<KafkaSpec>,
     index: usize,
     record: Record,
-    replying: Replying,
+    replying: Option<&Replying>,
 ) -> (Record, Outcome) {
     let source = &kafka.sources[index];
     let received = Received { headers: &record.headers, address: None };
     let what = || format!("{}/{} offset {}", record.topic, record.partition, record.offset);
     let (outcome, answer) =
         inbound::apply_until_done(&twins, source, received, &record.payload, what).await;
-    let address = source
-        .reply_target
-        .as_ref()
-        .and_then(|target| target.address_for(received, &record.payload));
-    match (answer, address) {
-        (Some(Answer::Now(answer)), Some(address)) => replying.send(source, &address, &answer),
-        (Some(Answer::Later(call)), Some(address)) => {
+    let (Some(answer), Some(replying), Some(target)) = (answer, replying, &source.reply_target)
+    else {
+        return (record, outcome);
+    };
+    let Some(address) = target.address_for(received, &record.payload) else {
+        return (record, outcome);
+    };
+    match answer {
+        Answer::Now(answer) => replying.send(target.takes, &address, &answer),
+        Answer::Later(call) => {
             // Waits beside the consumer, which goes on with the next
             // records; calls waiting at once are bounded by the hub.
-            let kafka = kafka.clone();
+            let (replying, takes) = (replying.clone(), target.takes);
             tokio::spawn(async move {
                 let answer = call.response().await;
-                replying.send(&kafka.sources[index], &address, &answer);
+                replying.send(takes, &address, &answer);
             });
         }
-        _ => {}
     }
     (record, outcome)
 }

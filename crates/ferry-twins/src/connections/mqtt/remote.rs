@@ -29,7 +29,7 @@
 use super::super::inbound::{self, Answer, Outcome};
 use super::super::model::{ConnectionSpec, Owed};
 use super::super::placeholder::Received;
-use super::super::source::{ReplyTarget, SourceSpec};
+use super::super::source::{AnswerKinds, SourceSpec};
 use super::super::stats::ConnectionStats;
 use super::super::uri::redact;
 use super::super::window::{entity_of, Window};
@@ -224,17 +224,17 @@ impl Applier {
         let Some(target) = &source.reply_target else { return };
         let Some(reply_topic) = target.address_for(received, &publish.payload) else { return };
         match answer {
-            Answer::Now(answer) => reply(&self.replies, &self.stats, target, reply_topic, *answer),
+            Answer::Now(answer) => {
+                reply(&self.replies, &self.stats, target.takes, reply_topic, *answer)
+            }
             Answer::Later(call) => {
                 // Waits beside the applier, which goes on with the next
                 // messages; calls waiting at once are bounded by the hub.
-                let (replies, stats) = (self.replies.clone(), self.stats.clone());
-                let (mqtt, index) = (self.mqtt.clone(), index);
+                let (replies, stats, takes) =
+                    (self.replies.clone(), self.stats.clone(), target.takes);
                 tokio::spawn(async move {
                     let answer = call.response().await;
-                    if let Some(target) = &mqtt.sources[index].reply_target {
-                        reply(&replies, &stats, target, reply_topic, answer);
-                    }
+                    reply(&replies, &stats, takes, reply_topic, answer);
                 });
             }
         }
@@ -245,11 +245,11 @@ impl Applier {
 fn reply(
     replies: &mpsc::Sender<Reply>,
     stats: &ConnectionStats,
-    target: &ReplyTarget,
+    takes: AnswerKinds,
     topic: String,
     answer: Envelope,
 ) {
-    if !target.takes(&answer) {
+    if !takes.answer(&answer) {
         return;
     }
     if replies.try_send(Reply { topic, answer }).is_err() {
