@@ -183,6 +183,36 @@ def test_a_failing_receiver_gets_the_event_again(broker_factory, receiver):
     assert ditto.get("/connections/c/status").json()["liveStatus"] == "failed"
 
 
+@pytest.mark.parametrize("kill", [True, False], ids=["kill-9", "sigterm"])
+def test_events_not_yet_delivered_are_pushed_after_a_restart(broker_factory, receiver, kill):
+    b = broker_factory()
+    ditto = _ditto(b)
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
+    assert ditto.put("/connections/c", push_connection(receiver.port)).status_code == 201
+    # The receiver is failing: Ferry is still trying the first event when
+    # it stops, and the others wait behind it.
+    receiver.answers = [503] * 1000
+    rooms = [f"room-{n}" for n in range(20)]
+    for room in rooms:
+        assert ditto.put(f"/things/{TID}/attributes/room", room).status_code == 204
+    assert json.loads(receiver.next()[3])["value"] == rooms[0]
+
+    b.restart(kill=kill)
+    receiver.answers.clear()
+    received = []
+    while not received or received[-1] != rooms[-1]:
+        _, _, _, body, status = receiver.next()
+        if status == 204:
+            received.append(json.loads(body)["value"])
+    # At least once, in order: the first may come twice (it was on its way).
+    assert list(dict.fromkeys(received)) == rooms, received
+    assert len(received) <= len(rooms) + 1, received
+    ditto = _ditto(b)
+    assert ditto.put(f"/things/{TID}/attributes/room", "live").status_code == 204
+    assert json.loads(receiver.next()[3])["value"] == "live"
+    assert receiver.nothing()
+
+
 def test_the_authorization_context_reads_as_a_policy_allows(tmp_path, broker_factory, receiver):
     passwords = make_password_file(tmp_path / "passwords",
                                    {"ditto": "d-secret", "alice": "a-secret"})

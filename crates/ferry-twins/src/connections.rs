@@ -17,12 +17,15 @@
 
 mod enforcement;
 mod errors;
+mod feed;
 mod inbound;
 #[cfg(feature = "kafka")]
 mod kafka;
 pub mod model;
 mod mqtt;
 mod placeholder;
+mod places;
+mod progress;
 mod push;
 mod source;
 mod stats;
@@ -32,7 +35,10 @@ mod window;
 
 use crate::error::DittoError;
 use crate::service::{Caller, Twins};
+use feed::Feed;
 use model::{ConnectionSpec, Transport};
+use places::Places;
+use progress::Progress;
 use serde_json::Value;
 use stats::ConnectionStats;
 use std::collections::BTreeMap;
@@ -46,9 +52,14 @@ use tokio::task::AbortHandle;
 /// event, and they are listed whole by `GET /api/2/connections`.
 pub const MAX_CONNECTIONS: usize = 100;
 
+/// Where the connections' places in the event journal are kept, beside
+/// the connections' own file (`places.rs`).
+const PLACES_FILE: &str = "twin-connection-places.json";
+
 pub struct Connections {
     twins: Arc<Twins>,
     file: PathBuf,
+    places: Arc<Places>,
     managers: Vec<String>,
     host: Host,
     /// By id, in order (a list is sorted by id).
@@ -75,12 +86,18 @@ struct Running {
     spec: Arc<ConnectionSpec>,
     stats: Arc<ConnectionStats>,
     tasks: Vec<AbortHandle>,
+    /// Its place in the event journal, while it is open with targets.
+    progress: Option<Arc<Progress>>,
     /// The labels its targets issue, while it is open.
     declaration: Option<crate::acks::Declaration>,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
+        // First: what the aborted tasks drop was not sent.
+        if let Some(progress) = &self.progress {
+            progress.stop();
+        }
         for task in &self.tasks {
             task.abort();
         }
@@ -124,6 +141,8 @@ pub enum ConnectionsError {
     Read { file: PathBuf, source: std::io::Error },
     #[error("{file}: {message}")]
     Invalid { file: PathBuf, message: String },
+    #[error(transparent)]
+    Places(#[from] places::PlacesError),
 }
 
 impl Connections {
@@ -145,6 +164,8 @@ impl Connections {
             Err(source) => return Err(ConnectionsError::Read { file, source }),
         };
         let host = Host { member: member_name(&file).into(), broker, own_mqtt_ports };
+        let places = Arc::new(Places::open(file.with_file_name(PLACES_FILE))?);
+        tokio::spawn(places.clone().run(twins.closing()));
         let mut running = BTreeMap::new();
         for json in stored {
             let id = json.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -153,12 +174,24 @@ impl Connections {
                     file: file.clone(),
                     message: format!("connection '{id}': {}", error.message),
                 })?;
-            running.insert(id, start(&twins, spec, &host));
+            running.insert(id, start(&twins, spec, &host, &places));
         }
         if !running.is_empty() {
             tracing::info!(connections = running.len(), "twin connections loaded");
         }
-        Ok(Connections { twins, file, managers, host, running: Mutex::new(running) })
+        Ok(Connections { twins, file, places, managers, host, running: Mutex::new(running) })
+    }
+
+    /// For a shutdown: stops the connections and stores where each stands
+    /// in the event journal, so that a restart sends what they had not.
+    pub async fn shut_down(&self) {
+        let running = std::mem::take(&mut *self.running.lock().await);
+        let places = self.places.clone();
+        let stopped = tokio::task::spawn_blocking(move || places.stop()).await;
+        if let Ok(Err(error)) = stopped {
+            tracing::warn!(%error, "cannot store the twin connections' places");
+        }
+        drop(running);
     }
 
     /// Whether `caller` may manage connections: Ditto's 401 without one,
@@ -210,7 +243,8 @@ impl Connections {
         if let Some(previous) = running.get_mut(id) {
             previous.declaration = None;
         }
-        let previous = running.insert(id.to_owned(), start(&self.twins, spec, &self.host));
+        let started = start(&self.twins, spec, &self.host, &self.places);
+        let previous = running.insert(id.to_owned(), started);
         if let Err(error) = self.save(&running, id) {
             match previous {
                 Some(mut previous) => {
@@ -218,6 +252,9 @@ impl Connections {
                     if previous.spec.open {
                         previous.declaration =
                             declare(&self.twins, &previous.spec, &previous.stats);
+                    }
+                    if let Some(progress) = &previous.progress {
+                        self.places.restore(id, progress.clone());
                     }
                     running.insert(id.to_owned(), previous)
                 }
@@ -236,6 +273,7 @@ impl Connections {
             running.insert(id.to_owned(), removed);
             return Err(error);
         }
+        self.places.forget(id);
         tracing::info!(connection = id, "twin connection deleted");
         Ok(())
     }
@@ -381,14 +419,22 @@ fn member_name(file: &std::path::Path) -> String {
     format!("{:016x}", hasher.finish())
 }
 
-fn start(twins: &Arc<Twins>, spec: ConnectionSpec, host: &Host) -> Running {
+/// Starts `spec`'s tasks (none when it is closed), its targets' feed
+/// going on from where the run it replaces, or the last one before a
+/// restart, left off in the event journal.
+fn start(twins: &Arc<Twins>, spec: ConnectionSpec, host: &Host, places: &Places) -> Running {
     let spec = Arc::new(spec);
     let stats = Arc::new(ConnectionStats::new(spec.targets.len(), spec.source_addresses().len()));
     let declaration = if spec.open { declare(twins, &spec, &stats) } else { None };
+    let progress = (spec.open && !spec.targets.is_empty()).then(|| places.start(&spec.id));
+    if progress.is_none() {
+        places.forget(&spec.id);
+    }
+    let feed = progress.clone().map(|progress| Feed::open(twins, progress));
     let tasks = match &spec.transport {
         _ if !spec.open => Vec::new(),
         Transport::HttpPush(http) => {
-            push::start(twins.clone(), spec.clone(), http.clone(), stats.clone())
+            push::start(twins.clone(), spec.clone(), http.clone(), stats.clone(), feed)
         }
         #[cfg(feature = "kafka")]
         Transport::Kafka(kafka) => kafka::start(
@@ -397,6 +443,7 @@ fn start(twins: &Arc<Twins>, spec: ConnectionSpec, host: &Host) -> Running {
             kafka.clone(),
             stats.clone(),
             host.member.clone(),
+            feed,
         ),
         Transport::Mqtt(mqtt) => mqtt::start(
             twins.clone(),
@@ -405,7 +452,8 @@ fn start(twins: &Arc<Twins>, spec: ConnectionSpec, host: &Host) -> Running {
             stats.clone(),
             host.broker.clone(),
             &host.own_mqtt_ports,
+            feed,
         ),
     };
-    Running { spec, stats, tasks, declaration }
+    Running { spec, stats, tasks, progress, declaration }
 }

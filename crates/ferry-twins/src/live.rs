@@ -139,6 +139,14 @@ impl Live {
         self.closing.send_replace(true);
     }
 
+    /// Waits until every WebSocket session has ended (each holds a
+    /// [`Live::closing`] receiver until it has sent its close frame), so
+    /// that a shutdown does not end the process under a session still
+    /// saying goodbye.
+    pub async fn sessions_ended(&self) {
+        self.closing.closed().await;
+    }
+
     /// Turns `true` when the sessions must end.
     pub fn closing(&self) -> watch::Receiver<bool> {
         self.closing.subscribe()

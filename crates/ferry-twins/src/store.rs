@@ -119,6 +119,14 @@ pub struct EventRecord {
     pub value: Option<Arc<Value>>,
 }
 
+/// Groups committed in one transaction at most: enough to share an fsync
+/// among a burst of callers, few enough that one transaction stays short
+/// and a failed commit answers a bounded number of them with its error.
+/// Also how far apart in the journal two events can be that the change
+/// feed announces out of order (the waiters of one commit wake in any
+/// order; a group journals at most one event).
+pub const GROUPS_PER_COMMIT: usize = 256;
+
 /// Journal entries one prune removes at most: one prune is one write
 /// transaction, and the writer serves every change, so it stays short.
 pub const PRUNE_BATCH: u64 = 10_000;
@@ -220,6 +228,15 @@ impl Store {
             Store::Sqlite(store) => store.events_after(after, limit).await,
             #[cfg(feature = "postgres")]
             Store::Postgres(store) => store.events_after(after, limit).await,
+        }
+    }
+
+    /// The journal's newest place, 0 when it is empty.
+    pub async fn events_head(&self) -> Result<u64, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.events_head().await,
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => store.events_head().await,
         }
     }
 

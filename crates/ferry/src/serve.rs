@@ -193,9 +193,15 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     // Event streams never end by themselves and the HTTP listeners wait
     // for every response to end; WebSocket sessions are no longer the
     // HTTP server's to wait for, so they are closed here too.
+    if let Some(connections) = &connections {
+        connections.shut_down().await;
+    }
     if let Some(twins) = &twins {
         twins.close();
         twins.live().close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, twins.live().sessions_ended()).await.is_err() {
+            tracing::warn!("WebSocket sessions still open after {SHUTDOWN_GRACE:?}; ending them");
+        }
     }
     for task in tasks {
         let _ = task.await;

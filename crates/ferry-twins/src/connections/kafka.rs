@@ -31,6 +31,7 @@ pub fn start(
     kafka: Arc<KafkaSpec>,
     stats: Arc<ConnectionStats>,
     member: Arc<str>,
+    events: Option<super::feed::Feed>,
 ) -> Vec<AbortHandle> {
     let replies = kafka.sources.iter().any(|source| source.reply_target.is_some());
     let producer = if spec.targets.is_empty() && !replies {
@@ -47,10 +48,15 @@ pub fn start(
             }
         }
     };
-    let mut tasks = match &producer {
-        Some(producer) if !spec.targets.is_empty() => {
-            target::start(twins.clone(), spec, kafka.clone(), stats.clone(), producer.clone())
-        }
+    let mut tasks = match (&producer, events) {
+        (Some(producer), Some(events)) => target::start(
+            twins.clone(),
+            spec,
+            kafka.clone(),
+            stats.clone(),
+            producer.clone(),
+            events,
+        ),
         _ => Vec::new(),
     };
     for (index, source) in kafka.sources.iter().enumerate() {

@@ -22,6 +22,7 @@
 
 mod remote;
 
+use super::feed::Feed;
 use super::model::{text, ConnectionSpec, Owed};
 use super::source::{SourceKind, SourceSpec, MAX_SOURCES};
 use super::stats::ConnectionStats;
@@ -29,7 +30,7 @@ use super::template::{AddressTemplate, Event};
 use super::uri::{invalid, UriParts};
 use crate::error::DittoError;
 use crate::protocol::Envelope;
-use crate::service::{next_event, ThingEvent, Twins};
+use crate::service::{ThingEvent, Twins};
 use bytes::Bytes;
 use ferry_broker::{Broker, Message};
 use ferry_mqtt::{ByteStr, Properties, QoS};
@@ -295,15 +296,24 @@ pub fn start(
     stats: Arc<ConnectionStats>,
     broker: Weak<Broker>,
     own_ports: &[u16],
+    events: Option<Feed>,
 ) -> Vec<AbortHandle> {
     let (mut tasks, signals) = live_signals(&twins, &spec);
     if mqtt.sources.is_empty() && mqtt.broker.is_this_ferry(own_ports) {
-        let publish =
-            feed(twins.clone(), spec.clone(), mqtt.clone(), stats.clone(), broker.clone());
-        tasks.push(tokio::spawn(publish).abort_handle());
+        if let Some(events) = events {
+            let publish = feed(
+                twins.clone(),
+                spec.clone(),
+                mqtt.clone(),
+                stats.clone(),
+                broker.clone(),
+                events,
+            );
+            tasks.push(tokio::spawn(publish).abort_handle());
+        }
         tasks.push(tokio::spawn(feed_live(mqtt, stats, broker, signals)).abort_handle());
     } else {
-        tasks.extend(remote::start(twins, spec, mqtt, stats, signals));
+        tasks.extend(remote::start(twins, spec, mqtt, stats, signals, events));
     }
     tasks
 }
@@ -401,9 +411,11 @@ async fn feed(
     mqtt: Arc<MqttSpec>,
     stats: Arc<ConnectionStats>,
     broker: Weak<Broker>,
+    mut events: Feed,
 ) {
-    let mut events = twins.subscribe();
-    while let Some(event) = next_event(&mut events, &stats.missed, &spec.id).await {
+    // An event is settled once published: its ticket goes at the end of
+    // each turn.
+    while let Some((event, _ticket)) = events.next(&stats, &spec.id).await {
         let Some(broker) = broker.upgrade() else { return };
         for publication in publications(&twins, &spec, &mqtt, &stats, &event).await {
             let qos = mqtt.targets[publication.target].qos;

@@ -17,18 +17,22 @@
 //! - any other status: the receiver refuses it and would again; counted as
 //!   failed at once.
 //!
-//! Nothing is dropped without a count: a full queue and a feed that ran
-//! ahead of the connection are counted as dropped.
+//! Nothing is dropped: a full queue holds the feed back, and a feed that
+//! falls behind reads on from the event journal (`feed.rs`). Each event
+//! is settled (`progress.rs`) once its last request was answered for good
+//! or ran out of tries; a restart sends again what was not.
 //!
 //! A target with an `issuedAcknowledgementLabel` acknowledges each event
 //! whose command requested that label with the receiver's final answer:
 //! its status, and its body (JSON, else text) as the payload; a request
 //! that got no answer in all its tries with 503.
 
+use super::feed::Feed;
 use super::model::{ConnectionSpec, HttpPush, Owed, Receiver};
+use super::progress::Ticket;
 use super::stats::{ConnectionStats, TargetStats};
 use super::template::Event;
-use crate::service::{next_event, Twins};
+use crate::service::Twins;
 use axum::http::{header, HeaderValue, Method, Request, StatusCode};
 use bytes::Bytes;
 use ferry_routes::endpoints::http::{Body, Connection, Connector, Tls};
@@ -40,8 +44,8 @@ use tokio::task::AbortHandle;
 
 /// Requests waiting for a sender, per connection: at 1,000 modifies/s and
 /// a receiver that stalls, ten seconds of events, about 10 MB at 1 KB an
-/// event. Past it events are dropped and counted, rather than held
-/// without bound for a receiver that may never come back.
+/// event. Past it the feed waits, and the events wait in the journal
+/// rather than in memory.
 const QUEUE: usize = 10_000;
 
 /// Tries per request, the pauses between them doubling from
@@ -60,6 +64,8 @@ struct Push {
     path: String,
     body: Bytes,
     owed: Option<Owed>,
+    /// Settles the event once every request made of it is done.
+    _ticket: Option<Ticket>,
 }
 
 /// Starts the connection's tasks; aborting the handles stops it.
@@ -68,10 +74,12 @@ pub fn start(
     spec: Arc<ConnectionSpec>,
     http: Arc<HttpPush>,
     stats: Arc<ConnectionStats>,
+    events: Option<Feed>,
 ) -> Vec<AbortHandle> {
+    let Some(events) = events else { return Vec::new() };
     let (queue, waiting) = mpsc::channel(QUEUE);
     let waiting = Arc::new(Mutex::new(waiting));
-    let feed = feed(twins.clone(), spec, http.clone(), stats.clone(), queue);
+    let feed = feed(twins.clone(), spec, http.clone(), stats.clone(), events, queue);
     let mut tasks = vec![tokio::spawn(feed).abort_handle()];
     for _ in 0..http.parallelism {
         let sender = send(twins.clone(), http.clone(), stats.clone(), waiting.clone());
@@ -85,10 +93,10 @@ async fn feed(
     spec: Arc<ConnectionSpec>,
     http: Arc<HttpPush>,
     stats: Arc<ConnectionStats>,
+    mut events: Feed,
     queue: mpsc::Sender<Push>,
 ) {
-    let mut events = twins.subscribe();
-    while let Some(event) = next_event(&mut events, &stats.missed, &spec.id).await {
+    while let Some((event, ticket)) = events.next(&stats, &spec.id).await {
         let targets = spec.targets.iter().zip(&http.requests);
         for (index, (target, request)) in targets.enumerate() {
             let figures = &stats.targets[index];
@@ -103,10 +111,11 @@ async fn feed(
                 path: format!("{}{path}", http.receiver.base_path),
                 body: Bytes::from(envelope.to_bytes()),
                 owed,
+                _ticket: ticket.clone(),
             };
             figures.dispatched.inc();
-            if queue.try_send(push).is_err() {
-                figures.dropped.inc();
+            if queue.send(push).await.is_err() {
+                return;
             }
         }
     }

@@ -51,6 +51,20 @@ impl Twins {
         records.into_iter().map(|(seq, record)| from_record(seq, record)).collect()
     }
 
+    /// The journal's newest place (0 when it is empty), `None` with the
+    /// journal off.
+    pub async fn journal_head(&self) -> Result<Option<u64>, StoreError> {
+        if self.config.event_retention.is_none() {
+            return Ok(None);
+        }
+        self.store.events_head().await.map(Some)
+    }
+
+    /// Whether committed events are kept in the journal.
+    pub fn journaled(&self) -> bool {
+        self.config.event_retention.is_some()
+    }
+
     /// Removes the entries older than the retention, a batch per commit
     /// so that the writer is never held long; answers how many went.
     pub async fn prune_journal(&self) -> Result<u64, StoreError> {

@@ -14,7 +14,7 @@ use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_
 use super::search::{Found, SearchRequest};
 use super::{
     check_expectation, Committed, EventRecord, PolicyRecord, StoreError, ThingRecord, Write,
-    PRUNE_BATCH, PRUNE_EVENTS,
+    GROUPS_PER_COMMIT, PRUNE_BATCH, PRUNE_EVENTS,
 };
 use crate::rql::{Filter, TimePlaceholders};
 use serde_json::Value;
@@ -25,9 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, GenericClient, NoTls, Row};
 
-/// As in `sqlite.rs`: one transaction's groups at most, and the writes
-/// that may wait for the writer.
-const GROUPS_PER_COMMIT: usize = 256;
+/// As in `sqlite.rs`: the writes that may wait for the writer.
 const WRITE_QUEUE: usize = 4096;
 
 /// Read connections: each pipelines its queries, so a few carry many
@@ -191,6 +189,16 @@ impl PostgresStore {
                 Ok((revision_from(row.get(0)), record))
             })
             .collect()
+    }
+
+    /// The journal's newest place, 0 when it is empty.
+    pub async fn events_head(&self) -> Result<u64, StoreError> {
+        let row = self
+            .reader()
+            .query_one("SELECT COALESCE(max(seq), 0)::BIGINT FROM thing_events", &[])
+            .await
+            .map_err(backend)?;
+        Ok(revision_from(row.get(0)))
     }
 
     /// The things a search selects (`search.rs`), in one statement on a

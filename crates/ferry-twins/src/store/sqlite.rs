@@ -27,7 +27,7 @@ use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_
 use super::search::{Found, SearchRequest};
 use super::{
     check_expectation, Committed, EventRecord, PolicyRecord, StoreError, ThingRecord, Write,
-    PRUNE_BATCH, PRUNE_EVENTS,
+    GROUPS_PER_COMMIT, PRUNE_BATCH, PRUNE_EVENTS,
 };
 use crate::rql::{Filter, TimePlaceholders};
 use parking_lot::Mutex;
@@ -38,11 +38,6 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::oneshot;
-
-/// Groups committed in one transaction at most: enough to share an fsync
-/// among a burst of callers, few enough that one transaction stays short
-/// and a failed commit answers a bounded number of them with its error.
-const GROUPS_PER_COMMIT: usize = 256;
 
 /// Writes waiting for the writer thread at most; a caller beyond it waits
 /// for room rather than queueing without bound.
@@ -229,6 +224,15 @@ impl SqliteStore {
                 Ok((row.get(0)?, record))
             })?;
             rows.collect()
+        })
+        .await
+    }
+
+    /// The journal's newest place, 0 when it is empty.
+    pub async fn events_head(&self) -> Result<u64, StoreError> {
+        self.read(|connection| {
+            connection
+                .query_row("SELECT COALESCE(max(seq), 0) FROM thing_events", [], |row| row.get(0))
         })
         .await
     }

@@ -7,22 +7,29 @@
 //! The producer is the edge Kafka endpoint's (`ferry_routes`): acks=all,
 //! idempotent, lz4, its queue bounded. A feed task filters and enqueues;
 //! a report task awaits each delivery report in order and counts it
-//! published or failed. Between them at most `REPORTS` records wait: a
-//! cluster that stalls holds the feed back, and a feed that falls behind
-//! the change feed counts what it missed, rather than buffering.
+//! published or failed. Between them at most `REPORTS` records wait, and
+//! the producer's queue is bounded: a cluster that stalls holds the feed
+//! back, and a feed that falls behind reads on from the event journal
+//! (`feed.rs`) rather than buffering. An event is settled
+//! (`progress.rs`) with its delivery reports; a restart sends again what
+//! was not.
 //!
 //! A target with an `issuedAcknowledgementLabel` acknowledges each event
 //! whose command requested that label once Kafka acknowledged the record
 //! (204), or with 503 and the error when it could not be produced.
 
+use super::super::feed::Feed;
 use super::super::model::{ConnectionSpec, Owed};
+use super::super::progress::Ticket;
 use super::super::stats::ConnectionStats;
 use super::super::template::Event;
 use super::KafkaSpec;
-use crate::service::{next_event, Twins};
+use crate::service::Twins;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
@@ -31,6 +38,10 @@ use tokio::task::AbortHandle;
 /// (20,000 records).
 const REPORTS: usize = 10_000;
 
+/// How long the feed waits before offering a record again to a producer
+/// whose queue is full.
+const QUEUE_FULL_PAUSE: Duration = Duration::from_millis(10);
+
 /// Starts the feed and report tasks of the connection's targets.
 pub fn start(
     twins: Arc<Twins>,
@@ -38,11 +49,12 @@ pub fn start(
     kafka: Arc<KafkaSpec>,
     stats: Arc<ConnectionStats>,
     producer: FutureProducer,
+    events: Feed,
 ) -> Vec<AbortHandle> {
     let (reports, waiting) = mpsc::channel(REPORTS);
+    let feed = feed(twins.clone(), spec, kafka, stats.clone(), producer, events, reports);
     vec![
-        tokio::spawn(feed(twins.clone(), spec, kafka, stats.clone(), producer, reports))
-            .abort_handle(),
+        tokio::spawn(feed).abort_handle(),
         tokio::spawn(count(twins, stats, waiting)).abort_handle(),
     ]
 }
@@ -53,10 +65,10 @@ async fn feed(
     kafka: Arc<KafkaSpec>,
     stats: Arc<ConnectionStats>,
     producer: FutureProducer,
+    mut events: Feed,
     reports: mpsc::Sender<Report>,
 ) {
-    let mut events = twins.subscribe();
-    while let Some(event) = next_event(&mut events, &stats.missed, &spec.id).await {
+    while let Some((event, ticket)) = events.next(&stats, &spec.id).await {
         let targets = spec.targets.iter().zip(&kafka.destinations);
         for (index, (target, destination)) in targets.enumerate() {
             let figures = &stats.targets[index];
@@ -73,14 +85,25 @@ async fn feed(
             if let Some(key) = key.as_deref() {
                 record = record.key(key);
             }
-            match producer.send_result(record) {
+            let sent = loop {
+                match producer.send_result(record) {
+                    // The cluster is down or slow: the feed waits for room.
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                        record = back;
+                        tokio::time::sleep(QUEUE_FULL_PAUSE).await;
+                    }
+                    sent => break sent,
+                }
+            };
+            match sent {
                 Ok(delivery) => {
-                    if reports.send(Report { target: index, delivery, owed }).await.is_err() {
+                    let report = Report { target: index, delivery, owed, _ticket: ticket.clone() };
+                    if reports.send(report).await.is_err() {
                         return;
                     }
                 }
-                // The producer's queue is full (the cluster is down or
-                // slow) or the record too large: dropped and counted.
+                // The record is refused for good (too large, say):
+                // dropped and counted.
                 Err((error, _)) => {
                     figures.dropped.inc();
                     let failure = format!("kafka {}: {error}", destination.topic);
@@ -110,6 +133,8 @@ struct Report {
     target: usize,
     delivery: DeliveryFuture,
     owed: Option<Owed>,
+    /// Settles the event once its last record's report is in.
+    _ticket: Option<Ticket>,
 }
 
 async fn count(
@@ -117,7 +142,7 @@ async fn count(
     stats: Arc<ConnectionStats>,
     mut waiting: mpsc::Receiver<Report>,
 ) {
-    while let Some(Report { target, delivery, owed }) = waiting.recv().await {
+    while let Some(Report { target, delivery, owed, _ticket }) = waiting.recv().await {
         let figures = &stats.targets[target];
         let (status, failure) = match delivery.await {
             Ok(Ok(_)) => {

@@ -13,9 +13,10 @@
 //!   reply target, if it has one.
 //! - **The publisher** owns the connection: it connects, and reconnects
 //!   with a growing pause (1 s to 30 s) whenever it fails, and publishes
-//!   the targets' events and the replies. Events are at most once, as for
-//!   the other connection types: what the broker has not acknowledged when
-//!   the connection fails is counted as failed, not sent again.
+//!   the targets' events and the replies. What the broker had not
+//!   acknowledged when the connection failed is sent again after the
+//!   reconnect (at least once), up to `SEND_TRIES` times; events that
+//!   committed meanwhile wait in the event journal (`feed.rs`).
 //!
 //! # What is bounded, and by what
 //!
@@ -24,18 +25,22 @@
 //! on 3.1.1, Mosquitto's 20), since none is acknowledged before it is
 //! applied. QoS 0 messages: `AT_MOST_ONCE_WAITING`, beyond which they are
 //! dropped and counted as failed. Replies: `REPLIES_WAITING`. Events:
-//! the change feed's buffer, beyond which they are counted as missed.
+//! one batch in flight; the rest wait in the event journal (or, with the
+//! journal off, in the change feed's buffer, beyond which they are
+//! counted as missed).
 
+use super::super::feed::Feed;
 use super::super::inbound::{self, Answer, Outcome};
 use super::super::model::{ConnectionSpec, Owed};
 use super::super::placeholder::Received;
+use super::super::progress::Ticket;
 use super::super::source::{AnswerKinds, SourceSpec};
 use super::super::stats::ConnectionStats;
 use super::super::uri::redact;
 use super::super::window::{entity_of, Window};
 use super::{live_topic, message, publications, LiveSignal, MqttSpec};
 use crate::protocol::Envelope;
-use crate::service::{next_event, Twins};
+use crate::service::Twins;
 use ferry_broker::endpoint::RoutedMessage;
 use ferry_broker::Message;
 use ferry_mqtt::topic::filter_matches;
@@ -60,6 +65,12 @@ const AT_MOST_ONCE_WAITING: usize = 1024;
 
 /// Replies that may wait for the publisher, e.g. while it reconnects.
 const REPLIES_WAITING: usize = 1024;
+
+/// Connections one batch of messages is sent on at most: a batch that the
+/// broker drops the connection over again and again (one message too
+/// large for it, say) is then counted as failed rather than holding
+/// every message after it back.
+const SEND_TRIES: u32 = 3;
 
 /// A message of one of the sources, and, at QoS 1, where its
 /// acknowledgement waits.
@@ -114,6 +125,7 @@ pub fn start(
     mqtt: Arc<MqttSpec>,
     stats: Arc<ConnectionStats>,
     signals: mpsc::Receiver<LiveSignal>,
+    events: Option<Feed>,
 ) -> Vec<AbortHandle> {
     let (jobs, queued) = mpsc::unbounded_channel();
     let at_most_once_waiting = Arc::new(AtomicUsize::new(0));
@@ -139,7 +151,8 @@ pub fn start(
         Applier { twins: twins.clone(), mqtt: mqtt.clone(), stats: stats.clone(), replies };
     vec![
         tokio::spawn(applier.run(queued, at_most_once_waiting)).abort_handle(),
-        tokio::spawn(publish(twins, spec, mqtt, stats, sink, to_reply, signals)).abort_handle(),
+        tokio::spawn(publish(twins, spec, mqtt, stats, sink, to_reply, signals, events))
+            .abort_handle(),
     ]
 }
 
@@ -291,7 +304,19 @@ fn headers_of(publish: &Publish) -> Map<String, Value> {
     headers
 }
 
+/// A batch of messages for the broker, and what each one settles.
+#[derive(Default)]
+struct Batch {
+    messages: Vec<RoutedMessage>,
+    /// Per message of a target: its sequence, the target's index, the
+    /// acknowledgement it owes and the event's ticket.
+    owed: Vec<(u64, usize, Option<Owed>, Option<Ticket>)>,
+    /// Connections it was sent on and lost with.
+    tries: u32,
+}
+
 /// The connection's publisher; see the module documentation.
+#[expect(clippy::too_many_arguments, reason = "the connection's parts, each its own")]
 async fn publish(
     twins: Arc<Twins>,
     spec: Arc<ConnectionSpec>,
@@ -300,12 +325,13 @@ async fn publish(
     mut sink: MqttSink,
     mut replies: mpsc::Receiver<Reply>,
     mut signals: mpsc::Receiver<LiveSignal>,
+    mut events: Option<Feed>,
 ) {
-    let mut events = (!mqtt.targets.is_empty()).then(|| twins.subscribe());
     let qos = mqtt.client.send_qos();
     let broker = redact(&mqtt.client.url);
     let mut retry = FIRST_RETRY;
     let mut sequence = 0u64;
+    let mut unsent: Option<Batch> = None;
     loop {
         if let Err(error) = sink.connect().await {
             tracing::warn!(connection = %spec.id, %broker, %error, "a twin connection cannot connect to its MQTT broker; trying again in {retry:?}");
@@ -320,41 +346,50 @@ async fn publish(
         let closed = sink.closed();
         tokio::pin!(closed);
         loop {
-            let mut batch = Vec::new();
-            let mut owed = Vec::new();
-            tokio::select! {
-                why = &mut closed => {
-                    tracing::warn!(connection = %spec.id, %broker, error = %why, "a twin connection lost its MQTT broker");
-                    stats.set_failure(format!("connection to {broker} lost: {why}"));
-                    break;
-                }
-                Some(reply) = replies.recv() => {
-                    sequence += 1;
-                    batch.push(routed(sequence, message(reply.topic, &reply.answer, qos)));
-                }
-                Some(signal) = signals.recv() => {
-                    if let Some(topic) = live_topic(&mqtt, &stats, &signal) {
-                        sequence += 1;
-                        batch.push(routed(sequence, message(topic, &signal.1, qos)));
-                        owed.push((sequence, signal.0, None));
+            let mut batch = unsent.take().unwrap_or_default();
+            if batch.messages.is_empty() {
+                tokio::select! {
+                    why = &mut closed => {
+                        tracing::warn!(connection = %spec.id, %broker, error = %why, "a twin connection lost its MQTT broker");
+                        stats.set_failure(format!("connection to {broker} lost: {why}"));
+                        break;
                     }
-                }
-                Some(event) = next_from(&mut events, &stats, &spec.id) => {
-                    for publication in publications(&twins, &spec, &mqtt, &stats, &event).await {
+                    Some(reply) = replies.recv() => {
                         sequence += 1;
-                        let message = message(publication.topic, &publication.envelope, qos);
-                        batch.push(routed(sequence, message));
-                        owed.push((sequence, publication.target, publication.owed));
+                        batch.messages.push(routed(sequence, message(reply.topic, &reply.answer, qos)));
+                    }
+                    Some(signal) = signals.recv() => {
+                        if let Some(topic) = live_topic(&mqtt, &stats, &signal) {
+                            sequence += 1;
+                            batch.messages.push(routed(sequence, message(topic, &signal.1, qos)));
+                            batch.owed.push((sequence, signal.0, None, None));
+                        }
+                    }
+                    Some((event, ticket)) = next_from(&mut events, &stats, &spec.id) => {
+                        for publication in publications(&twins, &spec, &mqtt, &stats, &event).await {
+                            sequence += 1;
+                            let message = message(publication.topic, &publication.envelope, qos);
+                            batch.messages.push(routed(sequence, message));
+                            batch.owed.push((sequence, publication.target, publication.owed, ticket.clone()));
+                        }
                     }
                 }
             }
-            if batch.is_empty() {
+            if batch.messages.is_empty() {
                 continue;
             }
-            let sent = sink.send(&batch).await;
+            let sent = sink.send(&batch.messages).await;
+            batch.tries += 1;
+            if let Err(error) = &sent {
+                stats.set_failure(format!("publishing to {broker} failed: {error}"));
+                if batch.tries < SEND_TRIES {
+                    unsent = Some(batch);
+                    break;
+                }
+            }
             let lost = sent.is_err();
             let rejected = sent.as_ref().map(|sent| sent.rejected.as_slice()).unwrap_or_default();
-            for (sequence, index, owes) in owed {
+            for (sequence, index, owes, _ticket) in batch.owed {
                 let refused = lost || rejected.iter().any(|(offset, _)| *offset == sequence);
                 let figures = &stats.targets[index];
                 if refused {
@@ -366,8 +401,7 @@ async fn publish(
                     settle(owes, &twins, refused);
                 }
             }
-            if let Err(error) = sent {
-                stats.set_failure(format!("publishing to {broker} failed: {error}"));
+            if lost {
                 break;
             }
         }
@@ -376,12 +410,12 @@ async fn publish(
 
 /// The next event, or never for a connection without targets.
 async fn next_from(
-    events: &mut Option<tokio::sync::broadcast::Receiver<crate::service::ThingEvent>>,
+    events: &mut Option<Feed>,
     stats: &ConnectionStats,
     id: &str,
-) -> Option<crate::service::ThingEvent> {
+) -> Option<(crate::service::ThingEvent, Option<Ticket>)> {
     match events {
-        Some(feed) => next_event(feed, &stats.missed, id).await,
+        Some(feed) => feed.next(stats, id).await,
         None => std::future::pending().await,
     }
 }
