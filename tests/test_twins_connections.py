@@ -27,8 +27,8 @@ LAMP = {"attributes": {"room": "kitchen"}, "features": {"lamp": {"properties": {
 
 class Receiver:
     """A real HTTP server that records each request and answers the
-    statuses in `answers` first (a status, or a status and a JSON body),
-    then 204."""
+    statuses in `answers` first (a status; a status and a JSON body; or a
+    status, a body and its content type), then 204."""
 
     def __init__(self):
         self.requests: queue.Queue = queue.Queue()
@@ -41,12 +41,13 @@ class Receiver:
             def do_POST(self):  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 answer = receiver.answers.pop(0) if receiver.answers else 204
-                status, reply = answer if isinstance(answer, tuple) else (answer, b"")
+                answer = answer if isinstance(answer, tuple) else (answer, b"")
+                status, reply, content_type = (answer + ("application/json",))[:3]
                 headers = {name.lower(): value for name, value in self.headers.items()}
                 receiver.requests.put((self.command, self.path, headers, body, status))
                 self.send_response(status)
                 if reply:
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
                 self.wfile.write(reply)
@@ -284,9 +285,10 @@ def test_what_ferry_cannot_run_is_refused(broker_factory):
     ditto = _ditto(broker_factory())
     kafka = {**push_connection(1), "connectionType": "kafka", "uri": "tcp://kafka:9092"}
     _error(ditto.put("/connections/k", kafka), 400, "connectivity:connection.configuration.invalid")
-    live = push_connection(1)
-    live["targets"][0]["topics"] = ["_/_/things/live/messages"]
-    _error(ditto.put("/connections/l", live), 400, "connectivity:connection.configuration.invalid")
+    announcements = push_connection(1)
+    announcements["targets"][0]["topics"] = ["_/_/policies/announcements"]
+    _error(ditto.put("/connections/l", announcements), 400,
+           "connectivity:connection.configuration.invalid")
     bad = push_connection(1, address="POST:/{{ header:device_id }}")
     _error(ditto.put("/connections/b", bad), 400, "connectivity:connection.configuration.invalid")
     _error(ditto.put("/connections/a%20b", push_connection(1)), 400,
@@ -393,3 +395,79 @@ def test_an_mqtt_connection_publishes_events_on_ferrys_broker(broker_factory):
     assert event["headers"]["requested-acks"] == ["to-mqtt:published"]
     eventually(lambda: outbound(ditto, "to-mqtt")["published"]["success"]["total"] == 1)
     assert outbound(ditto, "to-mqtt")["filtered"]["success"]["total"] == 1
+
+
+def live_connection(port: int, **target) -> dict:
+    """An http-push connection whose target takes live messages."""
+    connection = push_connection(port, address="POST:/devices/{{ thing:name }}")
+    connection["targets"][0]["topics"] = ["_/_/things/live/messages"]
+    connection["targets"][0].update(target)
+    return connection
+
+
+def in_background(call):
+    """Runs a blocking HTTP call in a thread; returns a function awaiting
+    its response."""
+    result: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: result.put(call()), daemon=True).start()
+    return lambda: result.get(timeout=30)
+
+
+def test_a_live_response_target_answers_messages_with_the_http_answer(broker_factory, receiver):
+    ditto = _ditto(broker_factory())
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
+    connection = live_connection(receiver.port, issuedAcknowledgementLabel="live-response")
+    assert ditto.put("/connections/devices", connection).status_code == 201
+
+    receiver.answers = [(200, b'{"on": true}')]
+    answer = in_background(lambda: ditto.post(f"/things/{TID}/features/lamp/inbox/messages/toggle",
+                                              {"to": "on"}, headers={"correlation-id": "t-1"}))
+    method, path, headers, body, _ = receiver.next()
+    assert (method, path) == ("POST", "/devices/lamp-1")
+    assert headers["content-type"] == "application/vnd.eclipse.ditto+json"
+    message = json.loads(body)
+    assert message["topic"] == "org.acme/lamp-1/things/live/messages/toggle"
+    assert message["path"] == "/features/lamp/inbox/messages/toggle"
+    assert (message["value"], message["headers"]["correlation-id"]) == ({"to": "on"}, "t-1")
+    response = answer()
+    assert (response.status_code, response.json()) == (200, {"on": True})
+
+    # Text stays text; a refusal is the response too, not tried again.
+    receiver.answers = [(201, b"done", "text/plain"), (409, b'{"busy": 1}')]
+    answer = in_background(lambda: ditto.post(f"/things/{TID}/inbox/messages/ping", "?"))
+    response = answer()
+    assert (response.status_code, response.text) == (201, "done")
+    assert response.headers["Content-Type"].startswith("text/plain")
+    answer = in_background(lambda: ditto.post(f"/things/{TID}/inbox/messages/ping", "?"))
+    assert (answer().status_code, receiver.next()[4], receiver.next()[4]) == (409, 201, 409)
+    assert receiver.nothing()
+    outbound_figures = outbound(ditto, "devices")
+    assert outbound_figures["dispatched"]["success"]["total"] == 3
+    assert outbound_figures["published"]["failure"]["total"] == 1
+
+
+def test_only_a_ditto_protocol_answer_responds_without_live_response(broker_factory, receiver):
+    ditto = _ditto(broker_factory())
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
+    assert ditto.put("/connections/devices", live_connection(receiver.port)).status_code == 201
+
+    receiver.answers = [(200, b'{"on": true}')]
+    timed_out = ditto.post(f"/things/{TID}/inbox/messages/ask", "?", params={"timeout": "1"})
+    assert timed_out.status_code == 408, timed_out.text
+    assert json.loads(receiver.next()[3])["topic"].endswith("/live/messages/ask")
+
+    def ditto_answer(correlation_id: str) -> tuple:
+        response = {"topic": "org.acme/lamp-1/things/live/messages/ask",
+                    "headers": {"correlation-id": correlation_id, "content-type": "text/plain"},
+                    "path": "/inbox/messages/ask", "value": "42", "status": 202}
+        return (200, json.dumps(response).encode(), "application/vnd.eclipse.ditto+json")
+    receiver.answers = [ditto_answer("a-1")]
+    response = ditto.post(f"/things/{TID}/inbox/messages/ask", "?",
+                          headers={"correlation-id": "a-1"})
+    assert (response.status_code, response.text) == (202, "42")
+    receiver.next()
+    # A Ditto protocol answer for another call answers nothing.
+    receiver.answers = [ditto_answer("someone-else")]
+    response = ditto.post(f"/things/{TID}/inbox/messages/ask", "?",
+                          headers={"correlation-id": "a-2"}, params={"timeout": "1"})
+    assert response.status_code == 408, response.text

@@ -8,6 +8,7 @@ committed), a Kafka target receiving twin events, and the figures."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 
@@ -396,6 +397,38 @@ def test_a_reply_target_for_errors_only_does_not_answer_successes(broker_factory
     assert answer["headers"]["correlation-id"] == "c-loud", answer
     assert answer["status"] == 404
     assert brewed(ditto, "test-thing-1") == "13"
+
+
+def test_a_kafka_target_carries_live_messages_and_a_source_brings_the_answer(
+        broker_factory, kafka):
+    ditto = _ditto(broker_factory())
+    source_topic = f"answers-{uuid.uuid4().hex[:8]}"
+    live_topic = f"messages-{uuid.uuid4().hex[:8]}"
+    target = {"address": live_topic + "/{{ thing:id }}", "topics": ["_/_/things/live/messages"],
+              "authorizationContext": ["nginx:ditto"]}
+    connection = kafka_connection(kafka.brokers, source_topic, targets=[target])
+    assert ditto.put("/connections/devices", connection).status_code == 201
+    assert ditto.put(f"/things/{NS}:test-thing-1", BREWER).status_code == 201
+
+    answered: list = []
+    caller = threading.Thread(target=lambda: answered.append(ditto.post(
+        f"/things/{NS}:test-thing-1/inbox/messages/brew", {"cups": 2},
+        headers={"correlation-id": "brew-1"}, params={"timeout": "30"})))
+    caller.start()
+    [record] = read_records(kafka, live_topic, 1)
+    message = json.loads(record.value())
+    assert message["topic"] == f"{NS}/test-thing-1/things/live/messages/brew"
+    assert (message["path"], message["value"]) == ("/inbox/messages/brew", {"cups": 2})
+    assert record.key() == f"{NS}:test-thing-1".encode()
+    assert dict(record.headers())["correlation-id"] == b"brew-1"
+
+    response = {"topic": message["topic"], "path": message["path"], "status": 200,
+                "headers": {"correlation-id": "brew-1", "content-type": "application/json"},
+                "value": {"brewing": True}}
+    produce(kafka, source_topic, [(f"{NS}:test-thing-1", json.dumps(response).encode())])
+    caller.join(30)
+    [answer] = answered
+    assert (answer.status_code, answer.json()) == (200, {"brewing": True})
 
 
 def test_what_a_kafka_connection_cannot_do_is_refused(broker_factory, kafka):

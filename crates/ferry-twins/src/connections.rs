@@ -21,6 +21,7 @@ mod feed;
 mod inbound;
 #[cfg(feature = "kafka")]
 mod kafka;
+mod live;
 pub mod model;
 mod mqtt;
 mod placeholder;

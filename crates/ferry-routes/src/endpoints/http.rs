@@ -19,11 +19,12 @@ mod encode;
 
 pub use config::{HttpConfigError, HttpEndpointConfig, Tls};
 // The kept-alive client, for the twins' HTTP push connections too.
-pub use connection::{Answer, Body, Connection, Connector, Failure};
+pub use connection::{
+    Answer, Body, Connection, Connector, Failure, BODY_HEAD_BYTES, BODY_READ_BYTES_MAX,
+};
 pub use encode::Format;
 
 use crate::sink::{Sent, Sink, SinkError};
-use connection::BODY_HEAD_BYTES;
 use ferry_broker::endpoint::RoutedMessage;
 use http_body_util::Full;
 use hyper::header::HeaderMap;
@@ -148,7 +149,7 @@ impl Sink for HttpSink {
         let body = encode::batch(batch, self.format, encode::Clock::now())
             .map_err(|error| SinkError::new(error.to_string()))?;
         let request = self.request(body);
-        let Answer { status, body_head } =
+        let Answer { status, body_head, .. } =
             within(self.timeout, &self.target, self.connection.exchange(request)).await?;
         match verdict(status) {
             Verdict::Delivered => Ok(Sent::default()),

@@ -96,6 +96,10 @@ pub struct TargetSpec {
     /// `issuedAcknowledgementLabel`, its `{{connection:id}}` filled in:
     /// the label the target acknowledges each event it delivered with.
     pub issued_ack: Option<String>,
+    /// `issuedAcknowledgementLabel: "live-response"` (http-push only):
+    /// the receiver's HTTP answer to a live message or command is its
+    /// response.
+    pub live_response: bool,
 }
 
 impl ConnectionSpec {
@@ -136,11 +140,11 @@ impl ConnectionSpec {
             .iter()
             .map(|target| TargetSpec::parse(id, target))
             .collect::<Result<Vec<_>, _>>()?;
-        if !matches!(kind.as_str(), "mqtt" | "mqtt-5") {
-            if let Some(live) = parsed.iter().find(|target| !target.live.is_empty()) {
+        if kind != "http-push" {
+            if let Some(target) = parsed.iter().find(|target| target.live_response) {
                 return Err(DittoError::connection_invalid(format!(
-                    "The target '{}' takes live signals (_/_/things/live/messages, commands or events): Ferry sends them to mqtt connections only yet.",
-                    live.address
+                    "The issuedAcknowledgementLabel of target '{}' is '{LIVE_RESPONSE}', which only http-push targets issue (the HTTP answer as the live response).",
+                    target.address
                 )));
             }
         }
@@ -330,11 +334,20 @@ impl TargetSpec {
                 "The target '{address}' needs an authorizationContext: the subjects whose view of each event it sends."
             ))
         })??;
-        let issued_ack = target
-            .get("issuedAcknowledgementLabel")
+        let label = target.get("issuedAcknowledgementLabel");
+        let live_response = label.and_then(Value::as_str) == Some(LIVE_RESPONSE);
+        let issued_ack = label
+            .filter(|_| !live_response)
             .map(|label| issued_ack(connection_id, address, label))
             .transpose()?;
-        Ok(TargetSpec { address: address.to_owned(), topics: events, live, caller, issued_ack })
+        Ok(TargetSpec {
+            address: address.to_owned(),
+            topics: events,
+            live,
+            caller,
+            issued_ack,
+            live_response,
+        })
     }
 }
 
@@ -353,6 +366,9 @@ impl Owed {
         twins.ack_hub().deliver(&self.correlation_id, ack);
     }
 }
+
+/// The built-in label an http-push target may issue for live signals.
+const LIVE_RESPONSE: &str = "live-response";
 
 /// A target's `issuedAcknowledgementLabel`: Ditto requires it to start
 /// with the connection's id (or `{{connection:id}}`, filled in here) and
@@ -546,7 +562,14 @@ mod tests {
         }
         let mut live = seed_connection();
         live["targets"][0]["topics"] = json!(["_/_/things/live/messages"]);
-        assert!(ConnectionSpec::parse("c", live).unwrap_err().message.contains("live/messages"));
+        live["targets"][0]["issuedAcknowledgementLabel"] = json!("live-response");
+        let spec = ConnectionSpec::parse("c", live.clone()).unwrap();
+        assert!(spec.targets[0].live_response && spec.targets[0].issued_ack.is_none());
+        live["connectionType"] = json!("mqtt");
+        live["uri"] = json!("tcp://127.0.0.1:1883");
+        live["specificConfig"] = json!({});
+        let refused = ConnectionSpec::parse("c", live).unwrap_err();
+        assert!(refused.message.contains("only http-push"), "{}", refused.message);
         assert_eq!(
             ConnectionSpec::parse("a b", seed_connection()).unwrap_err().error,
             "connectivity:connection.id.invalid"

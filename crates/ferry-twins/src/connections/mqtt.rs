@@ -23,6 +23,7 @@
 mod remote;
 
 use super::feed::Feed;
+use super::live::LiveSignal;
 use super::model::{text, ConnectionSpec, Owed};
 use super::source::{SourceKind, SourceSpec, MAX_SOURCES};
 use super::stats::ConnectionStats;
@@ -298,7 +299,7 @@ pub fn start(
     own_ports: &[u16],
     events: Option<Feed>,
 ) -> Vec<AbortHandle> {
-    let (mut tasks, signals) = live_signals(&twins, &spec);
+    let (mut tasks, signals) = super::live::signals(&twins, &spec);
     if mqtt.sources.is_empty() && mqtt.broker.is_this_ferry(own_ports) {
         if let Some(events) = events {
             let publish = feed(
@@ -316,46 +317,6 @@ pub fn start(
         tasks.extend(remote::start(twins, spec, mqtt, stats, signals, events));
     }
     tasks
-}
-
-/// Live signals queued for one connection's targets, beyond which they
-/// are dropped: a WebSocket session's bound.
-const LIVE_QUEUE: usize = crate::ws::PUSH_QUEUE;
-
-/// A live signal for the target of that index.
-type LiveSignal = (usize, Envelope);
-
-/// The live signals of the connection's targets: each target with live
-/// topics is a receiver of the live hub with the rights of its
-/// `authorizationContext` (so it gets what those subjects may READ of a
-/// signal), and what it gets comes out of the returned queue with the
-/// target's index. The tasks hold the registrations.
-fn live_signals(
-    twins: &Arc<Twins>,
-    spec: &ConnectionSpec,
-) -> (Vec<AbortHandle>, mpsc::Receiver<LiveSignal>) {
-    let (signals, queued) = mpsc::channel(LIVE_QUEUE);
-    let mut tasks = Vec::new();
-    for (index, target) in spec.targets.iter().enumerate().filter(|(_, t)| !t.live.is_empty()) {
-        let (out, mut received) = mpsc::channel(LIVE_QUEUE);
-        let subscription = twins.subscribe_live(target.caller.clone(), out);
-        for (kind, namespaces) in &target.live {
-            subscription.subscriber.set(*kind, Some(namespaces.clone()));
-        }
-        let signals = signals.clone();
-        tasks.push(
-            tokio::spawn(async move {
-                let _registered = subscription;
-                while let Some(envelope) = received.recv().await {
-                    if signals.send((index, envelope)).await.is_err() {
-                        return;
-                    }
-                }
-            })
-            .abort_handle(),
-        );
-    }
-    (tasks, queued)
 }
 
 /// The topic target `index` publishes `envelope` on, counted as

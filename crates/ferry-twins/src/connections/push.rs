@@ -26,16 +26,29 @@
 //! whose command requested that label with the receiver's final answer:
 //! its status, and its body (JSON, else text) as the payload; a request
 //! that got no answer in all its tries with 503.
+//!
+//! A target with live topics gets live messages, commands and events too
+//! (`live.rs`), each one request, tried once: the receiver's answer to a
+//! message or command that wants a response is that response when it is
+//! a Ditto protocol message (`Content-Type:
+//! application/vnd.eclipse.ditto+json`) for the same correlation id, or,
+//! for a target whose `issuedAcknowledgementLabel` is `live-response`,
+//! any answer: its status, and its body (JSON, else text) as the value.
+//! Otherwise the caller waits out its timeout, as with Ditto.
 
 use super::feed::Feed;
+use super::live::LiveSignal;
 use super::model::{ConnectionSpec, HttpPush, Owed, Receiver};
 use super::progress::Ticket;
 use super::stats::{ConnectionStats, TargetStats};
 use super::template::Event;
+use crate::protocol::{Envelope, DITTO_CONTENT_TYPE};
 use crate::service::Twins;
 use axum::http::{header, HeaderValue, Method, Request, StatusCode};
 use bytes::Bytes;
-use ferry_routes::endpoints::http::{Body, Connection, Connector, Tls};
+use ferry_routes::endpoints::http::{
+    Answer, Body, Connection, Connector, Tls, BODY_HEAD_BYTES, BODY_READ_BYTES_MAX,
+};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,9 +76,18 @@ struct Push {
     method: Method,
     path: String,
     body: Bytes,
-    owed: Option<Owed>,
-    /// Settles the event once every request made of it is done.
-    _ticket: Option<Ticket>,
+    purpose: Purpose,
+}
+
+/// What a request is for, which decides how often it is tried and what
+/// its answer settles.
+enum Purpose {
+    /// A twin event: the acknowledgement it owes, and the ticket that
+    /// settles the event once every request made of it is done.
+    Event { owed: Option<Owed>, _ticket: Option<Ticket> },
+    /// A live signal, and whether any answer is its response
+    /// (`live-response`).
+    Live { signal: Box<Envelope>, any_answer: bool },
 }
 
 /// Starts the connection's tasks; aborting the handles stops it.
@@ -76,11 +98,15 @@ pub fn start(
     stats: Arc<ConnectionStats>,
     events: Option<Feed>,
 ) -> Vec<AbortHandle> {
-    let Some(events) = events else { return Vec::new() };
     let (queue, waiting) = mpsc::channel(QUEUE);
     let waiting = Arc::new(Mutex::new(waiting));
-    let feed = feed(twins.clone(), spec, http.clone(), stats.clone(), events, queue);
-    let mut tasks = vec![tokio::spawn(feed).abort_handle()];
+    let (mut tasks, signals) = super::live::signals(&twins, &spec);
+    let live = feed_live(spec.clone(), http.clone(), stats.clone(), signals, queue.clone());
+    tasks.push(tokio::spawn(live).abort_handle());
+    if let Some(events) = events {
+        let feed = feed(twins.clone(), spec, http.clone(), stats.clone(), events, queue);
+        tasks.push(tokio::spawn(feed).abort_handle());
+    }
     for _ in 0..http.parallelism {
         let sender = send(twins.clone(), http.clone(), stats.clone(), waiting.clone());
         tasks.push(tokio::spawn(sender).abort_handle());
@@ -110,13 +136,40 @@ async fn feed(
                 method: request.method.clone(),
                 path: format!("{}{path}", http.receiver.base_path),
                 body: Bytes::from(envelope.to_bytes()),
-                owed,
-                _ticket: ticket.clone(),
+                purpose: Purpose::Event { owed, _ticket: ticket.clone() },
             };
             figures.dispatched.inc();
             if queue.send(push).await.is_err() {
                 return;
             }
+        }
+    }
+}
+
+/// Queues each live signal as one request to its target.
+async fn feed_live(
+    spec: Arc<ConnectionSpec>,
+    http: Arc<HttpPush>,
+    stats: Arc<ConnectionStats>,
+    mut signals: mpsc::Receiver<LiveSignal>,
+    queue: mpsc::Sender<Push>,
+) {
+    while let Some((index, signal)) = signals.recv().await {
+        let request = &http.requests[index];
+        let path = request.path.render(&Event { topic: &signal.topic });
+        let push = Push {
+            target: index,
+            method: request.method.clone(),
+            path: format!("{}{path}", http.receiver.base_path),
+            body: Bytes::from(signal.to_bytes()),
+            purpose: Purpose::Live {
+                any_answer: spec.targets[index].live_response,
+                signal: Box::new(signal),
+            },
+        };
+        stats.targets[index].dispatched.inc();
+        if queue.send(push).await.is_err() {
+            return;
         }
     }
 }
@@ -137,63 +190,132 @@ async fn send(
     };
     let mut connection = Connection::new(Connector::new(receiver.host.clone(), receiver.port, tls));
     loop {
-        let Some(mut push) = waiting.lock().await.recv().await else { return };
+        let Some(push) = waiting.lock().await.recv().await else { return };
         let figures = &stats.targets[push.target];
-        let (status, payload) = deliver(&mut connection, receiver, &push, figures, &stats).await;
-        if let Some(owed) = push.owed.take() {
-            owed.settle(&twins, status, payload);
+        match &push.purpose {
+            Purpose::Event { owed, .. } => {
+                let (answer, failure) =
+                    deliver(&mut connection, receiver, &push, ATTEMPTS, figures, &stats).await;
+                if let Some(owed) = owed.clone() {
+                    let status = answer.as_ref().map_or(503, |answer| answer.status.as_u16());
+                    let payload = answer
+                        .as_ref()
+                        .and_then(|answer| payload(&answer.body_head))
+                        .or(failure.map(Value::String));
+                    owed.settle(&twins, status, payload);
+                }
+            }
+            Purpose::Live { signal, any_answer } => {
+                let (answer, _) =
+                    deliver(&mut connection, receiver, &push, 1, figures, &stats).await;
+                if let Some(response) =
+                    answer.and_then(|answer| response(signal, answer, *any_answer))
+                {
+                    twins.answer_live(response);
+                }
+            }
         }
     }
 }
 
-/// Sends one request until it is answered for good or out of tries;
-/// returns the final answer's status and body as an acknowledgement
-/// carries them (503 and the failure for no answer).
+/// Sends one request until it is answered for good or out of `tries`;
+/// returns the last answer, if there was one, and the last failure.
 async fn deliver(
     connection: &mut Connection,
     receiver: &Receiver,
     push: &Push,
+    tries: u32,
     figures: &TargetStats,
     stats: &ConnectionStats,
-) -> (u16, Option<Value>) {
+) -> (Option<Answer>, Option<String>) {
+    // A live signal's answer can be its response, kept whole.
+    let keep = match push.purpose {
+        Purpose::Event { .. } => BODY_HEAD_BYTES,
+        Purpose::Live { .. } => BODY_READ_BYTES_MAX,
+    };
     let mut pause = FIRST_PAUSE;
-    let mut last = (503, None);
-    for attempt in 1..=ATTEMPTS {
-        let outcome =
-            tokio::time::timeout(REQUEST_TIMEOUT, connection.exchange(request(receiver, push)))
-                .await;
-        let failure = match outcome {
+    let mut last = None;
+    let mut failure = None;
+    for attempt in 1..=tries {
+        let exchange = connection.exchange_keeping(request(receiver, push), keep);
+        let why = match tokio::time::timeout(REQUEST_TIMEOUT, exchange).await {
             Ok(Ok(answer)) if answer.status.is_success() => {
                 figures.published.inc();
                 stats.set_success();
-                return (answer.status.as_u16(), payload(&answer.body_head));
+                return (Some(answer), None);
             }
             Ok(Ok(answer)) if !retried(answer.status) => {
                 figures.failed.inc();
-                stats.set_failure(format!(
-                    "{} {} answered {}",
-                    push.method, push.path, answer.status
-                ));
-                return (answer.status.as_u16(), payload(&answer.body_head));
+                let why = format!("{} {} answered {}", push.method, push.path, answer.status);
+                stats.set_failure(why.clone());
+                return (Some(answer), Some(why));
             }
             Ok(Ok(answer)) => {
-                last = (answer.status.as_u16(), payload(&answer.body_head));
-                format!("{} {} answered {}", push.method, push.path, answer.status)
+                let why = format!("{} {} answered {}", push.method, push.path, answer.status);
+                last = Some(answer);
+                why
             }
             Ok(Err(error)) => error.to_string(),
             Err(_) => format!("no answer within {REQUEST_TIMEOUT:?}"),
         };
-        if last.1.is_none() {
-            last.1 = Some(Value::String(failure.clone()));
-        }
-        stats.set_failure(failure);
-        if attempt < ATTEMPTS {
+        stats.set_failure(why.clone());
+        failure = Some(why);
+        if attempt < tries {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(LAST_PAUSE);
         }
     }
     figures.failed.inc();
-    last
+    (last, failure)
+}
+
+/// The response a receiver's `answer` makes to the live `signal`, if any:
+/// see the module documentation.
+fn response(signal: &Envelope, answer: Answer, any_answer: bool) -> Option<Envelope> {
+    if !signal.response_required() || signal.topic.ends_with("/live/events") {
+        return None;
+    }
+    let correlation_id = signal.correlation_id()?;
+    let is_ditto = answer.content_type.as_deref().is_some_and(|content_type| {
+        content_type.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case(DITTO_CONTENT_TYPE)
+    });
+    if is_ditto {
+        let response: Envelope = serde_json::from_slice(&answer.body_head).ok()?;
+        let answers = response.correlation_id().as_deref() == Some(correlation_id.as_str())
+            && response.topic == signal.topic;
+        return answers.then_some(response);
+    }
+    if !any_answer {
+        return None;
+    }
+    let mut headers = serde_json::Map::new();
+    headers.insert("correlation-id".into(), correlation_id.into());
+    let json = answer.content_type.as_deref().is_some_and(is_json);
+    if let Some(content_type) = answer.content_type {
+        headers.insert("content-type".into(), content_type.into());
+    }
+    let value = match answer.body_head.as_slice() {
+        [] => None,
+        body if json => serde_json::from_slice(body).ok(),
+        body => Some(Value::String(String::from_utf8_lossy(body).into_owned())),
+    };
+    Some(Envelope {
+        topic: signal.topic.clone(),
+        headers,
+        path: signal.path.clone(),
+        value,
+        fields: None,
+        extra: None,
+        status: Some(answer.status.as_u16()),
+        revision: None,
+        timestamp: None,
+    })
+}
+
+/// Whether a content type is JSON: `application/json` or a `+json` type.
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || essence.ends_with("+json")
 }
 
 /// An answer's body as an acknowledgement's payload: JSON when it is,
@@ -225,10 +347,7 @@ fn request(receiver: &Receiver, push: &Push) -> Request<Body> {
     };
     let headers = request.headers_mut();
     headers.insert(header::HOST, receiver.authority.clone());
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(crate::protocol::DITTO_CONTENT_TYPE),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(DITTO_CONTENT_TYPE));
     headers.insert(
         header::USER_AGENT,
         HeaderValue::from_static(concat!("ferry/", env!("CARGO_PKG_VERSION"))),

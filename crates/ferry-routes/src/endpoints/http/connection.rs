@@ -48,7 +48,10 @@ const HEAD_BYTES_MAX: usize = 64 << 10;
 /// An answer read to its end (or as far as `BODY_READ_BYTES_MAX`).
 pub struct Answer {
     pub status: StatusCode,
+    /// The body's first bytes, as many as the exchange asked to keep.
     pub body_head: Vec<u8>,
+    /// Its `Content-Type`, when it had one that is text.
+    pub content_type: Option<String>,
 }
 
 pub struct Connector {
@@ -126,8 +129,20 @@ impl Connection {
         self.connector.open().await
     }
 
-    /// Sends `request` and reads the answer.
+    /// Sends `request` and reads the answer, keeping its body's first
+    /// `BODY_HEAD_BYTES`.
     pub async fn exchange(&mut self, request: Request<Body>) -> Result<Answer, Failure> {
+        self.exchange_keeping(request, BODY_HEAD_BYTES).await
+    }
+
+    /// [`Connection::exchange`], keeping the body's first `keep` bytes (at
+    /// most `BODY_READ_BYTES_MAX`): for an answer that is itself the
+    /// payload, such as a device's reply to a message.
+    pub async fn exchange_keeping(
+        &mut self,
+        request: Request<Body>,
+        keep: usize,
+    ) -> Result<Answer, Failure> {
         let mut sender = self.ready().await?;
         let response = match sender.try_send_request(request).await {
             Ok(response) => response,
@@ -145,23 +160,28 @@ impl Connection {
             },
         };
         let status = response.status();
-        let (body_head, complete) = read_bounded(response.into_body()).await?;
+        let content_type = response
+            .headers()
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let (body_head, complete) = read_bounded(response.into_body(), keep).await?;
         if complete {
             self.sender = Some(sender);
         }
-        Ok(Answer { status, body_head })
+        Ok(Answer { status, body_head, content_type })
     }
 }
 
-/// Reads a body to its end, keeping its first `BODY_HEAD_BYTES`; false if
-/// it stopped at `BODY_READ_BYTES_MAX` instead.
-async fn read_bounded(mut body: Incoming) -> Result<(Vec<u8>, bool), Failure> {
+/// Reads a body to its end, keeping its first `keep` bytes; false if it
+/// stopped at `BODY_READ_BYTES_MAX` instead.
+async fn read_bounded(mut body: Incoming, keep: usize) -> Result<(Vec<u8>, bool), Failure> {
     let mut head = Vec::new();
     let mut read = 0usize;
     while let Some(frame) = body.frame().await {
         if let Some(data) = frame?.data_ref() {
             read += data.len();
-            let room = BODY_HEAD_BYTES.saturating_sub(head.len()).min(data.len());
+            let room = keep.saturating_sub(head.len()).min(data.len());
             head.extend_from_slice(&data[..room]);
             if read > BODY_READ_BYTES_MAX {
                 return Ok((head, false));

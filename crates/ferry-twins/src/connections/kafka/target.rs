@@ -19,11 +19,13 @@
 //! (204), or with 503 and the error when it could not be produced.
 
 use super::super::feed::Feed;
+use super::super::live::LiveSignal;
 use super::super::model::{ConnectionSpec, Owed};
 use super::super::progress::Ticket;
 use super::super::stats::ConnectionStats;
 use super::super::template::Event;
 use super::KafkaSpec;
+use crate::protocol::Envelope;
 use crate::service::Twins;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -42,7 +44,8 @@ const REPORTS: usize = 10_000;
 /// whose queue is full.
 const QUEUE_FULL_PAUSE: Duration = Duration::from_millis(10);
 
-/// Starts the feed and report tasks of the connection's targets.
+/// Starts the feed and report tasks of the connection's targets, and
+/// the one producing their live signals.
 pub fn start(
     twins: Arc<Twins>,
     spec: Arc<ConnectionSpec>,
@@ -52,66 +55,94 @@ pub fn start(
     events: Feed,
 ) -> Vec<AbortHandle> {
     let (reports, waiting) = mpsc::channel(REPORTS);
-    let feed = feed(twins.clone(), spec, kafka, stats.clone(), producer, events, reports);
-    vec![
-        tokio::spawn(feed).abort_handle(),
-        tokio::spawn(count(twins, stats, waiting)).abort_handle(),
-    ]
+    let (mut tasks, signals) = super::super::live::signals(&twins, &spec);
+    let out =
+        Arc::new(Out { twins: twins.clone(), kafka, stats: stats.clone(), producer, reports });
+    tasks.push(tokio::spawn(feed_live(out.clone(), signals)).abort_handle());
+    tasks.push(tokio::spawn(feed(spec, out, events)).abort_handle());
+    tasks.push(tokio::spawn(count(twins, stats, waiting)).abort_handle());
+    tasks
 }
 
-async fn feed(
+/// Where the targets' records go, and what follows them there.
+struct Out {
     twins: Arc<Twins>,
-    spec: Arc<ConnectionSpec>,
     kafka: Arc<KafkaSpec>,
     stats: Arc<ConnectionStats>,
     producer: FutureProducer,
-    mut events: Feed,
     reports: mpsc::Sender<Report>,
-) {
-    while let Some((event, ticket)) = events.next(&stats, &spec.id).await {
-        let targets = spec.targets.iter().zip(&kafka.destinations);
-        for (index, (target, destination)) in targets.enumerate() {
-            let figures = &stats.targets[index];
-            let Some((envelope, owed)) = target.outgoing(&twins, &event).await else {
-                figures.filtered.inc();
+}
+
+async fn feed(spec: Arc<ConnectionSpec>, out: Arc<Out>, mut events: Feed) {
+    while let Some((event, ticket)) = events.next(&out.stats, &spec.id).await {
+        for (index, target) in spec.targets.iter().enumerate() {
+            let Some((envelope, owed)) = target.outgoing(&out.twins, &event).await else {
+                out.stats.targets[index].filtered.inc();
                 continue;
             };
-            figures.dispatched.inc();
-            let key =
-                destination.key.as_ref().map(|key| key.render(&Event { topic: &envelope.topic }));
-            let payload = envelope.to_bytes();
-            let mut record =
-                FutureRecord::to(&destination.topic).payload(&payload).headers(ditto_headers(None));
-            if let Some(key) = key.as_deref() {
-                record = record.key(key);
+            if !out.produce(index, &envelope, owed, ticket.clone()).await {
+                return;
             }
-            let sent = loop {
-                match producer.send_result(record) {
-                    // The cluster is down or slow: the feed waits for room.
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        record = back;
-                        tokio::time::sleep(QUEUE_FULL_PAUSE).await;
-                    }
-                    sent => break sent,
+        }
+    }
+}
+
+/// Produces each live signal to its target's topic; the device answers
+/// through a source.
+async fn feed_live(out: Arc<Out>, mut signals: mpsc::Receiver<LiveSignal>) {
+    while let Some((index, signal)) = signals.recv().await {
+        if !out.produce(index, &signal, None, None).await {
+            return;
+        }
+    }
+}
+
+impl Out {
+    /// Produces `envelope` as target `index`'s record, counted as
+    /// dispatched, its delivery report handed to `count`; `false` once
+    /// that has stopped.
+    async fn produce(
+        &self,
+        index: usize,
+        envelope: &Envelope,
+        owed: Option<Owed>,
+        ticket: Option<Ticket>,
+    ) -> bool {
+        let figures = &self.stats.targets[index];
+        let destination = &self.kafka.destinations[index];
+        figures.dispatched.inc();
+        let key = destination.key.as_ref().map(|key| key.render(&Event { topic: &envelope.topic }));
+        let payload = envelope.to_bytes();
+        let headers = ditto_headers(envelope.correlation_id().as_deref());
+        let mut record = FutureRecord::to(&destination.topic).payload(&payload).headers(headers);
+        if let Some(key) = key.as_deref() {
+            record = record.key(key);
+        }
+        let sent = loop {
+            match self.producer.send_result(record) {
+                // The cluster is down or slow: the feed waits for room.
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    tokio::time::sleep(QUEUE_FULL_PAUSE).await;
                 }
-            };
-            match sent {
-                Ok(delivery) => {
-                    let report = Report { target: index, delivery, owed, _ticket: ticket.clone() };
-                    if reports.send(report).await.is_err() {
-                        return;
-                    }
+                sent => break sent,
+            }
+        };
+        match sent {
+            Ok(delivery) => {
+                let report = Report { target: index, delivery, owed, _ticket: ticket };
+                self.reports.send(report).await.is_ok()
+            }
+            // The record is refused for good (too large, say): dropped
+            // and counted.
+            Err((error, _)) => {
+                figures.dropped.inc();
+                let failure = format!("kafka {}: {error}", destination.topic);
+                if let Some(owed) = owed {
+                    owed.settle(&self.twins, 503, Some(failure.clone().into()));
                 }
-                // The record is refused for good (too large, say):
-                // dropped and counted.
-                Err((error, _)) => {
-                    figures.dropped.inc();
-                    let failure = format!("kafka {}: {error}", destination.topic);
-                    if let Some(owed) = owed {
-                        owed.settle(&twins, 503, Some(failure.clone().into()));
-                    }
-                    stats.set_failure(failure);
-                }
+                self.stats.set_failure(failure);
+                true
             }
         }
     }

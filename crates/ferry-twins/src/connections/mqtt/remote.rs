@@ -31,6 +31,7 @@
 
 use super::super::feed::Feed;
 use super::super::inbound::{self, Answer, Outcome};
+use super::super::live::LiveSignal;
 use super::super::model::{ConnectionSpec, Owed};
 use super::super::placeholder::Received;
 use super::super::progress::Ticket;
@@ -38,7 +39,7 @@ use super::super::source::{AnswerKinds, SourceSpec};
 use super::super::stats::ConnectionStats;
 use super::super::uri::redact;
 use super::super::window::{entity_of, Window};
-use super::{live_topic, message, publications, LiveSignal, MqttSpec};
+use super::{live_topic, message, publications, MqttSpec};
 use crate::protocol::Envelope;
 use crate::service::Twins;
 use ferry_broker::endpoint::RoutedMessage;
