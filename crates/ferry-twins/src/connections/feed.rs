@@ -207,13 +207,20 @@ mod tests {
         (event.journal.expect("a journaled event"), ticket)
     }
 
-    #[tokio::test]
-    async fn a_new_connection_starts_at_the_head_and_a_restarted_one_resumes_from_its_place() {
+    /// A store holding one thing (place 1) and the feed of a new
+    /// connection opened after it.
+    async fn a_new_connection() -> (tempfile::TempDir, Arc<Twins>, Arc<Progress>, Feed) {
         let dir = tempfile::tempdir().unwrap();
         let twins = twins(&dir);
         put(&twins, 0).await;
         let progress = Arc::new(Progress::starting_at(None, Arc::default()));
-        let mut feed = Feed::open(&twins, progress.clone());
+        let feed = Feed::open(&twins, progress.clone());
+        (dir, twins, progress, feed)
+    }
+
+    #[tokio::test]
+    async fn a_new_connection_starts_at_the_head_and_a_restarted_one_resumes_from_its_place() {
+        let (_dir, twins, progress, mut feed) = a_new_connection().await;
         put(&twins, 1).await;
         put(&twins, 2).await;
         // Place 1 committed before the connection existed.
@@ -241,11 +248,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_that_falls_behind_reads_on_from_the_journal() {
-        let dir = tempfile::tempdir().unwrap();
-        let twins = twins(&dir);
-        put(&twins, 0).await;
-        let progress = Arc::new(Progress::starting_at(None, Arc::default()));
-        let mut feed = Feed::open(&twins, progress.clone());
+        let (_dir, twins, progress, mut feed) = a_new_connection().await;
         put(&twins, 1).await;
         assert_eq!(next(&mut feed).await.0, 2);
         for n in 2..EVENT_BUFFER + 100 {

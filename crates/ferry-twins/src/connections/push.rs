@@ -123,25 +123,32 @@ async fn feed(
     queue: mpsc::Sender<Push>,
 ) {
     while let Some((event, ticket)) = events.next(&stats, &spec.id).await {
-        let targets = spec.targets.iter().zip(&http.requests);
-        for (index, (target, request)) in targets.enumerate() {
-            let figures = &stats.targets[index];
+        for (index, target) in spec.targets.iter().enumerate() {
             let Some((envelope, owed)) = target.outgoing(&twins, &event).await else {
-                figures.filtered.inc();
+                stats.targets[index].filtered.inc();
                 continue;
             };
-            let path = request.path.render(&Event { topic: &envelope.topic });
-            let push = Push {
-                target: index,
-                method: request.method.clone(),
-                path: format!("{}{path}", http.receiver.base_path),
-                body: Bytes::from(envelope.to_bytes()),
-                purpose: Purpose::Event { owed, _ticket: ticket.clone() },
-            };
-            figures.dispatched.inc();
+            let purpose = Purpose::Event { owed, _ticket: ticket.clone() };
+            let push = Push::to(&http, index, &envelope, purpose);
+            stats.targets[index].dispatched.inc();
             if queue.send(push).await.is_err() {
                 return;
             }
+        }
+    }
+}
+
+impl Push {
+    /// The request that carries `envelope` to target `index`.
+    fn to(http: &HttpPush, index: usize, envelope: &Envelope, purpose: Purpose) -> Push {
+        let request = &http.requests[index];
+        let path = request.path.render(&Event { topic: &envelope.topic });
+        Push {
+            target: index,
+            method: request.method.clone(),
+            path: format!("{}{path}", http.receiver.base_path),
+            body: Bytes::from(envelope.to_bytes()),
+            purpose,
         }
     }
 }
@@ -155,18 +162,13 @@ async fn feed_live(
     queue: mpsc::Sender<Push>,
 ) {
     while let Some((index, signal)) = signals.recv().await {
-        let request = &http.requests[index];
-        let path = request.path.render(&Event { topic: &signal.topic });
-        let push = Push {
-            target: index,
-            method: request.method.clone(),
-            path: format!("{}{path}", http.receiver.base_path),
-            body: Bytes::from(signal.to_bytes()),
-            purpose: Purpose::Live {
-                any_answer: spec.targets[index].live_response,
-                signal: Box::new(signal),
-            },
-        };
+        let any_answer = spec.targets[index].live_response;
+        let push = Push::to(
+            &http,
+            index,
+            &signal,
+            Purpose::Live { signal: Box::new(signal.clone()), any_answer },
+        );
         stats.targets[index].dispatched.inc();
         if queue.send(push).await.is_err() {
             return;
