@@ -23,6 +23,8 @@ import time
 
 import requests
 
+from twins_mqtt_connection import ready
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -109,18 +111,6 @@ class Received:
                 pass
 
         return Handler
-
-
-def ready(check, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError("Ferry did not start")
 
 
 if __name__ == "__main__":

@@ -98,23 +98,16 @@ impl Progress {
     pub fn durable(&self) -> Option<u64> {
         let now = self.place();
         let mut state = self.lock();
-        let durable = match (state.previous, now) {
-            (Some(previous), Some(now)) => Some(previous.min(now)),
-            (previous, now) => previous.or(now),
-        };
+        let durable = lower(state.previous, now);
         state.previous = now;
         durable
     }
 
-    /// What [`Progress::durable`] would answer, without moving on: where a
-    /// restarted connection resumes within this process.
+    /// What [`Progress::durable`] would answer, without moving on: the
+    /// place a write between ticks keeps.
     pub fn resume_place(&self) -> Option<u64> {
         let now = self.place();
-        let state = self.lock();
-        match (state.previous, now) {
-            (Some(previous), Some(now)) => Some(previous.min(now)),
-            (previous, now) => previous.or(now),
-        }
+        lower(self.lock().previous, now)
     }
 
     /// Freezes the place: from now on nothing settles.
@@ -138,6 +131,14 @@ impl Progress {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing panics while holding it; a poisoned lock's data is whole.
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The lower of two places; a missing one counts as none.
+fn lower(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
