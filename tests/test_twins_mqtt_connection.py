@@ -104,15 +104,18 @@ def inbound(ditto: Ditto, connection: str) -> tuple[int, int, int]:
             figures["mapped"]["failure"]["total"])
 
 
-def connected(broker_factory):
+def connected(broker_factory, change=lambda connection: None):
     """Mosquitto, a Ferry with lamps 1 and 2, and the connection `devices`
-    from the Ferry to the Mosquitto, once it is up."""
+    (as `change` leaves it) from the Ferry to the Mosquitto, once it is
+    up."""
     mosquitto = broker_factory(kind="mosquitto")
     b = broker_factory()
     ditto = _ditto(b)
     for thing in (TID, OTHER):
         assert ditto.put(f"/things/{thing}", LAMP).status_code == 201
-    created = ditto.put("/connections/devices", device_connection(f"tcp://127.0.0.1:{mosquitto.port}"))
+    connection = device_connection(f"tcp://127.0.0.1:{mosquitto.port}")
+    change(connection)
+    created = ditto.put("/connections/devices", connection)
     assert created.status_code == 201, created.text
     eventually(lambda: live(ditto, "devices") == "open")
     return mosquitto, b, ditto
@@ -210,6 +213,72 @@ def test_a_live_message_reaches_the_device_through_the_connection_and_its_answer
     assert answered.status_code == 200, answered.text
     assert answered.json() == {"switched": True}
     eventually(lambda: inbound(ditto, "devices") == (2, 1, 1))
+
+
+def test_a_device_acknowledges_an_event_through_the_source(broker_factory):
+    """A source's declaredAcks: the device that gets an event whose
+    command requested one of them answers it through the source, on its
+    own topic, as one label's message or several at once."""
+    def declare(connection):
+        connection["sources"][0]["declaredAcks"] = ["{{connection:id}}:applied"]
+        connection["targets"][0]["topics"] = [
+            "_/_/things/twin/events?filter=eq(topic:action,'modified')"]
+    mosquitto, b, ditto = connected(broker_factory, declare)
+    device = mosquitto.client(version=4)
+    device.subscribe("events/#", qos=1)
+    device.subscribe("replies/#", qos=1)
+    asked = {"requested-acks": "twin-persisted,devices:applied", "timeout": "10s"}
+
+    def acknowledge(topic: str, status: int | None, value, correlation_id: str):
+        ack = {"topic": topic, "path": "/", "value": value,
+               "headers": {"correlation-id": correlation_id, "reply-to": "replies/lamp-1"}}
+        if status is not None:
+            ack["status"] = status
+        device.publish(f"telemetry/{TID}", json.dumps(ack).encode(), qos=1)
+
+    answer = in_background(lambda: ditto.put(
+        f"/things/{TID}/features/lamp/properties/on", True,
+        headers={**asked, "correlation-id": "a-1"}))
+    event = json.loads(device.get().payload)
+    assert event["topic"] == "org.acme/lamp-1/things/twin/events/modified"
+    assert event["headers"]["requested-acks"] == ["devices:applied"]
+    assert event["headers"]["correlation-id"] == "a-1"
+    acknowledge("org.acme/lamp-1/things/twin/acks/devices:applied", 200, {"applied": True}, "a-1")
+    answered = answer()
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["devices:applied"]["status"] == 200
+    assert answered.json()["devices:applied"]["payload"] == {"applied": True}
+    assert answered.json()["twin-persisted"]["status"] == 204
+
+    # Several labels at once, Ditto's aggregated form: a failed one fails
+    # the command's acknowledgements.
+    answer = in_background(lambda: ditto.put(
+        f"/things/{TID}/features/lamp/properties/on", False,
+        headers={**asked, "correlation-id": "a-2"}))
+    assert json.loads(device.get().payload)["headers"]["correlation-id"] == "a-2"
+    acknowledge("org.acme/lamp-1/things/twin/acks", 200,
+                {"devices:applied": {"status": 503, "payload": "relay stuck"}}, "a-2")
+    answered = answer()
+    assert answered.status_code == 424, answered.text
+    assert answered.json()["devices:applied"]["status"] == 503
+    assert answered.json()["devices:applied"]["payload"] == "relay stuck"
+
+    # A label the source did not declare, or no status: refused, and the
+    # error goes to the reply target.
+    acknowledge("org.acme/lamp-1/things/twin/acks/devices:other", 200, None, "a-3")
+    refused = json.loads(device.get().payload)
+    assert refused["topic"] == "org.acme/lamp-1/things/twin/errors"
+    assert refused["value"]["error"] == "acknowledgement:label.not.declared"
+    acknowledge("org.acme/lamp-1/things/twin/acks/devices:applied", None, None, "a-4")
+    assert json.loads(device.get().payload)["value"]["error"] == "json.field.missing"
+
+    # An event no target sends never reaches the device: weakly
+    # acknowledged, rather than 408 after the timeout.
+    created = ditto.put(f"/things/{TID}/attributes/floor", 3,
+                        headers={**asked, "correlation-id": "a-5"})
+    assert created.status_code == 200, created.text
+    assert created.json()["devices:applied"]["headers"]["ditto-weak-ack"] is True
+    eventually(lambda: inbound(ditto, "devices") == (4, 2, 2))
 
 
 def test_qos_1_commands_wait_at_the_broker_while_ferry_is_down(broker_factory):
@@ -316,6 +385,8 @@ def test_an_ssl_connection_trusts_its_own_ca_and_presents_a_client_certificate(
     ({"uri": "ssl://broker.example.com:8883", "credentials": {"type": "client-cert", "cert": "x"}},
      "'key'"),
     ({"ca": "-----BEGIN CERTIFICATE-----"}, "ssl://"),
+    ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"],
+                   "declaredAcks": ["other:applied"]}]}, "declaredAcks"),
 ])
 def test_what_an_mqtt_connection_cannot_do_is_refused(broker_factory, change, says):
     b = broker_factory()

@@ -24,6 +24,7 @@ mod kafka;
 mod live;
 pub mod model;
 mod mqtt;
+mod outgoing;
 mod placeholder;
 mod places;
 mod progress;
@@ -375,9 +376,10 @@ impl Connections {
     }
 }
 
-/// Declares the labels the connection's targets issue (it takes every
-/// event, so it is never answered for with weak acknowledgements of a
-/// declarer without events). A label another subscriber holds leaves the
+/// Declares the labels the connection's targets issue and its sources'
+/// devices send back (it takes every event, so it is never answered for
+/// with weak acknowledgements of a declarer without events; `outgoing.rs`
+/// gives those for events no target sends). A label another subscriber holds leaves the
 /// connection running without it, as Ditto rejects such a connection's
 /// acknowledgements; its status says so.
 fn declare(
@@ -385,8 +387,7 @@ fn declare(
     spec: &ConnectionSpec,
     stats: &ConnectionStats,
 ) -> Option<crate::acks::Declaration> {
-    let labels: Vec<String> =
-        spec.targets.iter().filter_map(|target| target.issued_ack.clone()).collect();
+    let labels = spec.declared_acks();
     if labels.is_empty() {
         return None;
     }

@@ -10,12 +10,15 @@
 //!   applies its requests, answered by a response or an error response.
 //! - `events.rs`: a committed change as a twin event, as each reader's
 //!   policy lets it see it.
+//! - `acks.rs`: a subscriber's acknowledgements sent back, handed to the
+//!   command waiting for them.
 //!
 //! Not supported yet, and answered with Ditto's
 //! `protocoladapter:unknown.topicpath`: search over the protocol
 //! (`_/_/things/twin/search/…`), streaming of persisted events, and
 //! announcements.
 
+pub mod acks;
 mod commands;
 mod envelope;
 mod events;

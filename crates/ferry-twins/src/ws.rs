@@ -29,7 +29,8 @@
 //! closes the session after Ditto's `label.not.unique` error). An event
 //! whose command requested one of them carries it in `requested-acks`,
 //! with the command's `correlation-id`; the client answers on
-//! `<ns>/<name>/things/twin/acks/<label>`. An event the session's options
+//! `<ns>/<name>/things/twin/acks/<label>`, or with several labels at once
+//! on `…/things/twin/acks` (`protocol/acks.rs`). An event the session's options
 //! or READ rights keep from it is weakly acknowledged for it.
 //!
 //! **Shutdown** closes every session with 1001 (going away):
@@ -42,9 +43,9 @@ pub(crate) mod events;
 
 pub use events::EventOptions;
 
-use crate::acks::{self, Ack, Declaration, Requested};
+use crate::acks::{self, Declaration, Requested};
 use crate::live::{Kind, Route, Sending, Subscription};
-use crate::protocol::{error_response, Criterion, Envelope, Topic, MAX_ENVELOPE_BYTES};
+use crate::protocol::{self, error_response, Envelope, Topic, MAX_ENVELOPE_BYTES};
 use crate::service::{Caller, ThingEvent, Twins};
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{RawQuery, State};
@@ -249,7 +250,7 @@ impl Session {
             Err(error) => return self.send(&error_response(None, &Map::new(), &error)).await,
         };
         if let Ok(topic) = Topic::parse(&envelope.topic) {
-            if topic.criterion == Criterion::Acks && !topic.action.is_empty() {
+            if protocol::acks::is_ack(&topic) {
                 return self.on_ack(topic, envelope).await;
             }
         }
@@ -318,34 +319,15 @@ impl Session {
         }
     }
 
-    /// A client's acknowledgement (`…/things/twin/acks/<label>`), for the
-    /// command waiting for it: only under a label this session declared.
+    /// A client's acknowledgements (`protocol/acks.rs`), for the command
+    /// waiting for them: only under labels this session declared.
     async fn on_ack(&mut self, topic: Topic, envelope: Envelope) -> Next {
-        let label = topic.action.clone();
-        let declared = self.declaration.as_ref().is_some_and(|d| d.labels().contains(&label));
-        let refusal = if !declared {
-            Some(acks::label_not_declared(&label))
-        } else if envelope.status.is_none() {
-            Some(crate::DittoError::json_field_missing(
-                "JSON did not include required </status> field!",
-            ))
-        } else {
-            None
-        };
-        if let Some(error) = refusal {
-            return self.send(&error_response(Some(&topic), &envelope.headers, &error)).await;
+        let declared = self.declaration.as_ref().map_or(&[][..], Declaration::labels);
+        let headers = envelope.headers.clone();
+        match protocol::acks::deliver(self.twins.ack_hub(), &topic, envelope, declared) {
+            Ok(()) => Next::Continue,
+            Err(error) => self.send(&error_response(Some(&topic), &headers, &error)).await,
         }
-        // Ditto drops one without a correlation id: nothing waits for it.
-        if let Some(correlation_id) = envelope.header("correlation-id") {
-            let ack = Ack {
-                label,
-                status: envelope.status.unwrap_or(200),
-                payload: envelope.value,
-                headers: envelope.headers,
-            };
-            self.twins.ack_hub().deliver(&correlation_id, ack);
-        }
-        Next::Continue
     }
 
     async fn on_event(&mut self, event: Option<ThingEvent>) -> Next {

@@ -2,13 +2,15 @@
 //! protocol command: the source's `headerMapping` and `enforcement`, then
 //! `Twins::apply_envelope` with the source's `authorizationContext`, the
 //! path MQTT (`mqtt.rs`) and WebSocket (`ws.rs`) commands take too. A live
-//! message or command goes on to its receivers through the live hub, and
-//! a device's response to one goes to the call waiting for it.
+//! message or command goes on to its receivers through the live hub, a
+//! device's response to one goes to the call waiting for it, and its
+//! acknowledgement of an event (under a label the source declared) to the
+//! command waiting for that.
 
 use super::placeholder::Received;
 use super::source::SourceSpec;
 use crate::live::{Call, Route, Sending};
-use crate::protocol::{error_response, Envelope, Topic};
+use crate::protocol::{acks, error_response, Envelope, Topic};
 use crate::service::Twins;
 use serde_json::Value;
 use std::time::Duration;
@@ -90,6 +92,17 @@ async fn apply(
             let answer = error_response(topic.as_ref(), &envelope.headers, &error);
             return (refused(&answer), Some(Answer::Now(Box::new(answer))));
         }
+    }
+    if let Some(topic) = topic.as_ref().filter(|topic| acks::is_ack(topic)) {
+        // A device's acknowledgement of an event a target carried to it.
+        let headers = envelope.headers.clone();
+        return match acks::deliver(twins.ack_hub(), topic, envelope, &source.declared_acks) {
+            Ok(()) => (Outcome::Applied, None),
+            Err(error) => {
+                let answer = error_response(Some(topic), &headers, &error);
+                (refused(&answer), Some(Answer::Now(Box::new(answer))))
+            }
+        };
     }
     match Route::of(&envelope) {
         // A device's answer to a live call.

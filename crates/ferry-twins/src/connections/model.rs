@@ -11,6 +11,7 @@
 
 #[cfg(feature = "kafka")]
 use super::kafka::KafkaSpec;
+use super::source::SourceSpec;
 use super::template::AddressTemplate;
 use super::uri::{invalid, UriParts};
 use crate::error::DittoError;
@@ -38,6 +39,9 @@ pub struct ConnectionSpec {
     /// What each target selects; where it sends is the transport's.
     pub targets: Vec<TargetSpec>,
     pub transport: Transport,
+    /// The labels its sources declared (`declaredAcks`), each once: the
+    /// acknowledgements its devices send back through a source.
+    pub source_acks: Vec<String>,
     /// The connection as given, with its id: what a retrieve returns.
     pub json: Value,
 }
@@ -155,18 +159,48 @@ impl ConnectionSpec {
             }
             _ => Transport::HttpPush(Arc::new(HttpPush::parse(object, targets)?)),
         };
-        Ok(ConnectionSpec { id: id.to_owned(), open, targets: parsed, transport, json })
+        let mut source_acks: Vec<String> = Vec::new();
+        for label in transport.sources().iter().flat_map(|source| &source.declared_acks) {
+            if !source_acks.contains(label) {
+                source_acks.push(label.clone());
+            }
+        }
+        Ok(ConnectionSpec {
+            id: id.to_owned(),
+            open,
+            targets: parsed,
+            transport,
+            source_acks,
+            json,
+        })
     }
 
     /// The addresses of each source it reads.
     pub fn source_addresses(&self) -> Vec<&[String]> {
-        let sources = match &self.transport {
+        self.transport.sources().iter().map(|source| source.addresses.as_slice()).collect()
+    }
+
+    /// Every label the connection declares: its targets' issued ones and
+    /// its sources' declared ones, each once.
+    pub fn declared_acks(&self) -> Vec<String> {
+        let mut labels = self.source_acks.clone();
+        for label in self.targets.iter().filter_map(|target| target.issued_ack.as_ref()) {
+            if !labels.contains(label) {
+                labels.push(label.clone());
+            }
+        }
+        labels
+    }
+}
+
+impl Transport {
+    fn sources(&self) -> &[SourceSpec] {
+        match self {
             #[cfg(feature = "kafka")]
             Transport::Kafka(kafka) => &kafka.sources,
             Transport::Mqtt(mqtt) => &mqtt.sources,
-            Transport::HttpPush(_) => return Vec::new(),
-        };
-        sources.iter().map(|source| source.addresses.as_slice()).collect()
+            Transport::HttpPush(_) => &[],
+        }
     }
 }
 
@@ -280,15 +314,18 @@ impl TargetSpec {
         None
     }
 
-    /// `envelope_for`, with the acknowledgement the target owes for it:
-    /// when the event's command requested the target's issued label, the
-    /// envelope carries it in `requested-acks` with the command's
-    /// `correlation-id`. An event the target does not send although it
+    /// `envelope_for`, with the acknowledgement the target owes for it.
+    /// The envelope carries the command's `correlation-id` and, in
+    /// `requested-acks`, what the receiver is to acknowledge: the target's
+    /// issued label when the command requested it, and `device_acks` (the
+    /// requested labels the connection's sources declared, which the
+    /// device answers). An event the target does not send although it
     /// owes one is weakly acknowledged here, as Ditto's publisher does.
     pub async fn outgoing(
         &self,
         twins: &Twins,
         event: &ThingEvent,
+        device_acks: &[String],
     ) -> Option<(crate::protocol::Envelope, Option<Owed>)> {
         let owed = self.issued_ack.as_ref().and_then(|label| {
             let requested = event.acks.as_ref().filter(|acks| acks.labels.contains(label))?;
@@ -301,9 +338,15 @@ impl TargetSpec {
             }
             return None;
         };
-        if let Some(owed) = &owed {
-            envelope.headers.insert("requested-acks".into(), vec![owed.label.clone()].into());
-            envelope.headers.insert("correlation-id".into(), owed.correlation_id.clone().into());
+        let mut labels: Vec<String> = owed.iter().map(|owed| owed.label.clone()).collect();
+        for label in device_acks {
+            if !labels.contains(label) {
+                labels.push(label.clone());
+            }
+        }
+        if let Some(acks) = event.acks.as_ref().filter(|_| !labels.is_empty()) {
+            envelope.headers.insert("requested-acks".into(), labels.into());
+            envelope.headers.insert("correlation-id".into(), acks.correlation_id.clone().into());
         }
         Some((envelope, owed))
     }
@@ -338,7 +381,10 @@ impl TargetSpec {
         let live_response = label.and_then(Value::as_str) == Some(LIVE_RESPONSE);
         let issued_ack = label
             .filter(|_| !live_response)
-            .map(|label| issued_ack(connection_id, address, label))
+            .map(|label| {
+                let what = format!("The issuedAcknowledgementLabel of target '{address}'");
+                connection_label(connection_id, &what, label)
+            })
             .transpose()?;
         Ok(TargetSpec {
             address: address.to_owned(),
@@ -370,15 +416,16 @@ impl Owed {
 /// The built-in label an http-push target may issue for live signals.
 const LIVE_RESPONSE: &str = "live-response";
 
-/// A target's `issuedAcknowledgementLabel`: Ditto requires it to start
-/// with the connection's id (or `{{connection:id}}`, filled in here) and
-/// a colon, so that two connections cannot issue one label.
-fn issued_ack(connection_id: &str, address: &str, label: &Value) -> Result<String, DittoError> {
-    let invalid = |why: &str| {
-        DittoError::connection_invalid(format!(
-            "The issuedAcknowledgementLabel of target '{address}' {why}."
-        ))
-    };
+/// A target's `issuedAcknowledgementLabel` or one of a source's
+/// `declaredAcks` (`what` names it in an error): Ditto requires it to
+/// start with the connection's id (or `{{connection:id}}`, filled in
+/// here) and a colon, so that two connections cannot declare one label.
+pub(super) fn connection_label(
+    connection_id: &str,
+    what: &str,
+    label: &Value,
+) -> Result<String, DittoError> {
+    let invalid = |why: &str| DittoError::connection_invalid(format!("{what} {why}."));
     let Value::String(label) = label else { return Err(invalid("is not a string")) };
     let label = match label.strip_prefix("{{") {
         Some(rest) => match rest.split_once("}}") {
@@ -577,6 +624,35 @@ mod tests {
         let mut missing = seed_connection();
         missing.as_object_mut().unwrap().remove("uri");
         assert_eq!(ConnectionSpec::parse("c", missing).unwrap_err().error, "json.field.missing");
+    }
+
+    #[test]
+    fn sources_declare_labels_of_the_connections_own_beside_its_targets() {
+        let mut connection = json!({
+            "connectionType": "mqtt",
+            "connectionStatus": "open",
+            "uri": "tcp://127.0.0.1:1883",
+            "sources": [{
+                "addresses": ["telemetry/#"],
+                "authorizationContext": ["nginx:ditto"],
+                "declaredAcks": ["{{connection:id}}:applied", "devices:applied", "devices:seen"],
+            }],
+            "targets": [{
+                "address": "events/{{ thing:id }}",
+                "topics": ["_/_/things/twin/events"],
+                "authorizationContext": ["nginx:ditto"],
+                "issuedAcknowledgementLabel": "devices:published",
+            }],
+        });
+        let spec = ConnectionSpec::parse("devices", connection.clone()).unwrap();
+        assert_eq!(spec.source_acks, ["devices:applied", "devices:seen"]);
+        assert_eq!(spec.declared_acks(), ["devices:applied", "devices:seen", "devices:published"]);
+        connection["sources"][0]["declaredAcks"] = json!(["other:applied"]);
+        let error = ConnectionSpec::parse("devices", connection.clone()).unwrap_err();
+        assert_eq!(error.error, "connectivity:connection.configuration.invalid");
+        assert!(error.message.contains("source 'telemetry/#'"), "{}", error.message);
+        connection["sources"][0]["declaredAcks"] = json!("devices:applied");
+        assert!(ConnectionSpec::parse("devices", connection).is_err());
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod remote;
 use super::feed::Feed;
 use super::live::LiveSignal;
 use super::model::{text, ConnectionSpec, Owed};
+use super::outgoing::{self, Outgoing};
 use super::source::{SourceKind, SourceSpec, MAX_SOURCES};
 use super::stats::ConnectionStats;
 use super::template::{AddressTemplate, Event};
@@ -105,7 +106,7 @@ impl MqttSpec {
             None => Vec::new(),
             Some(Value::Array(sources)) if sources.len() <= MAX_SOURCES => sources
                 .iter()
-                .map(|source| SourceSpec::parse(source, SourceKind::Mqtt))
+                .map(|source| SourceSpec::parse(id, source, SourceKind::Mqtt))
                 .collect::<Result<Vec<_>, _>>()?,
             Some(_) => {
                 return Err(DittoError::connection_invalid(format!(
@@ -412,17 +413,9 @@ async fn publications(
     event: &ThingEvent,
 ) -> Vec<Publication> {
     let mut publications = Vec::new();
-    for (index, target) in spec.targets.iter().enumerate() {
-        if target.topics.is_empty() {
-            continue; // live signals only
-        }
-        let figures = &stats.targets[index];
-        let Some((envelope, owed)) = target.outgoing(twins, event).await else {
-            figures.filtered.inc();
-            continue;
-        };
-        match target_topic(mqtt, stats, index, &envelope) {
-            Ok(topic) => publications.push(Publication { target: index, topic, envelope, owed }),
+    for Outgoing { target, envelope, owed } in outgoing::of_event(twins, spec, stats, event).await {
+        match target_topic(mqtt, stats, target, &envelope) {
+            Ok(topic) => publications.push(Publication { target, topic, envelope, owed }),
             Err(failure) => {
                 if let Some(owed) = owed {
                     owed.settle(twins, 400, Some(failure.into()));

@@ -39,6 +39,7 @@
 use super::feed::Feed;
 use super::live::LiveSignal;
 use super::model::{ConnectionSpec, HttpPush, Owed, Receiver};
+use super::outgoing::{self, Outgoing};
 use super::progress::Ticket;
 use super::stats::{ConnectionStats, TargetStats};
 use super::template::Event;
@@ -123,14 +124,12 @@ async fn feed(
     queue: mpsc::Sender<Push>,
 ) {
     while let Some((event, ticket)) = events.next(&stats, &spec.id).await {
-        for (index, target) in spec.targets.iter().enumerate() {
-            let Some((envelope, owed)) = target.outgoing(&twins, &event).await else {
-                stats.targets[index].filtered.inc();
-                continue;
-            };
+        for Outgoing { target, envelope, owed } in
+            outgoing::of_event(&twins, &spec, &stats, &event).await
+        {
             let purpose = Purpose::Event { owed, _ticket: ticket.clone() };
-            let push = Push::to(&http, index, &envelope, purpose);
-            stats.targets[index].dispatched.inc();
+            let push = Push::to(&http, target, &envelope, purpose);
+            stats.targets[target].dispatched.inc();
             if queue.send(push).await.is_err() {
                 return;
             }

@@ -6,7 +6,7 @@
 //! one kind has is said at its field.
 
 use super::enforcement::Enforcement;
-use super::model::authorization_context;
+use super::model::{authorization_context, connection_label};
 use super::placeholder::{Holds, Received, SourceTemplate};
 use crate::error::DittoError;
 use crate::protocol::Envelope;
@@ -25,6 +25,10 @@ const MAX_ADDRESSES: usize = 64;
 
 /// Headers one `headerMapping` may set.
 const MAX_HEADER_MAPPINGS: usize = 32;
+
+/// Labels one source may declare (`declaredAcks`): as many as one
+/// command may request (`acks.rs`).
+const MAX_DECLARED_ACKS: usize = 32;
 
 /// What the source reads from, which decides what its addresses are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +56,10 @@ pub struct SourceSpec {
     pub header_mapping: Vec<(String, SourceTemplate)>,
     /// Where responses go, when `replyTarget.enabled`.
     pub reply_target: Option<ReplyTarget>,
+    /// `declaredAcks`, each `{{connection:id}}` filled in: the labels of
+    /// the acknowledgements the source's devices send back for the events
+    /// the connection's targets carry to them.
+    pub declared_acks: Vec<String>,
 }
 
 /// A source's `replyTarget`: the topic its command's answer is published
@@ -110,7 +118,12 @@ impl ReplyTarget {
 }
 
 impl SourceSpec {
-    pub fn parse(json: &Value, kind: SourceKind) -> Result<SourceSpec, DittoError> {
+    /// Checks `json` as a source of the connection `connection_id`.
+    pub fn parse(
+        connection_id: &str,
+        json: &Value,
+        kind: SourceKind,
+    ) -> Result<SourceSpec, DittoError> {
         let Value::Object(source) = json else {
             return Err(DittoError::connection_invalid("A source must be a JSON object."));
         };
@@ -153,6 +166,7 @@ impl SourceSpec {
         let header_mapping = header_mapping(source.get("headerMapping"))?;
         payload_mapping(source.get("payloadMapping"))?;
         let reply_target = reply_target(source.get("replyTarget"), &named)?;
+        let declared_acks = declared_acks(connection_id, source.get("declaredAcks"), &named)?;
         Ok(SourceSpec {
             addresses,
             consumer_count,
@@ -161,8 +175,35 @@ impl SourceSpec {
             enforcement,
             header_mapping,
             reply_target,
+            declared_acks,
         })
     }
+}
+
+/// `declaredAcks`: labels of the connection's own (`<id>:…`), each once.
+fn declared_acks(
+    connection_id: &str,
+    json: Option<&Value>,
+    named: &str,
+) -> Result<Vec<String>, DittoError> {
+    let labels = match json {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(labels)) if labels.len() <= MAX_DECLARED_ACKS => labels,
+        Some(_) => {
+            return Err(DittoError::connection_invalid(format!(
+                "The declaredAcks of the source '{named}' are an array of at most {MAX_DECLARED_ACKS} labels."
+            )))
+        }
+    };
+    let what = format!("A declaredAcks label of the source '{named}'");
+    let mut declared: Vec<String> = Vec::with_capacity(labels.len());
+    for label in labels {
+        let label = connection_label(connection_id, &what, label)?;
+        if !declared.contains(&label) {
+            declared.push(label);
+        }
+    }
+    Ok(declared)
 }
 
 fn addresses(json: Option<&Value>, kind: SourceKind) -> Result<Vec<String>, DittoError> {

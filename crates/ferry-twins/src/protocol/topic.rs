@@ -100,9 +100,11 @@ impl Topic {
         let (criterion, action) = rest.split_once('/').unwrap_or((rest, ""));
         let criterion = Criterion::parse(criterion).ok_or_else(unknown)?;
         // Only a message's subject may hold slashes; every other criterion
-        // but errors needs exactly one level of action.
+        // but errors needs exactly one level of action, and acknowledgements
+        // have none when several are aggregated.
         let action_fits = match criterion {
             Criterion::Errors => action.is_empty(),
+            Criterion::Acks => !action.contains('/'),
             Criterion::Messages => !action.is_empty(),
             _ => !action.is_empty() && !action.contains('/'),
         };
@@ -170,6 +172,7 @@ mod tests {
             "org.acme/lamp-1/things/twin/errors",
             "org.acme/lamp-1/things/live/messages/ask/for/time",
             "org.acme/lamp-1/things/twin/acks/twin-persisted",
+            "org.acme/lamp-1/things/twin/acks",
             "org.acme/p/policies/commands/create",
             "org.acme/p/policies/errors",
             "_/_/things/twin/search/subscribe",

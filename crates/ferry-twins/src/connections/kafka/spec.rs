@@ -78,7 +78,7 @@ impl KafkaSpec {
             None => Vec::new(),
             Some(Value::Array(sources)) if sources.len() <= MAX_SOURCES => sources
                 .iter()
-                .map(|source| SourceSpec::parse(source, SourceKind::Kafka))
+                .map(|source| SourceSpec::parse(id, source, SourceKind::Kafka))
                 .collect::<Result<_, _>>()?,
             Some(_) => {
                 return Err(DittoError::connection_invalid(format!(

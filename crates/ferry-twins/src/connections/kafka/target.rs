@@ -21,6 +21,7 @@
 use super::super::feed::Feed;
 use super::super::live::LiveSignal;
 use super::super::model::{ConnectionSpec, Owed};
+use super::super::outgoing::{self, Outgoing};
 use super::super::progress::Ticket;
 use super::super::stats::ConnectionStats;
 use super::super::template::Event;
@@ -75,12 +76,10 @@ struct Out {
 
 async fn feed(spec: Arc<ConnectionSpec>, out: Arc<Out>, mut events: Feed) {
     while let Some((event, ticket)) = events.next(&out.stats, &spec.id).await {
-        for (index, target) in spec.targets.iter().enumerate() {
-            let Some((envelope, owed)) = target.outgoing(&out.twins, &event).await else {
-                out.stats.targets[index].filtered.inc();
-                continue;
-            };
-            if !out.produce(index, &envelope, owed, ticket.clone()).await {
+        for Outgoing { target, envelope, owed } in
+            outgoing::of_event(&out.twins, &spec, &out.stats, &event).await
+        {
+            if !out.produce(target, &envelope, owed, ticket.clone()).await {
                 return;
             }
         }
