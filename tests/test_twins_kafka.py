@@ -431,6 +431,39 @@ def test_a_kafka_target_carries_live_messages_and_a_source_brings_the_answer(
     assert (answer.status_code, answer.json()) == (200, {"brewing": True})
 
 
+def test_a_device_acknowledges_an_event_through_the_kafka_source(broker_factory, kafka):
+    """A Kafka source's declaredAcks: the event goes out asking for the
+    label, and the device's acknowledgement record, read by the source, is
+    the command's answer."""
+    ditto = _ditto(broker_factory())
+    source_topic = f"device-acks-{uuid.uuid4().hex[:8]}"
+    events_topic = f"device-events-{uuid.uuid4().hex[:8]}"
+    target = {"address": events_topic, "topics": ["_/_/things/twin/events"],
+              "authorizationContext": ["nginx:ditto"]}
+    connection = kafka_connection(kafka.brokers, source_topic, targets=[target])
+    connection["sources"][0]["declaredAcks"] = ["{{connection:id}}:brewed"]
+    assert ditto.put("/connections/brewery", connection).status_code == 201
+    assert ditto.put(f"/things/{NS}:test-thing-1", BREWER).status_code == 201
+
+    answered: list = []
+    caller = threading.Thread(target=lambda: answered.append(ditto.put(
+        f"/things/{NS}:test-thing-1{BREWED}", "14",
+        headers={"requested-acks": "brewery:brewed", "timeout": "30s", "correlation-id": "b-1"})))
+    caller.start()
+    created, modified = (json.loads(record.value()) for record in read_records(kafka, events_topic, 2))
+    assert "requested-acks" not in created["headers"]
+    assert modified["topic"] == f"{NS}/test-thing-1/things/twin/events/modified"
+    assert modified["headers"]["requested-acks"] == ["brewery:brewed"]
+    assert modified["headers"]["correlation-id"] == "b-1"
+    ack = {"topic": f"{NS}/test-thing-1/things/twin/acks/brewery:brewed", "path": "/",
+           "status": 200, "value": "brewing", "headers": {"correlation-id": "b-1"}}
+    produce(kafka, source_topic, [(f"{NS}:test-thing-1", json.dumps(ack).encode())])
+    caller.join(30)
+    [answer] = answered
+    # The one label requested: its status and payload are the answer.
+    assert (answer.status_code, answer.json()) == (200, "brewing")
+
+
 def test_what_a_kafka_connection_cannot_do_is_refused(broker_factory, kafka):
     ditto = _ditto(broker_factory())
     connection = kafka_connection(kafka.brokers, "t")
