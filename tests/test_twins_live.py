@@ -426,6 +426,74 @@ def test_http_live_commands_are_answered_by_the_device(tmp_path, broker_factory,
     device.close()
 
 
+def test_a_live_channel_condition_picks_the_device_or_the_twin(tmp_path, broker_factory,
+                                                                twin_store):
+    """Ditto's smart channel selection: a retrieve whose twin meets its
+    `live-channel-condition` is answered by the device; the headers say
+    which channel answered; `live-channel-timeout-strategy: use-twin`
+    answers with the twin when the device is silent."""
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    assert alice.put(f"{T}/attributes/polled", True).status_code == 201
+    device = _ws(broker, "dev")
+    device.control("START-SEND-LIVE-COMMANDS")
+
+    # Not met: the twin answers, and no command reaches the device.
+    twin = alice.get(T, params={"live-channel-condition": "eq(attributes/polled,false)"})
+    assert twin.status_code == 200, twin.text
+    assert twin.json()["attributes"] == {"public": 0, "polled": True}
+    assert (twin.headers["channel"], twin.headers["live-channel-condition-matched"]) == (
+        "twin", "false")
+
+    # Met: the device answers.
+    answer = _in_background(lambda: alice.get(
+        f"{T}/attributes/public", headers={"live-channel-condition": "eq(attributes/polled,true)",
+                                           "correlation-id": "smart-1"}))
+    command = device.recv()
+    assert (command["topic"], command["path"]) == (f"{LIVE}/commands/retrieve",
+                                                   "/attributes/public")
+    assert command["headers"]["correlation-id"] == "smart-1"
+    assert "live-channel-condition" not in command["headers"]
+    device.send({"topic": command["topic"], "path": command["path"], "status": 200,
+                 "headers": {"correlation-id": "smart-1"}, "value": 42})
+    live = answer()
+    assert (live.status_code, live.json()) == (200, 42)
+    assert (live.headers["channel"], live.headers["live-channel-condition-matched"]) == (
+        "live", "true")
+
+    # Met, but the device is silent: 408, or the twin with use-twin.
+    silent = {"live-channel-condition": "exists(attributes/polled)", "timeout": "200ms"}
+    failed = alice.get(f"{T}/attributes/public", headers=silent)
+    assert (failed.status_code, failed.json()["error"]) == (408, "command.timeout")
+    assert failed.headers["channel"] == "live"
+    device.recv()
+    fallback = alice.get(f"{T}/attributes/public",
+                         headers={**silent, "live-channel-timeout-strategy": "use-twin"})
+    assert (fallback.status_code, fallback.json()) == (200, 0)
+    assert (fallback.headers["channel"], fallback.headers["live-channel-condition-matched"]) == (
+        "twin", "true")
+    device.recv()
+
+    # A live retrieve with a strategy reads the twin first, so it can fall back.
+    fallback = alice.get(f"{T}/attributes/public", params={"channel": "live", "timeout": "200ms"},
+                         headers={"live-channel-timeout-strategy": "use-twin"})
+    assert (fallback.status_code, fallback.json(), fallback.headers["channel"]) == (
+        200, 0, "twin")
+    device.recv()
+
+    # The condition is only a retrieve's, checked like `condition=`.
+    refused = alice.put(f"{T}/attributes/public", 1,
+                        params={"live-channel-condition": "exists(attributes/polled)"})
+    assert (refused.status_code, refused.json()["error"]) == (
+        400, "things:live.channelcondition.notallowed")
+    bad = alice.get(T, params={"live-channel-timeout-strategy": "sometimes"})
+    assert (bad.status_code, bad.json()["error"]) == (400, "header.invalid")
+    eve = _http(broker, "eve")
+    hidden = eve.get(f"{T}/attributes/public",
+                     params={"live-channel-condition": "eq(attributes/polled,true)"})
+    assert (hidden.status_code, hidden.json()["error"]) == (412, "things:condition.failed")
+    device.close()
+
+
 def test_twin_events_over_mqtt_keep_their_per_reader_views(tmp_path, broker_factory,
                                                            twin_store):
     """The MQTT publication path live signals share with twin events."""

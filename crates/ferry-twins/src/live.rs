@@ -194,14 +194,23 @@ impl Call {
     /// The response as the sender may see it, or Ditto's 408 error
     /// response once the timeout passes.
     pub async fn response(mut self) -> Envelope {
-        // `take`, since a `Drop` type's fields cannot be moved out; it is
-        // there, as this consumes the call.
-        if let Some(response) = self.response.take() {
-            if let Ok(Ok(response)) = tokio::time::timeout(self.timeout, response).await {
-                return self.audience.response_for(&self.sender, response);
-            }
+        match self.answer().await {
+            Some(response) => response,
+            None => self.timed_out(),
         }
+    }
+
+    /// Ditto's 408 error response of a call nobody answered in time.
+    pub fn timed_out(&self) -> Envelope {
         self.error(&DittoError::command_timeout(self.timeout))
+    }
+
+    /// The response as the sender may see it, or `None` once the timeout
+    /// passed without one. Answers once: the call is over after it.
+    pub async fn answer(&mut self) -> Option<Envelope> {
+        let response = self.response.take()?;
+        let response = tokio::time::timeout(self.timeout, response).await.ok()?.ok()?;
+        Some(self.audience.response_for(&self.sender, response))
     }
 
     /// `error` as the response to this call.

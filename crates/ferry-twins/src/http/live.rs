@@ -7,38 +7,146 @@
 //! cut to what the caller may read), Ditto's 408 `command.timeout` when
 //! none comes within `timeout`, or 202 at once with `timeout=0` or
 //! `response-required=false`.
+//!
+//! **Smart channel selection** (Ditto 2.3's): a retrieve with a
+//! `live-channel-condition` (RQL, query parameter or header) reads the
+//! twin first; when the twin meets the condition the retrieve goes to the
+//! device instead, else the twin answers. A live retrieve with a
+//! `live-channel-timeout-strategy` reads the twin first as well. When the
+//! device does not answer in time, `fail` (the default) answers 408 and
+//! `use-twin` the twin. The answer says which it is: `channel: live|twin`
+//! and `live-channel-condition-matched: true|false`.
 
 use super::messages::{add_correlation_id, http_response, param};
 use super::reply::{self, Reply};
+use crate::error::DittoError;
 use crate::id::ThingId;
-use crate::live::{Kind, Sending};
+use crate::live::{Call, Kind, Sending};
 use crate::pointer::JsonPointer;
 use crate::protocol::{Envelope, Topic};
 use crate::service::{Caller, Twins};
 use axum::body::Bytes;
-use axum::http::{HeaderMap, Method, StatusCode};
-use axum::response::IntoResponse;
-use axum::Extension;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 
 /// Whether the request asks for the live channel.
 pub(super) fn requested(query: &[(String, String)], headers: &HeaderMap) -> bool {
     param(query, headers, "channel").is_some_and(|channel| channel.eq_ignore_ascii_case("live"))
 }
 
+/// A request of the things API, as a live command takes it.
+pub(super) struct LiveRequest<'a> {
+    pub method: &'a Method,
+    pub thing_id: &'a ThingId,
+    /// The path below the thing (`features/lamp/properties`).
+    pub rest: &'a str,
+    pub query: &'a [(String, String)],
+    pub headers: &'a HeaderMap,
+    pub body: &'a Bytes,
+}
+
+/// `live-channel-timeout-strategy`: what a retrieve sent to the device
+/// answers when the device does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TimeoutStrategy {
+    /// Ditto's 408 `command.timeout` (the default).
+    Fail,
+    /// The twin's answer.
+    UseTwin,
+}
+
+/// A request's smart channel selection headers.
+pub(super) struct Selection {
+    /// `live-channel-condition`, as written.
+    pub condition: Option<String>,
+    pub strategy: Option<TimeoutStrategy>,
+}
+
+impl Selection {
+    pub fn read(query: &[(String, String)], headers: &HeaderMap) -> Result<Selection, DittoError> {
+        let condition = param(query, headers, "live-channel-condition");
+        let strategy = match param(query, headers, "live-channel-timeout-strategy") {
+            None => None,
+            Some(text) if text.eq_ignore_ascii_case("fail") => Some(TimeoutStrategy::Fail),
+            Some(text) if text.eq_ignore_ascii_case("use-twin") => Some(TimeoutStrategy::UseTwin),
+            Some(text) => {
+                return Err(DittoError::header_invalid(
+                    "live-channel-timeout-strategy",
+                    &text,
+                    "LiveChannelTimeoutStrategy (fail or use-twin)",
+                ))
+            }
+        };
+        Ok(Selection { condition, strategy })
+    }
+
+    /// Whether `method` with `live` (`channel=live`) reads the twin first:
+    /// a retrieve with a condition, or a live one with a strategy. Any
+    /// other request with a condition is Ditto's 400.
+    pub fn twin_first(&self, method: &Method, live: bool) -> Result<bool, DittoError> {
+        if *method != Method::GET {
+            return match self.condition {
+                Some(_) => Err(DittoError::live_channel_condition_not_allowed()),
+                None => Ok(false),
+            };
+        }
+        Ok(self.condition.is_some() || (live && self.strategy.is_some()))
+    }
+}
+
 /// Sends the request as a live command and answers with its response.
-#[allow(clippy::too_many_arguments)] // the parts of the request, as `things::handle` has them
-pub(super) async fn command(
+pub(super) async fn command(twins: &Twins, caller: &Caller, request: &LiveRequest<'_>) -> Reply {
+    let Some(call) = send(twins, caller, request).await? else {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    };
+    let correlation_id = call.correlation_id.clone();
+    let mut response = http_response(&call.response().await);
+    add_correlation_id(&mut response, &correlation_id);
+    Ok(response)
+}
+
+/// A retrieve that read the twin first (`Selection::twin_first`): `twin`
+/// is the twin's answer, `matched` whether the request goes to the device.
+pub(super) async fn select(
     twins: &Twins,
-    caller: Option<Extension<Caller>>,
-    method: &Method,
-    id: &str,
-    rest: &str,
-    query: &[(String, String)],
-    headers: &HeaderMap,
-    body: &Bytes,
+    caller: &Caller,
+    request: &LiveRequest<'_>,
+    twin: Response,
+    matched: bool,
+    strategy: Option<TimeoutStrategy>,
 ) -> Reply {
-    let caller = super::caller(caller)?;
-    let thing_id = ThingId::parse(id)?;
+    if !matched {
+        return Ok(from_channel(twin, "twin", false));
+    }
+    let Some(mut call) = send(twins, caller, request).await? else {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    };
+    let mut response = match call.answer().await {
+        Some(answer) => from_channel(http_response(&answer), "live", true),
+        None if strategy == Some(TimeoutStrategy::UseTwin) => from_channel(twin, "twin", true),
+        None => from_channel(http_response(&call.timed_out()), "live", true),
+    };
+    add_correlation_id(&mut response, &call.correlation_id);
+    Ok(response)
+}
+
+/// Marks an answer with the channel it came from, as Ditto's headers do.
+fn from_channel(mut response: Response, channel: &'static str, matched: bool) -> Response {
+    let headers = response.headers_mut();
+    headers.insert("channel", HeaderValue::from_static(channel));
+    let matched = if matched { "true" } else { "false" };
+    headers.insert("live-channel-condition-matched", HeaderValue::from_static(matched));
+    response
+}
+
+/// Sends the request to the devices as a live command: its call, or
+/// `None` when no answer is wanted.
+async fn send(
+    twins: &Twins,
+    caller: &Caller,
+    request: &LiveRequest<'_>,
+) -> Result<Option<Call>, DittoError> {
+    let LiveRequest { method, thing_id, rest, query, headers, body } = *request;
     let (action, value) = match *method {
         Method::GET => ("retrieve", None),
         Method::PUT => ("modify", Some(reply::parse_body(body)?)),
@@ -63,13 +171,5 @@ pub(super) async fn command(
     }
     envelope.value = value;
     envelope.fields = param(query, headers, "fields");
-    let sending = Sending::default();
-    let Some(call) = twins.send_live(&caller, topic, Kind::LiveCommands, envelope, sending).await?
-    else {
-        return Ok(StatusCode::ACCEPTED.into_response());
-    };
-    let correlation_id = call.correlation_id.clone();
-    let mut response = http_response(&call.response().await);
-    add_correlation_id(&mut response, &correlation_id);
-    Ok(response)
+    twins.send_live(caller, topic, Kind::LiveCommands, envelope, Sending::default()).await
 }

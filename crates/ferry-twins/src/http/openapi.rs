@@ -279,6 +279,14 @@ fn operation(route: &Route, method: &str) -> Value {
             ));
         }
         if method == "get" {
+            parameters.push(query(
+                "live-channel-condition",
+                "An RQL condition: when the twin meets it, the device answers the retrieve over the live channel (headers `channel` and `live-channel-condition-matched` say which answered)",
+            ));
+            parameters.push(header(
+                "live-channel-timeout-strategy",
+                "fail (default: 408) or use-twin: the answer when the device does not answer a live retrieve in time",
+            ));
             parameters.push(header(
                 "get-metadata",
                 "Metadata paths relative to the resource (`*` for all, `*/key` at every leaf), answered in the response header `ditto-metadata`",

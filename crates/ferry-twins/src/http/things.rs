@@ -16,6 +16,7 @@
 //! was requested. A path no route matches is Pekko's plain-text 404, as in
 //! Ditto.
 
+use super::live::{self, LiveRequest};
 use super::params::{self, Parameters, Plus};
 use super::reply::{self, Reply};
 use super::sse;
@@ -93,6 +94,8 @@ impl Request {
                 if_match: header_text("if-match").map(TagMatch::parse),
                 if_none_match: header_text("if-none-match").map(TagMatch::parse),
                 condition,
+                // `live::Selection` reads it, before this.
+                live_channel_condition: None,
                 if_equal: header_text("if-equal")
                     .map(IfEqual::parse)
                     .transpose()?
@@ -400,12 +403,22 @@ async fn handle(
     body: Bytes,
 ) -> Reply {
     let params = query_pairs(query.as_deref());
-    if super::live::requested(&params, &headers) {
-        return super::live::command(&twins, caller, &method, id, rest, &params, &headers, &body)
-            .await;
-    }
     let caller = super::caller(caller)?;
     let thing_id = thing_id(id)?;
+    let live_request = LiveRequest {
+        method: &method,
+        thing_id: &thing_id,
+        rest,
+        query: &params,
+        headers: &headers,
+        body: &body,
+    };
+    let mut selection = live::Selection::read(&params, &headers)?;
+    let live_requested = live::requested(&params, &headers);
+    let twin_first = selection.twin_first(&method, live_requested)?;
+    if live_requested && !twin_first {
+        return live::command(&twins, &caller, &live_request).await;
+    }
     if let Some(feature_id) = crate::shadow::delta_path(rest)? {
         return delta(&twins, &caller, &thing_id, &feature_id, &method).await;
     }
@@ -415,7 +428,8 @@ async fn handle(
     let Some(resource) = ThingResource::parse(rest)? else {
         return Ok(unknown_resource());
     };
-    let request = Request::read(&params, &headers, method == Method::GET)?;
+    let mut request = Request::read(&params, &headers, method == Method::GET)?;
+    request.conditions.live_channel_condition = selection.condition.take();
     if method == Method::GET {
         // Ditto takes `fields=` on the thing, attributes, features, a
         // feature and its (desired) properties; a single value has none.
@@ -428,23 +442,26 @@ async fn handle(
             | ThingResource::FeatureDesiredProperties(_) => request.fields.as_ref(),
             _ => None,
         };
-        return Ok(
-            match twins
-                .retrieve_thing(&caller, &thing_id, &resource, fields, &request.conditions)
-                .await
-            {
-                Ok(retrieved) => {
-                    let mut response = reply::json(StatusCode::OK, &retrieved.value);
-                    with_etag(&mut response, retrieved.etag.as_ref());
-                    let metadata = retrieved.metadata.as_ref().map(ascii_json);
-                    if let Some(value) = metadata.and_then(|m| HeaderValue::from_str(&m).ok()) {
-                        response.headers_mut().insert(DITTO_METADATA, value);
-                    }
-                    response
-                }
-                Err(refusal) => refused(refusal),
-            },
-        );
+        let retrieved = match twins
+            .retrieve_thing(&caller, &thing_id, &resource, fields, &request.conditions)
+            .await
+        {
+            Ok(retrieved) => retrieved,
+            Err(refusal) => return Ok(refused(refusal)),
+        };
+        let mut response = reply::json(StatusCode::OK, &retrieved.value);
+        with_etag(&mut response, retrieved.etag.as_ref());
+        let metadata = retrieved.metadata.as_ref().map(ascii_json);
+        if let Some(value) = metadata.and_then(|m| HeaderValue::from_str(&m).ok()) {
+            response.headers_mut().insert(DITTO_METADATA, value);
+        }
+        if !twin_first {
+            return Ok(response);
+        }
+        // A live retrieve with a timeout strategy goes to the device as it is.
+        let matched = retrieved.live_channel_matched.unwrap_or(true);
+        return live::select(&twins, &caller, &live_request, response, matched, selection.strategy)
+            .await;
     }
     let value;
     let write = match method {

@@ -75,6 +75,17 @@ impl DittoError {
         )
     }
 
+    /// `LiveChannelConditionNotAllowedException`: a
+    /// `live-channel-condition` on a request that is not a retrieve.
+    pub fn live_channel_condition_not_allowed() -> Self {
+        DittoError::new(
+            400,
+            "things:live.channelcondition.notallowed",
+            "The specified 'live-channel-condition' is only allowed to be used for retrieving API calls.",
+            "For modifying API calls the 'live-channel-condition' cannot be used, please remove the condition.".to_owned(),
+        )
+    }
+
     /// `TooManyRequestsException`: every slot for a pending live call is
     /// taken.
     pub fn too_many_requests() -> Self {

@@ -286,6 +286,9 @@ fn conditions(envelope: &Envelope, retrieve: bool) -> Result<Conditions, DittoEr
         if_match: envelope.header("if-match").as_deref().map(TagMatch::parse),
         if_none_match: envelope.header("if-none-match").as_deref().map(TagMatch::parse),
         condition: envelope.header("condition"),
+        // Smart channel selection is the HTTP API's only: a protocol
+        // client sends its live retrieve itself.
+        live_channel_condition: None,
         if_equal: if_equal.unwrap_or_default(),
         acks: None,
     })

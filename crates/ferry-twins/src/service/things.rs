@@ -168,6 +168,10 @@ pub struct Conditions {
     pub if_none_match: Option<TagMatch>,
     /// `condition=` (query parameter or header), as written.
     pub condition: Option<String>,
+    /// `live-channel-condition` of a retrieve, as written: not a
+    /// precondition, but whether to ask the device instead
+    /// (`Retrieved::live_channel_matched`).
+    pub live_channel_condition: Option<String>,
     pub if_equal: IfEqual,
     /// Not a precondition: what the request asks the change's event's
     /// subscribers to acknowledge, carried on that event.
@@ -199,6 +203,9 @@ pub struct Retrieved {
     /// The answer to `get-metadata` (`ditto-metadata`), as the caller may
     /// see it.
     pub metadata: Option<Value>,
+    /// Whether the thing met the `live-channel-condition`, when one was
+    /// given.
+    pub live_channel_matched: Option<bool>,
 }
 
 /// A change asked of a thing.
@@ -263,8 +270,9 @@ impl Twins {
         if !who.has_permission_on_any_level_below("thing", &resource.pointer(), Permission::Read) {
             return Err(not_accessible(thing_id, resource).into());
         }
-        let filter = parsed_condition(conditions)?;
-        if let Some(filter) = &filter {
+        let filter = parsed_condition(conditions.condition.as_deref())?;
+        let live_filter = parsed_condition(conditions.live_channel_condition.as_deref())?;
+        for filter in filter.iter().chain(&live_filter) {
             condition_readable(filter, &enforcer, caller, now)?;
         }
         let etag = thing.entity_tag(resource);
@@ -272,6 +280,7 @@ impl Twins {
         if let Some(filter) = &filter {
             condition_holds(filter, &thing)?;
         }
+        let live_channel_matched = live_filter.as_ref().map(|filter| condition_met(filter, &thing));
         let mut value = view(&enforcer, caller, &thing, resource, fields, now)?
             .ok_or_else(|| not_accessible(thing_id, resource))?;
         let metadata = match &conditions.metadata {
@@ -292,7 +301,7 @@ impl Twins {
                 shown.insert("_policy".into(), policy);
             }
         }
-        Ok(Retrieved { value, etag, metadata })
+        Ok(Retrieved { value, etag, metadata, live_channel_matched })
     }
 
     /// The caller's view of the thing's policy, for `fields=_policy`:
@@ -631,7 +640,7 @@ impl Twins {
         if !allowed {
             return Err(not_modifiable(thing_id, resource, write).into());
         }
-        let filter = parsed_condition(conditions)?;
+        let filter = parsed_condition(conditions.condition.as_deref())?;
         if let Some(filter) = &filter {
             condition_readable(filter, &enforcer, caller, now)?;
         }
@@ -929,10 +938,8 @@ fn check_preconditions(
     Ok(())
 }
 
-fn parsed_condition(conditions: &Conditions) -> Result<Option<Filter>, DittoError> {
-    conditions
-        .condition
-        .as_deref()
+fn parsed_condition(condition: Option<&str>) -> Result<Option<Filter>, DittoError> {
+    condition
         .map(|text| {
             Filter::parse(text, Scope::THINGS).map_err(|error| error.to_condition_error(text))
         })
@@ -970,10 +977,14 @@ fn condition_fields(filter: &Filter, into: &mut Vec<JsonPointer>) {
 }
 
 fn condition_holds(filter: &Filter, thing: &Thing) -> Result<(), DittoError> {
-    let placeholders = TimePlaceholders::at(std::time::SystemTime::now());
-    if filter.matches(&thing.to_stored(), Semantics::Things, &placeholders) {
+    if condition_met(filter, thing) {
         Ok(())
     } else {
         Err(DittoError::thing_condition_failed())
     }
+}
+
+fn condition_met(filter: &Filter, thing: &Thing) -> bool {
+    let placeholders = TimePlaceholders::at(std::time::SystemTime::now());
+    filter.matches(&thing.to_stored(), Semantics::Things, &placeholders)
 }
