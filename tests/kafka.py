@@ -32,16 +32,20 @@ def jars_dir() -> Path:
     return target / "tmp" / "kafka-lib"
 
 
-def _free_ports() -> tuple[int, int]:
-    """Two distinct free ports, both bound at once so they differ."""
-    first, second = socket.socket(), socket.socket()
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct free ports, all bound at once so they differ."""
+    sockets = [socket.socket() for _ in range(count)]
     try:
-        first.bind(("127.0.0.1", 0))
-        second.bind(("127.0.0.1", 0))
-        return first.getsockname()[1], second.getsockname()[1]
+        for each in sockets:
+            each.bind(("127.0.0.1", 0))
+        return [each.getsockname()[1] for each in sockets]
     finally:
-        first.close()
-        second.close()
+        for each in sockets:
+            each.close()
+
+
+# The user of the SASL PLAIN listener (`Kafka.sasl_brokers`).
+SASL_USER, SASL_PASSWORD = "ferry", "ferry-secret"
 
 
 class Kafka:
@@ -55,16 +59,24 @@ class Kafka:
         subprocess.run(["bash", str(REPO / "scripts/kafka-jars.sh"), str(self.jars)], check=True,
                        timeout=600)
         self.dir = Path(tempfile.mkdtemp(prefix="ferry-kafka-"))
-        self.port, controller = _free_ports()
+        self.port, controller, self.sasl_port = _free_ports(3)
         (self.dir / "server.properties").write_text(
             "process.roles=broker,controller\n"
             "node.id=1\n"
             f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}\n"
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}\n"
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}\n"
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller},"
+            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}\n"
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port},"
+            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}\n"
             "controller.listener.names=CONTROLLER\n"
             "inter.broker.listener.name=PLAINTEXT\n"
-            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n"
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+            "SASL_PLAINTEXT:SASL_PLAINTEXT\n"
+            # A second listener that wants SASL PLAIN, with one user.
+            "sasl.enabled.mechanisms=PLAIN\n"
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'user_{SASL_USER}="{SASL_PASSWORD}";\n'
             f"log.dirs={self.dir / 'data'}\n"
             # One node: internal topics with one replica, or a consumer
             # group gets nothing (and says nothing).
@@ -97,6 +109,11 @@ class Kafka:
     @property
     def brokers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_brokers(self) -> str:
+        """The listener that wants SASL PLAIN (`SASL_USER`)."""
+        return f"127.0.0.1:{self.sasl_port}"
 
     def start(self) -> None:
         log = self.dir / "server.log"

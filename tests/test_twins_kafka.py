@@ -17,7 +17,7 @@ import requests
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka import Kafka
+from kafka import SASL_PASSWORD, SASL_USER, Kafka
 from twins import Ditto
 
 pytestmark = pytest.mark.ferry_only
@@ -462,6 +462,35 @@ def test_a_device_acknowledges_an_event_through_the_kafka_source(broker_factory,
     [answer] = answered
     # The one label requested: its status and payload are the answer.
     assert (answer.status_code, answer.json()) == (200, "brewing")
+
+
+def test_a_connection_authenticates_with_sasl_plain(broker_factory, kafka):
+    """Ditto's `tcp://user:password@host:port` with `saslMechanism: plain`:
+    the source's consumer and the target's producer authenticate on a
+    listener that wants SASL. A wrong password fails the connection, and
+    its status does not show the password."""
+    ditto = _ditto(broker_factory())
+    source_topic = f"sasl-commands-{uuid.uuid4().hex[:8]}"
+    events_topic = f"sasl-events-{uuid.uuid4().hex[:8]}"
+    target = {"address": events_topic,
+              "topics": ["_/_/things/twin/events?filter=eq(topic:action,'modified')"],
+              "authorizationContext": ["nginx:ditto"]}
+    connection = kafka_connection(kafka.sasl_brokers, source_topic, qos=1, targets=[target])
+    connection["uri"] = f"tcp://{SASL_USER}:{SASL_PASSWORD}@{kafka.sasl_brokers}"
+    connection["specificConfig"] = {"saslMechanism": "plain"}
+    assert ditto.put("/connections/sasl", connection).status_code == 201
+    assert ditto.put(f"/things/{NS}:test-thing-1", BREWER).status_code == 201
+    produce(kafka, source_topic, [(f"{NS}:test-thing-1", modify("test-thing-1", "21"))])
+    eventually(lambda: brewed(ditto, "test-thing-1") == "21")
+    [record] = read_records(kafka, events_topic, 1)
+    assert json.loads(record.value())["value"] == "21"
+
+    wrong = {**connection, "uri": f"tcp://{SASL_USER}:not-the-secret@{kafka.sasl_brokers}"}
+    assert ditto.put("/connections/wrong", wrong).status_code == 201
+    status = eventually(lambda: (answer := ditto.get("/connections/wrong/status").json())
+                        ["liveStatus"] == "failed" and answer)
+    assert "not-the-secret" not in json.dumps(status)
+    assert "uthenticat" in status["clientStatus"][0]["statusDetails"], status
 
 
 def test_what_a_kafka_connection_cannot_do_is_refused(broker_factory, kafka):

@@ -48,13 +48,7 @@ impl<'a> UriParts<'a> {
         if host.is_empty() {
             return Err("names no host");
         }
-        let (username, password) = match user_info {
-            None => (None, None),
-            Some(user_info) => match user_info.split_once(':') {
-                Some((user, password)) => (Some(decode(user)), Some(decode(password))),
-                None => (Some(decode(user_info)), None),
-            },
-        };
+        let (username, password) = user_and_password(user_info);
         Ok(UriParts { scheme, username, password, host, port, path })
     }
 
@@ -70,6 +64,26 @@ impl<'a> UriParts<'a> {
     pub fn is_loopback(&self) -> bool {
         self.host.eq_ignore_ascii_case("localhost")
             || self.host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+}
+
+/// The percent-decoded user name and password of `uri`, whose authority
+/// may be a list of servers (Kafka's `tcp://user:pw@k1:9092,k2:9092`),
+/// which `UriParts::split` does not take.
+#[cfg(feature = "kafka")]
+pub fn credentials(uri: &str) -> (Option<String>, Option<String>) {
+    let rest = uri.split_once("://").map_or(uri, |(_, rest)| rest);
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    user_and_password(authority.rsplit_once('@').map(|(user_info, _)| user_info))
+}
+
+fn user_and_password(user_info: Option<&str>) -> (Option<String>, Option<String>) {
+    match user_info {
+        None => (None, None),
+        Some(user_info) => match user_info.split_once(':') {
+            Some((user, password)) => (Some(decode(user)), Some(decode(password))),
+            None => (Some(decode(user_info)), None),
+        },
     }
 }
 

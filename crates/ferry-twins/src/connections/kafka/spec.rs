@@ -1,12 +1,16 @@
 //! A `kafka` connection as Ditto's connectivity API writes it: where the
 //! cluster is (`uri` `tcp://host:port` or `specificConfig.
 //! bootstrapServers`), its sources (topics of Ditto protocol commands)
-//! and its targets' topics. What Ferry cannot honour is refused with
-//! Ditto's configuration error naming it.
+//! and its targets' topics, and SASL PLAIN credentials (`tcp://user:
+//! password@host:port` with `specificConfig.saslMechanism: plain`). What
+//! Ferry cannot honour is refused with Ditto's configuration error naming
+//! it: TLS (`ssl://`) and SCRAM need a Kafka client built with a TLS
+//! library, which this one is not.
 
 use super::super::model::text;
 use super::super::source::{SourceKind, SourceSpec, MAX_SOURCES};
 use super::super::template::AddressTemplate;
+use super::super::uri::credentials;
 use crate::error::DittoError;
 use ferry_routes::endpoints::kafka::KafkaEndpointConfig;
 use serde_json::{Map, Value};
@@ -24,6 +28,34 @@ pub struct KafkaSpec {
     /// Where each target publishes, in the order of the connection's
     /// targets.
     pub destinations: Vec<Destination>,
+    /// The credentials the producer and the consumers authenticate with.
+    pub sasl: Option<SaslPlain>,
+}
+
+/// SASL PLAIN credentials: sent over the connection as they are, so only
+/// for a network the cluster and Ferry trust (Ditto's `tcp://` with a
+/// `saslMechanism`).
+pub struct SaslPlain {
+    username: String,
+    password: String,
+}
+
+impl std::fmt::Debug for SaslPlain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslPlain").field("username", &self.username).finish_non_exhaustive()
+    }
+}
+
+impl SaslPlain {
+    /// The librdkafka settings that authenticate a client with these
+    /// credentials.
+    pub fn apply(&self, config: &mut rdkafka::ClientConfig) {
+        config
+            .set("security.protocol", "SASL_PLAINTEXT")
+            .set("sasl.mechanism", "PLAIN")
+            .set("sasl.username", &self.username)
+            .set("sasl.password", &self.password);
+    }
 }
 
 /// A Kafka target's `address`: `topic` or `topic/key` (Ditto's form).
@@ -58,13 +90,8 @@ impl KafkaSpec {
                 "Kafka over TLS (ssl://) is not supported by Ferry yet; use tcp://host:port.",
             ));
         }
-        if let Some(mechanism) = setting("saslMechanism") {
-            if uri_has_credentials(object) {
-                return Err(DittoError::connection_invalid(format!(
-                    "Kafka SASL ({mechanism}) with credentials is not supported by Ferry yet."
-                )));
-            }
-        }
+        let uri = object.get("uri").and_then(Value::as_str).unwrap_or_default();
+        let sasl = sasl(uri, setting("saslMechanism"))?;
         let group_id = setting("groupId")
             .filter(|group| !group.is_empty())
             .map_or_else(|| format!("ferry-connection-{id}"), str::to_owned);
@@ -104,7 +131,32 @@ impl KafkaSpec {
             client_id: format!("ferry-connection-{id}"),
             sources,
             destinations,
+            sasl,
         })
+    }
+}
+
+/// The uri's credentials with `saslMechanism`. A mechanism without
+/// credentials (the Ditto benchmark's connection) authenticates nothing,
+/// as in Ditto.
+fn sasl(uri: &str, mechanism: Option<&str>) -> Result<Option<SaslPlain>, DittoError> {
+    let (Some(username), password) = credentials(uri) else { return Ok(None) };
+    let Some(password) = password else {
+        return Err(DittoError::connection_invalid(
+            "The Kafka uri names a user but no password (tcp://user:password@host:port).",
+        ));
+    };
+    match mechanism.map(str::to_ascii_lowercase).as_deref() {
+        Some("plain") => Ok(Some(SaslPlain { username, password })),
+        Some(scram @ ("scram-sha-256" | "scram-sha-512")) => Err(DittoError::connection_invalid(format!(
+            "The saslMechanism '{scram}' is not in this build of Ferry: its Kafka client has no TLS library, which SCRAM needs; use plain."
+        ))),
+        Some(other) => Err(DittoError::connection_invalid(format!(
+            "The saslMechanism '{other}' is not one of plain, scram-sha-256, scram-sha-512."
+        ))),
+        None => Err(DittoError::connection_invalid(
+            "A Kafka uri with credentials needs specificConfig.saslMechanism (plain).",
+        )),
     }
 }
 
@@ -125,10 +177,6 @@ fn uri_servers(uri: &str) -> Result<String, DittoError> {
         .ok_or_else(|| super::super::uri::invalid(uri, "is not tcp://host:port"))?;
     let servers = rest.rsplit_once('@').map_or(rest, |(_, servers)| servers);
     Ok(servers.trim_end_matches('/').to_owned())
-}
-
-fn uri_has_credentials(object: &Map<String, Value>) -> bool {
-    object.get("uri").and_then(Value::as_str).is_some_and(|uri| uri.contains('@'))
 }
 
 impl Destination {
@@ -209,6 +257,37 @@ mod tests {
         assert_eq!(spec.group_id, "mine");
         assert_eq!(spec.destinations[0].topic, "events");
         assert!(spec.destinations[0].key.is_some());
+    }
+
+    #[test]
+    fn credentials_in_the_uri_authenticate_with_sasl_plain() {
+        let mut connection = seed_connection();
+        connection["uri"] = json!("tcp://ditto:p%40ss@k1:9092,k2:9092");
+        connection["specificConfig"] = json!({"saslMechanism": "PLAIN"});
+        let spec = kafka(connection);
+        assert_eq!(spec.bootstrap_servers, "k1:9092,k2:9092");
+        let sasl = spec.sasl.as_ref().expect("credentials");
+        let mut config = rdkafka::ClientConfig::new();
+        sasl.apply(&mut config);
+        assert_eq!(config.get("sasl.username"), Some("ditto"));
+        assert_eq!(config.get("sasl.password"), Some("p@ss"));
+        assert_eq!(config.get("security.protocol"), Some("SASL_PLAINTEXT"));
+        assert!(!format!("{sasl:?}").contains("p@ss"), "the password stays out of Debug");
+        // The benchmark's mechanism without credentials authenticates nothing.
+        assert!(kafka(seed_connection()).sasl.is_none());
+
+        for (specific, says) in [
+            (json!({}), "needs specificConfig.saslMechanism"),
+            (json!({"saslMechanism": "gssapi"}), "not one of"),
+            (json!({"saslMechanism": "scram-sha-512"}), "TLS library"),
+        ] {
+            let mut connection = seed_connection();
+            connection["uri"] = json!("tcp://ditto:secret@k1:9092");
+            connection["specificConfig"] = specific;
+            let error = ConnectionSpec::parse("c", connection).unwrap_err();
+            assert!(error.message.contains(says), "{}", error.message);
+            assert!(!error.message.contains("secret"), "{}", error.message);
+        }
     }
 
     #[test]
