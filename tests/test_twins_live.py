@@ -494,6 +494,51 @@ def test_a_live_channel_condition_picks_the_device_or_the_twin(tmp_path, broker_
     device.close()
 
 
+def test_a_live_channel_condition_over_the_ditto_protocol(tmp_path, broker_factory, twin_store):
+    """The same selection for a twin retrieve sent over WebSocket: the
+    device's live response, or the twin's, each marked."""
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    device = _ws(broker, "dev")
+    device.control("START-SEND-LIVE-COMMANDS")
+    app = _ws(broker, "alice")
+    twin_topic = "org.acme/lamp-1/things/twin/commands/retrieve"
+
+    app.send(envelope(twin_topic, "/attributes/public", **{
+        "correlation-id": "s-1", "live-channel-condition": "eq(attributes/public,0)"}))
+    command = device.recv()
+    assert (command["topic"], command["path"]) == (f"{LIVE}/commands/retrieve",
+                                                   "/attributes/public")
+    assert "live-channel-condition" not in command["headers"]
+    device.send({"topic": command["topic"], "path": command["path"], "status": 200,
+                 "headers": {"correlation-id": "s-1"}, "value": 7})
+    answer = app.recv()
+    assert (answer["topic"], answer["status"], answer["value"]) == (
+        f"{LIVE}/commands/retrieve", 200, 7)
+    assert (answer["headers"]["channel"], answer["headers"]["live-channel-condition-matched"]) == (
+        "live", "true")
+
+    app.send(envelope(twin_topic, "/attributes/public", **{
+        "correlation-id": "s-2", "live-channel-condition": "eq(attributes/public,1)"}))
+    answer = app.recv()
+    assert (answer["topic"], answer["value"]) == (twin_topic, 0)
+    assert answer["headers"]["live-channel-condition-matched"] == "false"
+
+    app.send(envelope(twin_topic, "/attributes/public", **{
+        "correlation-id": "s-3", "live-channel-condition": "eq(attributes/public,0)",
+        "live-channel-timeout-strategy": "use-twin", "timeout": "200ms"}))
+    device.recv()
+    answer = app.recv()
+    assert (answer["topic"], answer["value"], answer["headers"]["channel"]) == (
+        twin_topic, 0, "twin")
+
+    app.send(envelope("org.acme/lamp-1/things/twin/commands/modify", "/attributes/public", 1, **{
+        "correlation-id": "s-4", "live-channel-condition": "eq(attributes/public,0)"}))
+    refused = app.recv()
+    assert refused["value"]["error"] == "things:live.channelcondition.notallowed"
+    for ws in (app, device):
+        ws.close()
+
+
 def test_twin_events_over_mqtt_keep_their_per_reader_views(tmp_path, broker_factory,
                                                            twin_store):
     """The MQTT publication path live signals share with twin events."""

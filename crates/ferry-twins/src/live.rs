@@ -29,6 +29,7 @@
 mod errors;
 mod pending;
 mod signal;
+pub mod smart;
 
 pub use pending::{Outcome, State as OutcomeState, MAX_PENDING};
 pub use signal::{Audience, Kind};

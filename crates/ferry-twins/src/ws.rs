@@ -22,7 +22,8 @@
 //! answers come back through the queue), at most [`CALLS_IN_FLIGHT`] at a
 //! time, Ditto's `subscriber.backpressure-queue-size`. So does a twin
 //! command that waits for subscribers' acknowledgements, which may be
-//! this session's own (counted among those calls).
+//! this session's own (counted among those calls), and a retrieve with a
+//! `live-channel-condition`, which may wait for a device's response.
 //!
 //! **Acknowledgements.** `/ws/2?declared-acks=a,b` declares the labels the
 //! session acknowledges (`acks.rs`; a label taken by another subscriber
@@ -44,7 +45,7 @@ pub(crate) mod events;
 pub use events::EventOptions;
 
 use crate::acks::{self, Declaration, Requested};
-use crate::live::{Kind, Route, Sending, Subscription};
+use crate::live::{smart, Kind, Route, Sending, Subscription};
 use crate::protocol::{self, error_response, Envelope, Topic, MAX_ENVELOPE_BYTES};
 use crate::service::{Caller, ThingEvent, Twins};
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -262,11 +263,13 @@ impl Session {
             Some(Route::Signal(topic, kind)) => return self.send_live(topic, kind, envelope).await,
             None => {}
         }
-        let awaits_subscribers = Requested::of_protocol_headers(&envelope.headers)
-            .is_ok_and(|requested| requested.awaits_subscribers());
-        if awaits_subscribers {
-            // Its answer may wait for this very session's acknowledgement:
-            // in a task of its own, counted with the live calls.
+        let awaits_others = Requested::of_protocol_headers(&envelope.headers)
+            .is_ok_and(|requested| requested.awaits_subscribers())
+            || envelope.headers.contains_key(smart::CONDITION);
+        if awaits_others {
+            // Its answer may wait for this very session's acknowledgement,
+            // or its live response: in a task of its own, counted with the
+            // live calls.
             let Ok(permit) = self.calls.clone().try_acquire_owned() else {
                 let error = crate::DittoError::too_many_requests();
                 return self.send(&error_response(None, &envelope.headers, &error)).await;

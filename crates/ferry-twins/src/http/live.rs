@@ -8,19 +8,17 @@
 //! none comes within `timeout`, or 202 at once with `timeout=0` or
 //! `response-required=false`.
 //!
-//! **Smart channel selection** (Ditto 2.3's): a retrieve with a
-//! `live-channel-condition` (RQL, query parameter or header) reads the
-//! twin first; when the twin meets the condition the retrieve goes to the
-//! device instead, else the twin answers. A live retrieve with a
-//! `live-channel-timeout-strategy` reads the twin first as well. When the
-//! device does not answer in time, `fail` (the default) answers 408 and
-//! `use-twin` the twin. The answer says which it is: `channel: live|twin`
-//! and `live-channel-condition-matched: true|false`.
+//! **Smart channel selection** (`live/smart.rs`): a retrieve with a
+//! `live-channel-condition` (query parameter or header), or a live one
+//! with a `live-channel-timeout-strategy`, reads the twin first; then the
+//! device or the twin answers, the headers `channel` and
+//! `live-channel-condition-matched` saying which.
 
 use super::messages::{add_correlation_id, http_response, param};
 use super::reply::{self, Reply};
 use crate::error::DittoError;
 use crate::id::ThingId;
+use crate::live::smart::{self, TimeoutStrategy};
 use crate::live::{Call, Kind, Sending};
 use crate::pointer::JsonPointer;
 use crate::protocol::{Envelope, Topic};
@@ -45,17 +43,7 @@ pub(super) struct LiveRequest<'a> {
     pub body: &'a Bytes,
 }
 
-/// `live-channel-timeout-strategy`: what a retrieve sent to the device
-/// answers when the device does not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TimeoutStrategy {
-    /// Ditto's 408 `command.timeout` (the default).
-    Fail,
-    /// The twin's answer.
-    UseTwin,
-}
-
-/// A request's smart channel selection headers.
+/// A request's smart channel selection headers (`live/smart.rs`).
 pub(super) struct Selection {
     /// `live-channel-condition`, as written.
     pub condition: Option<String>,
@@ -64,19 +52,8 @@ pub(super) struct Selection {
 
 impl Selection {
     pub fn read(query: &[(String, String)], headers: &HeaderMap) -> Result<Selection, DittoError> {
-        let condition = param(query, headers, "live-channel-condition");
-        let strategy = match param(query, headers, "live-channel-timeout-strategy") {
-            None => None,
-            Some(text) if text.eq_ignore_ascii_case("fail") => Some(TimeoutStrategy::Fail),
-            Some(text) if text.eq_ignore_ascii_case("use-twin") => Some(TimeoutStrategy::UseTwin),
-            Some(text) => {
-                return Err(DittoError::header_invalid(
-                    "live-channel-timeout-strategy",
-                    &text,
-                    "LiveChannelTimeoutStrategy (fail or use-twin)",
-                ))
-            }
-        };
+        let condition = param(query, headers, smart::CONDITION);
+        let strategy = TimeoutStrategy::parse(param(query, headers, smart::STRATEGY).as_deref())?;
         Ok(Selection { condition, strategy })
     }
 

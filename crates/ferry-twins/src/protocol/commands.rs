@@ -25,6 +25,7 @@ use crate::acks::{self, Ack, EventAcks, Requested};
 use crate::error::DittoError;
 use crate::fields::FieldSelector;
 use crate::id::ThingId;
+use crate::live::smart;
 use crate::pointer::JsonPointer;
 use crate::policy::Written as PolicyWritten;
 use crate::service::{
@@ -46,11 +47,14 @@ struct Response {
     /// `ditto-metadata`, the answer to `get-metadata`: a JSON object in
     /// the headers, as Ditto writes a header of its type.
     metadata: Option<Value>,
+    /// Whether the twin met a retrieve's `live-channel-condition`
+    /// (`live/smart.rs`), when it had one.
+    live_channel_matched: Option<bool>,
 }
 
 impl Response {
     fn new(status: u16, value: Option<Value>) -> Response {
-        Response { status, value, etag: None, metadata: None }
+        Response { status, value, etag: None, metadata: None, live_channel_matched: None }
     }
 }
 
@@ -129,7 +133,20 @@ impl Twins {
                 }
                 Some(requested) if !requested.response_required => None,
                 None if !envelope.response_required() => None,
-                _ => Some(response_envelope(&topic, envelope, response)),
+                _ => {
+                    let matched = response.live_channel_matched;
+                    let mut twin = response_envelope(&topic, envelope, response);
+                    match matched {
+                        Some(true) => {
+                            return Some(
+                                self.retrieve_from_device(caller, &topic, envelope, twin).await,
+                            )
+                        }
+                        Some(false) => smart::mark(&mut twin, "twin", false),
+                        None => {}
+                    }
+                    Some(twin)
+                }
             },
             Err(refused) => {
                 let mut error = error_response(Some(&topic), &envelope.headers, &refused.error);
@@ -161,6 +178,9 @@ impl Twins {
             .filter(|resource| !(action == "delete" && *resource == ThingResource::PolicyId))
             .ok_or_else(|| unknown_path(&envelope.path))?;
         let conditions = Conditions { acks, ..conditions(envelope, action == "retrieve")? };
+        if action != "retrieve" && conditions.live_channel_condition.is_some() {
+            return Err(DittoError::live_channel_condition_not_allowed().into());
+        }
         let value = || envelope.value.as_ref().ok_or_else(|| missing_value(&topic.to_string()));
         let written = match action {
             "retrieve" => {
@@ -173,6 +193,7 @@ impl Twins {
                     value: Some(retrieved.value),
                     etag: retrieved.etag,
                     metadata: retrieved.metadata,
+                    live_channel_matched: retrieved.live_channel_matched,
                 });
             }
             "create" => {
@@ -286,9 +307,7 @@ fn conditions(envelope: &Envelope, retrieve: bool) -> Result<Conditions, DittoEr
         if_match: envelope.header("if-match").as_deref().map(TagMatch::parse),
         if_none_match: envelope.header("if-none-match").as_deref().map(TagMatch::parse),
         condition: envelope.header("condition"),
-        // Smart channel selection is the HTTP API's only: a protocol
-        // client sends its live retrieve itself.
-        live_channel_condition: None,
+        live_channel_condition: envelope.header(smart::CONDITION),
         if_equal: if_equal.unwrap_or_default(),
         acks: None,
     })
