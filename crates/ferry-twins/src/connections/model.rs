@@ -159,12 +159,8 @@ impl ConnectionSpec {
             }
             _ => Transport::HttpPush(Arc::new(HttpPush::parse(object, targets)?)),
         };
-        let mut source_acks: Vec<String> = Vec::new();
-        for label in transport.sources().iter().flat_map(|source| &source.declared_acks) {
-            if !source_acks.contains(label) {
-                source_acks.push(label.clone());
-            }
-        }
+        let source_acks =
+            labels_once(transport.sources().iter().flat_map(|source| &source.declared_acks));
         Ok(ConnectionSpec {
             id: id.to_owned(),
             open,
@@ -183,14 +179,20 @@ impl ConnectionSpec {
     /// Every label the connection declares: its targets' issued ones and
     /// its sources' declared ones, each once.
     pub fn declared_acks(&self) -> Vec<String> {
-        let mut labels = self.source_acks.clone();
-        for label in self.targets.iter().filter_map(|target| target.issued_ack.as_ref()) {
-            if !labels.contains(label) {
-                labels.push(label.clone());
-            }
-        }
-        labels
+        let issued = self.targets.iter().filter_map(|target| target.issued_ack.as_ref());
+        labels_once(self.source_acks.iter().chain(issued))
     }
+}
+
+/// `labels` in their order, each once.
+pub(super) fn labels_once<'a>(labels: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+    let mut once: Vec<String> = Vec::new();
+    for label in labels {
+        if !once.contains(label) {
+            once.push(label.clone());
+        }
+    }
+    once
 }
 
 impl Transport {
@@ -338,12 +340,7 @@ impl TargetSpec {
             }
             return None;
         };
-        let mut labels: Vec<String> = owed.iter().map(|owed| owed.label.clone()).collect();
-        for label in device_acks {
-            if !labels.contains(label) {
-                labels.push(label.clone());
-            }
-        }
+        let labels = labels_once(owed.iter().map(|owed| &owed.label).chain(device_acks));
         if let Some(acks) = event.acks.as_ref().filter(|_| !labels.is_empty()) {
             envelope.headers.insert("requested-acks".into(), labels.into());
             envelope.headers.insert("correlation-id".into(), acks.correlation_id.clone().into());

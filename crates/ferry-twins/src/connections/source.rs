@@ -6,7 +6,7 @@
 //! one kind has is said at its field.
 
 use super::enforcement::Enforcement;
-use super::model::{authorization_context, connection_label};
+use super::model::{authorization_context, connection_label, labels_once};
 use super::placeholder::{Holds, Received, SourceTemplate};
 use crate::error::DittoError;
 use crate::protocol::Envelope;
@@ -196,14 +196,11 @@ fn declared_acks(
         }
     };
     let what = format!("A declaredAcks label of the source '{named}'");
-    let mut declared: Vec<String> = Vec::with_capacity(labels.len());
-    for label in labels {
-        let label = connection_label(connection_id, &what, label)?;
-        if !declared.contains(&label) {
-            declared.push(label);
-        }
-    }
-    Ok(declared)
+    let declared: Vec<String> = labels
+        .iter()
+        .map(|label| connection_label(connection_id, &what, label))
+        .collect::<Result<_, _>>()?;
+    Ok(labels_once(&declared))
 }
 
 fn addresses(json: Option<&Value>, kind: SourceKind) -> Result<Vec<String>, DittoError> {

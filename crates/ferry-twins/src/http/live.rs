@@ -110,9 +110,9 @@ pub(super) async fn select(
 /// Marks an answer with the channel it came from, as Ditto's headers do.
 fn from_channel(mut response: Response, channel: &'static str, matched: bool) -> Response {
     let headers = response.headers_mut();
-    headers.insert("channel", HeaderValue::from_static(channel));
+    headers.insert(smart::CHANNEL, HeaderValue::from_static(channel));
     let matched = if matched { "true" } else { "false" };
-    headers.insert("live-channel-condition-matched", HeaderValue::from_static(matched));
+    headers.insert(smart::MATCHED, HeaderValue::from_static(matched));
     response
 }
 

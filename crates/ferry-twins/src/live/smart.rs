@@ -17,6 +17,11 @@ pub const CONDITION: &str = "live-channel-condition";
 /// The header (or HTTP query parameter) of the strategy.
 pub const STRATEGY: &str = "live-channel-timeout-strategy";
 
+/// The answer's header naming the channel that gave it (`live`, `twin`).
+pub const CHANNEL: &str = "channel";
+/// The answer's header saying whether the twin met the condition.
+pub const MATCHED: &str = "live-channel-condition-matched";
+
 /// `live-channel-timeout-strategy`: what a retrieve sent to the device
 /// answers when the device does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,8 +52,8 @@ impl TimeoutStrategy {
 
 /// Marks a protocol answer with the channel that gave it.
 pub fn mark(envelope: &mut Envelope, channel: &'static str, matched: bool) {
-    envelope.headers.insert("channel".into(), channel.into());
-    envelope.headers.insert("live-channel-condition-matched".into(), matched.to_string().into());
+    envelope.headers.insert(CHANNEL.into(), channel.into());
+    envelope.headers.insert(MATCHED.into(), matched.to_string().into());
 }
 
 impl Twins {
