@@ -21,6 +21,9 @@
 //!   the policy lets READ them; a client's own live signals go out through
 //!   the live hub (`live.rs`), and a live response it publishes (`status`
 //!   on a `things/live/…` topic) answers the call waiting for it.
+//! - **Search** (`protocol/search.rs`): a subscription belongs to the
+//!   client id that made it, and its pages go where the answer to its
+//!   `subscribe` went.
 //!
 //! **Who a client is** to the policies: `<subject_prefix>:<user>` for a
 //! user name the broker verified (a password, a JWT or a certificate);
@@ -33,6 +36,7 @@
 mod live;
 
 use crate::id::ThingId;
+use crate::protocol::search::{self, Searches};
 use crate::protocol::{Envelope, EventView, Topic};
 use crate::service::{Caller, ThingEvent, Twins};
 use crate::shadow::{ShadowSettings, Shadows, Template, AWS_THINGS};
@@ -117,6 +121,8 @@ pub struct TwinTopics {
     shadows: Option<Arc<Shadows>>,
     runtime: tokio::runtime::Handle,
     workers: Mutex<HashMap<Arc<str>, mpsc::Sender<ServiceRequest>>>,
+    /// Search subscriptions, each held by the client id that made it.
+    searches: Searches,
     /// QoS 0 messages dropped because their client's queue was full.
     pub dropped: AtomicU64,
     /// Events no MQTT subscriber got because the feed ran ahead of them.
@@ -136,6 +142,7 @@ impl TwinTopics {
             let template = settings.implicit_template.clone();
             Shadows::start(twins.clone(), broker, settings.clone(), shadow_settings, template)
         });
+        let searches = Searches::new(twins.clone());
         let topics = Arc::new_cyclic(|me| TwinTopics {
             me: me.clone(),
             twins,
@@ -144,6 +151,7 @@ impl TwinTopics {
             shadows,
             runtime: tokio::runtime::Handle::current(),
             workers: Mutex::new(HashMap::new()),
+            searches,
             dropped: AtomicU64::new(0),
             events_missed: AtomicU64::new(0),
         });
@@ -199,6 +207,13 @@ impl TwinTopics {
             Ok(()) => {
                 let caller = self.caller(Some(principal));
                 if !caller.subjects.is_empty() {
+                    if let Some(topic) =
+                        Topic::parse(&envelope.topic).ok().filter(search::is_search)
+                    {
+                        let out = || self.search_pages(command, principal, reply_to);
+                        let client = &principal.client_id;
+                        return self.searches.apply(client, &caller, &topic, &envelope, out);
+                    }
                     return match crate::live::Route::of(&envelope) {
                         Some(route) => {
                             let asked = live::Asked { command, principal, reply_to };
@@ -301,6 +316,25 @@ impl TwinTopics {
         let message =
             Message::new(ByteStr::from(topic.as_str()), Bytes::new(), qos, false, properties, 0);
         broker.publish_signal(message, &ForSender { sender: principal.clone(), payload });
+    }
+
+    /// Where a search subscription's events go: where the answer to the
+    /// `subscribe` that made it went.
+    fn search_pages(
+        &self,
+        subscribe: &Arc<Message>,
+        principal: &Arc<Principal>,
+        reply_to: Option<String>,
+    ) -> mpsc::Sender<Envelope> {
+        let (pages, mut queued) = mpsc::channel(search::PAGES_QUEUED);
+        let (me, subscribe, principal) = (self.me.clone(), subscribe.clone(), principal.clone());
+        self.runtime.spawn(async move {
+            while let Some(event) = queued.recv().await {
+                let Some(topics) = me.upgrade() else { return };
+                topics.respond(&subscribe, reply_to.clone(), &principal, event);
+            }
+        });
+        pages
     }
 
     /// Queues a request behind its client's earlier ones.

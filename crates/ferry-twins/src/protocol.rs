@@ -12,16 +12,18 @@
 //!   policy lets it see it.
 //! - `acks.rs`: a subscriber's acknowledgements sent back, handed to the
 //!   command waiting for them.
+//! - `search.rs`: search subscriptions (`_/_/things/twin/search/…`), pages
+//!   of results as the client asks for them.
 //!
 //! Not supported yet, and answered with Ditto's
-//! `protocoladapter:unknown.topicpath`: search over the protocol
-//! (`_/_/things/twin/search/…`), streaming of persisted events, and
+//! `protocoladapter:unknown.topicpath`: streaming of persisted events and
 //! announcements.
 
 pub mod acks;
 mod commands;
 mod envelope;
 mod events;
+pub mod search;
 mod topic;
 
 pub use commands::{error_response, id_enforcement_failed};

@@ -34,6 +34,10 @@
 //! on `…/things/twin/acks` (`protocol/acks.rs`). An event the session's options
 //! or READ rights keep from it is weakly acknowledged for it.
 //!
+//! **Search** (`protocol/search.rs`): the session's subscriptions send
+//! their pages through the same queue as the answers to its live calls,
+//! waiting for room; they end with the session.
+//!
 //! **Shutdown** closes every session with 1001 (going away):
 //! `Live::close`.
 //!
@@ -46,6 +50,7 @@ pub use events::EventOptions;
 
 use crate::acks::{self, Declaration, Requested};
 use crate::live::{smart, Kind, Route, Sending, Subscription};
+use crate::protocol::search::{self, Searches};
 use crate::protocol::{self, error_response, Envelope, Topic, MAX_ENVELOPE_BYTES};
 use crate::service::{Caller, ThingEvent, Twins};
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -109,6 +114,9 @@ struct Session {
     events: Option<(broadcast::Receiver<ThingEvent>, EventOptions)>,
     /// The acknowledgement labels the session declared.
     declaration: Option<Declaration>,
+    /// The session's search subscriptions, whose pages go out through the
+    /// answers' queue.
+    searches: Searches,
 }
 
 /// Whether the session goes on after a frame.
@@ -121,6 +129,7 @@ impl Session {
     fn start(twins: Arc<Twins>, caller: Caller, socket: WebSocket) -> Session {
         let (answers, pushed) = mpsc::channel(PUSH_QUEUE);
         let subscription = twins.subscribe_live(caller.clone(), answers.clone());
+        let searches = Searches::new(twins.clone());
         Session {
             twins,
             caller,
@@ -131,6 +140,7 @@ impl Session {
             calls: Arc::new(Semaphore::new(CALLS_IN_FLIGHT)),
             events: None,
             declaration: None,
+            searches,
         }
     }
 
@@ -253,6 +263,14 @@ impl Session {
         if let Ok(topic) = Topic::parse(&envelope.topic) {
             if protocol::acks::is_ack(&topic) {
                 return self.on_ack(topic, envelope).await;
+            }
+            if search::is_search(&topic) {
+                let answers = self.answers.clone();
+                let answer = self.searches.apply("", &self.caller, &topic, &envelope, || answers);
+                return match answer {
+                    Some(answer) => self.send(&answer).await,
+                    None => Next::Continue,
+                };
             }
         }
         match Route::of(&envelope) {

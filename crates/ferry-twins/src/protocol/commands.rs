@@ -314,7 +314,7 @@ fn conditions(envelope: &Envelope, retrieve: bool) -> Result<Conditions, DittoEr
 }
 
 /// The headers every answer carries back: the command's correlation id.
-fn answer_headers(request: &Map<String, Value>) -> Map<String, Value> {
+pub(super) fn answer_headers(request: &Map<String, Value>) -> Map<String, Value> {
     let mut headers = Map::new();
     if let Some(id) = request.get("correlation-id") {
         headers.insert("correlation-id".into(), id.clone());
