@@ -187,6 +187,102 @@ def test_http_message_answered_by_a_websocket_device(tmp_path, broker_factory, t
     device.close()
 
 
+def _ack(request: dict, label: str, status: int, value=None) -> dict:
+    """A receiver's acknowledgement of a live message under `label`."""
+    ns, name = request["topic"].split("/")[:2]
+    ack = {"topic": f"{ns}/{name}/things/live/acks/{label}",
+           "headers": {"correlation-id": request["headers"]["correlation-id"]},
+           "path": "/", "status": status}
+    if value is not None:
+        ack["value"] = value
+    return ack
+
+
+def test_a_live_message_gathers_its_receivers_acknowledgements(tmp_path, broker_factory,
+                                                               twin_store):
+    """As Ditto's MessageCommandAckRequestSetter and aggregator: custom
+    labels beside `live-response` (added when a response is required),
+    the twin's labels dropped, 200 or 424 with each label's status."""
+    broker, alice = _start(tmp_path, broker_factory, twin_store)
+    device = DittoWs(broker, "dev", USERS["dev"], query="?declared-acks=dev:received")
+    device.control("START-SEND-MESSAGES")
+
+    answer = _in_background(lambda: alice.post(
+        f"{T}/inbox/messages/ask", {"q": 1},
+        params={"requested-acks": "dev:received,twin-persisted", "timeout": "5"}))
+    request = device.recv()
+    assert request["headers"]["requested-acks"] == ["dev:received", "live-response"]
+    device.send(_ack(request, "dev:received", 204))
+    device.send(_respond(request, 200, {"a": 1}))
+    response = answer()
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["dev:received"]["status"] == 204
+    assert body["live-response"]["status"] == 200 and body["live-response"]["payload"] == {"a": 1}
+    assert response.headers["correlation-id"] == request["headers"]["correlation-id"]
+
+    # A failed acknowledgement fails the whole: 424, each label's status.
+    answer = _in_background(lambda: alice.post(
+        f"{T}/inbox/messages/ask", None, params={"requested-acks": "dev:received"}))
+    request = device.recv()
+    device.send(_ack(request, "dev:received", 503, {"busy": True}))
+    device.send(_respond(request, 200, {"a": 2}))
+    response = answer()
+    assert response.status_code == 424, response.text
+    body = response.json()
+    assert (body["dev:received"]["status"], body["dev:received"]["payload"]) == (503, {"busy": True})
+    assert body["live-response"]["status"] == 200
+
+    # No response required: only the acknowledgement is awaited, and a
+    # success is 202.
+    answer = _in_background(lambda: alice.post(
+        f"{T}/inbox/messages/ask", None,
+        params={"requested-acks": "dev:received", "response-required": "false"}))
+    request = device.recv()
+    assert request["headers"]["requested-acks"] == ["dev:received"]
+    device.send(_ack(request, "dev:received", 200))
+    assert answer().status_code == 202
+
+    # A label nobody acknowledges times out (408) within the aggregate;
+    # the device's own response still counts.
+    answer = _in_background(lambda: alice.post(
+        f"{T}/inbox/messages/ask", None,
+        params={"requested-acks": "nobody:declared", "timeout": "1"}))
+    request = device.recv()
+    device.send(_respond(request, 200, {"a": 3}))
+    response = answer()
+    assert response.status_code == 424, response.text
+    body = response.json()
+    assert body["nobody:declared"]["status"] == 408
+    assert body["nobody:declared"]["payload"]["error"] == "acknowledgement:request.timeout"
+    assert body["live-response"]["status"] == 200
+
+    # Only the twin's labels: dropped, the plain response.
+    answer = _in_background(lambda: alice.post(
+        f"{T}/inbox/messages/ask", None, params={"requested-acks": "twin-persisted"}))
+    request = device.recv()
+    assert request["headers"]["requested-acks"] == []
+    device.send(_respond(request, 201, {"a": 4}))
+    response = answer()
+    assert (response.status_code, response.json()) == (201, {"a": 4})
+
+    # Over the Ditto protocol the sender gets the aggregate as
+    # `…/things/live/acks`.
+    sender = _ws(broker, "alice")
+    sender.send(envelope(f"{LIVE}/messages/ask", "/inbox/messages/ask", {"q": 5},
+                         **{"correlation-id": "ws-1", "requested-acks": ["dev:received"]}))
+    request = device.recv()
+    device.send(_ack(request, "dev:received", 204))
+    device.send(_respond(request, 200, {"a": 5}))
+    acks = sender.recv()
+    assert acks["topic"] == "org.acme/lamp-1/things/live/acks", acks
+    assert (acks["status"], acks["headers"]["correlation-id"]) == (200, "ws-1")
+    assert acks["value"]["dev:received"]["status"] == 204
+    assert acks["value"]["live-response"]["payload"] == {"a": 5}
+    sender.close()
+    device.close()
+
+
 def test_http_message_answered_by_an_mqtt_device(tmp_path, broker_factory, twin_store):
     broker, alice = _start(tmp_path, broker_factory, twin_store)
     device = MqttDevice(broker, "dev", "lamp-1")

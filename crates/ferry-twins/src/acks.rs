@@ -11,7 +11,10 @@
 //!   reads the store the change was committed to, so this is fulfilled at
 //!   the same moment, with Ditto's 204.
 //! - `live-response` is dropped from a twin command's requests, as Ditto
-//!   drops it.
+//!   drops it. It is a live message's or live command's own label: the
+//!   receiver's response ([`Requested::live`]), implicit as `twin-persisted`
+//!   is for twin commands; `twin-persisted` and `search-persisted` are
+//!   dropped from a live signal's requests.
 //! - Any other label is a subscriber's: a WebSocket session declares it
 //!   (`declared-acks`), receives the event with the label in its
 //!   `requested-acks` header and answers with an acknowledgement message
@@ -82,22 +85,55 @@ impl Requested {
             }
         };
         if timeout.is_zero() && (response_required || !labels.is_empty()) {
-            return Err(DittoError::new(
-                400,
-                "header.invalid",
-                "The value of the header 'timeout' must not be zero if response or acknowledgements are requested.",
-                "Please provide a positive timeout.".to_owned(),
-            ));
+            return Err(zero_timeout());
+        }
+        Ok(Requested { labels, response_required, timeout })
+    }
+
+    /// A live message's or live command's requests, as Ditto's
+    /// `MessageCommandAckRequestSetter` sets them: `live-response` (the
+    /// receiver's response) when a response is required and no labels
+    /// are given; with labels, `live-response` added when a response is
+    /// required and removed when not; the twin's built-in labels dropped.
+    /// The timeout is the call's, already checked.
+    pub fn live(
+        labels: Option<Vec<String>>,
+        response_required: bool,
+        timeout: Duration,
+    ) -> Result<Requested, DittoError> {
+        let labels = match labels {
+            None if response_required => vec![LIVE_RESPONSE.to_owned()],
+            None => Vec::new(),
+            Some(given) => {
+                let mut kept: Vec<String> = Vec::with_capacity(given.len() + 1);
+                for label in given {
+                    let twins_own = label == TWIN_PERSISTED || label == SEARCH_PERSISTED;
+                    if !twins_own && !kept.contains(&label) {
+                        kept.push(label);
+                    }
+                }
+                let has_own = kept.iter().any(|label| label == LIVE_RESPONSE);
+                if response_required && !kept.is_empty() && !has_own {
+                    kept.push(LIVE_RESPONSE.to_owned());
+                } else if !response_required {
+                    kept.retain(|label| label != LIVE_RESPONSE);
+                }
+                kept
+            }
+        };
+        if timeout.is_zero() && !labels.is_empty() {
+            return Err(zero_timeout());
         }
         Ok(Requested { labels, response_required, timeout })
     }
 
     /// Whether the answer is the command's own response (or 202 without
-    /// one): nothing or only `twin-persisted` was requested.
+    /// one): nothing or only the command's own label (`twin-persisted`,
+    /// `live-response`) was requested.
     pub fn plain(&self) -> bool {
         match self.labels.as_slice() {
             [] => true,
-            [only] => only == TWIN_PERSISTED,
+            [only] => is_own(only),
             _ => false,
         }
     }
@@ -105,45 +141,66 @@ impl Requested {
     /// Whether a label was requested that only a subscriber could
     /// fulfil.
     pub fn awaits_subscribers(&self) -> bool {
-        self.labels.iter().any(|label| label != TWIN_PERSISTED && label != SEARCH_PERSISTED)
+        self.labels.iter().any(|label| is_subscribers(label))
     }
 
     /// What the command's event asks its subscribers for, under
     /// `correlation_id`: `None` when only built-in labels were requested.
     pub fn event_acks(&self, correlation_id: &str) -> Option<EventAcks> {
-        let labels: Vec<String> = self
-            .labels
-            .iter()
-            .filter(|label| *label != TWIN_PERSISTED && *label != SEARCH_PERSISTED)
-            .cloned()
-            .collect();
+        let labels: Vec<String> =
+            self.labels.iter().filter(|label| is_subscribers(label)).cloned().collect();
         (!labels.is_empty())
             .then(|| EventAcks { correlation_id: correlation_id.to_owned(), labels })
     }
 
-    /// The acknowledgements of a command that was committed, in the order
-    /// requested: `persisted` is its response as the `twin-persisted`
-    /// acknowledgement, `received` what subscribers sent in time; every
-    /// other label has timed out.
-    pub fn fulfil(&self, persisted: Ack, received: Vec<Ack>, correlation_id: &str) -> Vec<Ack> {
+    /// The acknowledgements of a command that was carried out, in the
+    /// order requested: `own` is its response as its own label's
+    /// acknowledgement (`twin-persisted`, `live-response`; `None` when not
+    /// asked for), `received` what subscribers sent in time; every other
+    /// label has timed out.
+    pub fn fulfil(&self, own: Option<Ack>, received: Vec<Ack>, correlation_id: &str) -> Vec<Ack> {
         self.labels
             .iter()
-            .map(|label| match label.as_str() {
-                TWIN_PERSISTED => persisted.clone(),
-                SEARCH_PERSISTED => Ack {
-                    label: SEARCH_PERSISTED.to_owned(),
-                    status: 204,
-                    payload: None,
-                    headers: correlation_headers(correlation_id),
-                },
-                _ => received
-                    .iter()
-                    .find(|ack| ack.label == *label)
-                    .cloned()
-                    .unwrap_or_else(|| Ack::timed_out(label, self.timeout, correlation_id)),
+            .map(|label| {
+                if let Some(own) = own.as_ref().filter(|own| own.label == *label) {
+                    return own.clone();
+                }
+                match label.as_str() {
+                    SEARCH_PERSISTED => Ack {
+                        label: SEARCH_PERSISTED.to_owned(),
+                        status: 204,
+                        payload: None,
+                        headers: correlation_headers(correlation_id),
+                    },
+                    _ => received
+                        .iter()
+                        .find(|ack| ack.label == *label)
+                        .cloned()
+                        .unwrap_or_else(|| Ack::timed_out(label, self.timeout, correlation_id)),
+                }
             })
             .collect()
     }
+}
+
+/// A command's own label, fulfilled by its own response.
+fn is_own(label: &str) -> bool {
+    label == TWIN_PERSISTED || label == LIVE_RESPONSE
+}
+
+/// A label only a subscriber can fulfil: not built in.
+fn is_subscribers(label: &str) -> bool {
+    !is_own(label) && label != SEARCH_PERSISTED
+}
+
+/// Ditto's refusal of a timeout of zero where an answer is awaited.
+fn zero_timeout() -> DittoError {
+    DittoError::new(
+        400,
+        "header.invalid",
+        "The value of the header 'timeout' must not be zero if response or acknowledgements are requested.",
+        "Please provide a positive timeout.".to_owned(),
+    )
 }
 
 /// Reads a `requested-acks` value: a JSON array of labels, as Ditto's
@@ -175,13 +232,7 @@ impl Requested {
     /// `requested-acks` is an array of labels and `response-required` a
     /// boolean (or either as text).
     pub fn of_protocol_headers(headers: &Map<String, Value>) -> Result<Requested, DittoError> {
-        let labels = headers
-            .get("requested-acks")
-            .map(|value| match value {
-                Value::String(text) => parse_labels(text),
-                other => parse_labels(&other.to_string()),
-            })
-            .transpose()?;
+        let labels = requested_labels(headers)?;
         let response_required = headers.get("response-required").map(|value| match value {
             Value::Bool(required) => *required,
             Value::String(text) => !text.eq_ignore_ascii_case("false"),
@@ -193,6 +244,18 @@ impl Requested {
         });
         Requested::twin_modify(labels, response_required, timeout.as_deref())
     }
+}
+
+/// The labels of a Ditto protocol message's `requested-acks` header (an
+/// array, or its text), `None` without one.
+pub fn requested_labels(headers: &Map<String, Value>) -> Result<Option<Vec<String>>, DittoError> {
+    headers
+        .get("requested-acks")
+        .map(|value| match value {
+            Value::String(text) => parse_labels(text),
+            other => parse_labels(&other.to_string()),
+        })
+        .transpose()
 }
 
 /// Ditto's `ACK_LABEL_REGEX`: an optional unresolved placeholder such as
@@ -241,7 +304,7 @@ pub struct Ack {
 impl Ack {
     /// Ditto's acknowledgement of a label that did not come in time
     /// (`AcknowledgementRequestTimeoutException`).
-    fn timed_out(label: &str, timeout: Duration, correlation_id: &str) -> Ack {
+    pub fn timed_out(label: &str, timeout: Duration, correlation_id: &str) -> Ack {
         Ack {
             label: label.to_owned(),
             status: 408,
@@ -330,6 +393,41 @@ mod tests {
     }
 
     #[test]
+    fn live_signals_request_live_response_as_dittos_message_setter() {
+        let ten = Duration::from_secs(10);
+        let plain = Requested::live(None, true, ten).unwrap();
+        assert_eq!(plain.labels, vec![LIVE_RESPONSE]);
+        assert!(plain.plain() && !plain.awaits_subscribers());
+        assert!(Requested::live(None, false, ten).unwrap().labels.is_empty());
+
+        // Custom labels: live-response added when a response is required,
+        // removed when not; the twin's labels dropped.
+        let both = Requested::live(labels(&["dev:got", TWIN_PERSISTED, "dev:got"]), true, ten);
+        let both = both.unwrap();
+        assert_eq!(both.labels, vec!["dev:got", LIVE_RESPONSE]);
+        assert!(!both.plain() && both.awaits_subscribers());
+        assert_eq!(both.event_acks("c").unwrap().labels, vec!["dev:got"]);
+        let quiet = Requested::live(labels(&[LIVE_RESPONSE, "dev:got"]), false, ten).unwrap();
+        assert_eq!(quiet.labels, vec!["dev:got"]);
+        assert!(Requested::live(labels(&[SEARCH_PERSISTED]), true, ten).unwrap().plain());
+
+        let zero = Requested::live(labels(&["dev:got"]), false, Duration::ZERO).unwrap_err();
+        assert_eq!((zero.status, zero.error), (400, "header.invalid"));
+
+        // The response is the live-response acknowledgement; a label that
+        // did not come is 408.
+        let own = Ack {
+            label: LIVE_RESPONSE.into(),
+            status: 200,
+            payload: Some(json!(1)),
+            headers: Map::new(),
+        };
+        let acks = both.fulfil(Some(own.clone()), Vec::new(), "c");
+        assert_eq!((acks[0].status, &acks[1]), (408, &own));
+        assert_eq!(combined_status(&acks), 424);
+    }
+
+    #[test]
     fn defaults_follow_dittos_table() {
         let plain = Requested::twin_modify(None, None, None).unwrap();
         assert_eq!(plain.labels, vec![TWIN_PERSISTED]);
@@ -391,7 +489,7 @@ mod tests {
             Some("250ms"),
         )
         .unwrap();
-        let acks = requested.fulfil(persisted.clone(), Vec::new(), "c");
+        let acks = requested.fulfil(Some(persisted.clone()), Vec::new(), "c");
         assert_eq!(combined_status(&acks), 200);
         let body = aggregated_body(&acks).unwrap();
         assert_eq!(
@@ -401,7 +499,7 @@ mod tests {
 
         let custom = Requested::twin_modify(labels(&["my-ack", TWIN_PERSISTED]), None, Some("60s"))
             .unwrap()
-            .fulfil(persisted.clone(), Vec::new(), "c");
+            .fulfil(Some(persisted.clone()), Vec::new(), "c");
         assert_eq!(combined_status(&custom), 424);
         let body = aggregated_body(&custom).unwrap();
         assert_eq!(body["my-ack"]["status"], 408);
@@ -412,7 +510,7 @@ mod tests {
         assert_eq!(minimized(&custom)[0].payload, None);
 
         let single = Requested::twin_modify(labels(&[SEARCH_PERSISTED]), None, None).unwrap();
-        let acks = single.fulfil(persisted, Vec::new(), "c");
+        let acks = single.fulfil(Some(persisted), Vec::new(), "c");
         assert_eq!((combined_status(&acks), aggregated_body(&acks)), (204, None));
     }
 }

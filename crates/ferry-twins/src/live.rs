@@ -34,6 +34,7 @@ pub mod smart;
 pub use pending::{Outcome, State as OutcomeState, MAX_PENDING};
 pub use signal::{Audience, Kind};
 
+use crate::acks::{Ack, EventAcks, Requested, Waiter};
 use crate::error::DittoError;
 use crate::protocol::{Channel, Criterion, Envelope, Group, Topic};
 use crate::service::{Caller, Twins};
@@ -180,25 +181,96 @@ impl Live {
     }
 }
 
-/// A call waiting for its response; dropping it stops waiting.
+/// A call waiting for its response, or its receivers'
+/// acknowledgements; dropping it stops waiting.
 pub struct Call {
     pending: Arc<Pending>,
     serial: u64,
     pub correlation_id: String,
+    /// `None` when no response is wanted (only acknowledgements), or
+    /// once it was awaited.
     response: Option<tokio::sync::oneshot::Receiver<crate::protocol::Envelope>>,
     timeout: Duration,
     audience: Arc<Audience>,
     sender: Caller,
+    /// Labels the receivers acknowledge, when any was requested beside
+    /// `live-response`.
+    acks: Option<(Requested, Waiter)>,
+}
+
+/// How a call ended.
+pub enum Settled {
+    /// The receiver's response, or Ditto's 408 error response.
+    Response(Box<Envelope>),
+    /// The acknowledgements requested, in order, aggregated with their
+    /// combined status (200, 424, or one label's own).
+    Acknowledgements { status: u16, acks: Vec<Ack> },
+    /// All acknowledgements succeeded and no response was required:
+    /// nothing to tell.
+    Quiet,
+}
+
+impl Settled {
+    /// The Ditto protocol message that says it, on `topic`'s thing: the
+    /// response, or the aggregated `…/things/live/acks`.
+    pub fn into_envelope(self, topic: &Topic, correlation_id: &str) -> Option<Envelope> {
+        match self {
+            Settled::Response(response) => Some(*response),
+            Settled::Acknowledgements { status, acks } => {
+                let mut envelope = Envelope::new(topic.with(Criterion::Acks, "").to_string(), "/");
+                envelope.headers = crate::acks::correlation_headers(correlation_id);
+                envelope.value = Some(crate::acks::protocol_value(&acks));
+                envelope.status = Some(status);
+                Some(envelope)
+            }
+            Settled::Quiet => None,
+        }
+    }
 }
 
 impl Call {
     /// The response as the sender may see it, or Ditto's 408 error
-    /// response once the timeout passes.
-    pub async fn response(mut self) -> Envelope {
-        match self.answer().await {
-            Some(response) => response,
-            None => self.timed_out(),
+    /// response once the timeout passes; with acknowledgements requested,
+    /// their aggregate instead (`None` when nobody needs to hear of them).
+    pub async fn response(self) -> Option<Envelope> {
+        let (topic, correlation_id) = (self.audience.topic.clone(), self.correlation_id.clone());
+        self.settle().await.into_envelope(&topic, &correlation_id)
+    }
+
+    /// Awaits the response and the acknowledgements, within the call's
+    /// one timeout.
+    pub async fn settle(mut self) -> Settled {
+        let Some((requested, waiter)) = self.acks.take() else {
+            return Settled::Response(Box::new(match self.answer().await {
+                Some(response) => response,
+                None => self.timed_out(),
+            }));
+        };
+        let started = tokio::time::Instant::now();
+        let own = match self.response.is_some() {
+            true => Some(match self.answer().await {
+                Some(response) => Ack {
+                    label: crate::acks::LIVE_RESPONSE.to_owned(),
+                    status: response.status.unwrap_or(200),
+                    payload: response.value,
+                    headers: response.headers,
+                },
+                None => {
+                    Ack::timed_out(crate::acks::LIVE_RESPONSE, self.timeout, &self.correlation_id)
+                }
+            }),
+            false => None,
+        };
+        let received = waiter.collect(self.timeout.saturating_sub(started.elapsed())).await;
+        let mut acks = requested.fulfil(own, received, &self.correlation_id);
+        let status = crate::acks::combined_status(&acks);
+        if !requested.response_required {
+            if (200..300).contains(&status) {
+                return Settled::Quiet;
+            }
+            acks = crate::acks::minimized(&acks);
         }
+        Settled::Acknowledgements { status, acks }
     }
 
     /// Ditto's 408 error response of a call nobody answered in time.
@@ -283,21 +355,34 @@ impl Twins {
         if !wants_response && kind != Kind::LiveEvents {
             envelope.headers.insert("response-required".into(), false.into());
         }
+        let requested = match sending.persistent {
+            None if kind != Kind::LiveEvents => {
+                receivers_acks(&mut envelope, wants_response, timeout, &correlation_id)?
+            }
+            _ => None,
+        };
         let audience = Arc::new(self.authorize_live(caller, topic, kind, envelope).await?);
         let live = self.live();
-        let call = if wants_response {
+        let call = if wants_response || requested.is_some() {
             let registered = live.pending.register(&correlation_id, &audience.thing_id)?;
             if let Some(ttl) = sending.persistent {
                 live.outcomes.sent(&correlation_id, &audience.thing_id, &caller.subjects, ttl);
             }
+            // Registered before the signal goes: an acknowledgement that
+            // comes back at once is not missed.
+            let acks = match requested {
+                Some((requested, acks)) => Some((requested, self.ack_hub().expect(&acks)?)),
+                None => None,
+            };
             Some(Call {
                 pending: live.pending.clone(),
                 serial: registered.serial,
                 correlation_id,
-                response: Some(registered.response),
+                response: wants_response.then_some(registered.response),
                 timeout,
                 audience: audience.clone(),
                 sender: caller.clone(),
+                acks,
             })
         } else {
             None
@@ -309,11 +394,13 @@ impl Twins {
     /// Awaits a persistent message's response and records it for polling.
     pub async fn settle_persistent(&self, call: Call) {
         let correlation_id = call.correlation_id.clone();
-        let response = call.response().await;
+        // A persistent message requests no acknowledgements (`send_live`):
+        // its call settles with a response.
+        let Settled::Response(response) = call.settle().await else { return };
         let state = if response.status == Some(408) && response.topic.ends_with("/errors") {
             OutcomeState::Expired
         } else {
-            OutcomeState::Answered(Box::new(response))
+            OutcomeState::Answered(response)
         };
         self.live().outcomes.settle(&correlation_id, state);
     }
@@ -333,6 +420,22 @@ impl Twins {
         }
         answered
     }
+}
+
+/// The acknowledgements a live message or command asks its receivers
+/// for (`acks.rs`, `Requested::live`), when it names any beyond
+/// `live-response`, and the labels as the receivers see them in its
+/// `requested-acks` header.
+fn receivers_acks(
+    envelope: &mut Envelope,
+    wants_response: bool,
+    timeout: Duration,
+    correlation_id: &str,
+) -> Result<Option<(Requested, EventAcks)>, DittoError> {
+    let Some(labels) = crate::acks::requested_labels(&envelope.headers)? else { return Ok(None) };
+    let requested = Requested::live(Some(labels), wants_response, timeout)?;
+    envelope.headers.insert("requested-acks".into(), requested.labels.clone().into());
+    Ok(requested.event_acks(correlation_id).map(|acks| (requested, acks)))
 }
 
 /// Where a Ditto protocol message on the live channel goes.
@@ -508,7 +611,7 @@ mod hub_tests {
         response.status = Some(201);
         response.value = Some(json!("noon"));
         assert!(twins.answer_live(response));
-        let answered = call.response().await;
+        let answered = call.response().await.unwrap();
         assert_eq!((answered.status, answered.value), (Some(201), Some(json!("noon"))));
     }
 
@@ -528,7 +631,7 @@ mod hub_tests {
             .await
             .unwrap()
             .unwrap();
-        let timed_out = call.response().await;
+        let timed_out = call.response().await.unwrap();
         assert_eq!(timed_out.topic, "org.acme/lamp/things/live/errors");
         assert_eq!(timed_out.status, Some(408));
         assert_eq!(timed_out.value.unwrap()["error"], "command.timeout");

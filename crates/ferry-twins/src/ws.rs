@@ -329,7 +329,9 @@ impl Session {
                     let _permit = permit;
                     tokio::select! {
                         response = call.response() => {
-                            let _ = answers.send(response).await;
+                            if let Some(response) = response {
+                                let _ = answers.send(response).await;
+                            }
                         }
                         // The session ended: nobody is left to answer.
                         _ = answers.closed() => {}

@@ -14,7 +14,7 @@
 //! device or the twin answers, the headers `channel` and
 //! `live-channel-condition-matched` saying which.
 
-use super::messages::{add_correlation_id, http_response, param};
+use super::messages::{add_correlation_id, http_response, param, settled};
 use super::reply::{self, Reply};
 use crate::error::DittoError;
 use crate::id::ThingId;
@@ -76,10 +76,7 @@ pub(super) async fn command(twins: &Twins, caller: &Caller, request: &LiveReques
     let Some(call) = send(twins, caller, request).await? else {
         return Ok(StatusCode::ACCEPTED.into_response());
     };
-    let correlation_id = call.correlation_id.clone();
-    let mut response = http_response(&call.response().await);
-    add_correlation_id(&mut response, &correlation_id);
-    Ok(response)
+    Ok(settled(call).await)
 }
 
 /// A retrieve that read the twin first (`Selection::twin_first`): `twin`
@@ -138,7 +135,7 @@ async fn send(
     ))?;
     let path = JsonPointer::parse(&format!("/{rest}"))?;
     let mut envelope = Envelope::new(topic.to_string(), path.to_string());
-    for name in ["correlation-id", "timeout", "response-required"] {
+    for name in ["correlation-id", "timeout", "response-required", "requested-acks"] {
         if let Some(given) = param(query, headers, name) {
             envelope.headers.insert(name.to_owned(), given.into());
         }

@@ -23,7 +23,7 @@ use super::params::{pairs, Plus};
 use super::reply::{json, method_not_allowed, Reply};
 use crate::error::DittoError;
 use crate::id::ThingId;
-use crate::live::{Kind, OutcomeState, Sending};
+use crate::live::{Call, Kind, OutcomeState, Sending, Settled};
 use crate::protocol::{Envelope, Topic};
 use crate::service::{Caller, Twins};
 use axum::body::{Body, Bytes};
@@ -172,7 +172,7 @@ async fn message(
     if let Some(id) = correlation_id {
         set("correlation-id", id.into());
     }
-    for name in ["timeout", "response-required"] {
+    for name in ["timeout", "response-required", "requested-acks"] {
         if let Some(given) = param(&query, &headers, name) {
             set(name, given.into());
         }
@@ -192,10 +192,20 @@ async fn message(
         add_correlation_id(&mut response, &correlation_id);
         return Ok(response);
     }
+    Ok(settled(call).await)
+}
+
+/// The HTTP answer of a call: the receiver's response, or the requested
+/// acknowledgements aggregated as a twin command's are.
+pub(super) async fn settled(call: Call) -> Response {
     let correlation_id = call.correlation_id.clone();
-    let mut response = http_response(&call.response().await);
+    let mut response = match call.settle().await {
+        Settled::Response(envelope) => http_response(&envelope),
+        Settled::Acknowledgements { status, acks } => super::reply::acknowledgements(status, &acks),
+        Settled::Quiet => StatusCode::ACCEPTED.into_response(),
+    };
     add_correlation_id(&mut response, &correlation_id);
-    Ok(response)
+    response
 }
 
 /// The payload, at most [`MAX_PAYLOAD_BYTES`] (Ditto's

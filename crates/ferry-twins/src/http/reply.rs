@@ -29,6 +29,17 @@ pub fn json(status: StatusCode, value: &Value) -> Response {
 
 /// 201 with what was created and where: for a PUT, the request's own URL
 /// without its query, as Ditto's gateway makes it (`UriForLocationHeaderSupplier`).
+/// Aggregated acknowledgements with their combined `status`, as Ditto's
+/// HTTP API answers them: one label's payload as it is, several as label
+/// → `{status, payload, headers}`.
+pub fn acknowledgements(status: u16, acks: &[crate::acks::Ack]) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    match crate::acks::aggregated_body(acks) {
+        Some(body) => json(status, &body),
+        None => status.into_response(),
+    }
+}
+
 pub fn created(headers: &HeaderMap, uri: &Uri, value: &Value) -> Response {
     let mut response = json(StatusCode::CREATED, value);
     let host = headers.get(header::HOST).and_then(|host| host.to_str().ok()).unwrap_or("localhost");

@@ -149,19 +149,15 @@ impl Request {
             payload: created.cloned(),
             headers,
         };
-        let mut fulfilled = acks.fulfil(persisted, received, correlation_id);
+        let mut fulfilled = acks.fulfil(Some(persisted), received, correlation_id);
         let status = acks::combined_status(&fulfilled);
-        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if !acks.response_required {
-            if status.is_success() {
+            if (200..300).contains(&status) {
                 return StatusCode::ACCEPTED.into_response();
             }
             fulfilled = acks::minimized(&fulfilled);
         }
-        let mut answer = match acks::aggregated_body(&fulfilled) {
-            Some(body) => reply::json(status, &body),
-            None => status.into_response(),
-        };
+        let mut answer = reply::acknowledgements(status, &fulfilled);
         if let Ok(value) = HeaderValue::from_str(correlation_id) {
             answer.headers_mut().insert("correlation-id", value);
         }

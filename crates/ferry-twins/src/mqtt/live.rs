@@ -86,8 +86,9 @@ impl TwinTopics {
                 // client's next messages; pending calls are bounded by the
                 // hub.
                 tokio::spawn(async move {
-                    let response = call.response().await;
-                    me.respond(&command, reply_to, &principal, response);
+                    if let Some(response) = call.response().await {
+                        me.respond(&command, reply_to, &principal, response);
+                    }
                 });
                 None
             }

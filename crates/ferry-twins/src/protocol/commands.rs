@@ -343,7 +343,7 @@ fn acknowledgements(
         payload: response.value,
         headers,
     };
-    let mut fulfilled = requested.fulfil(persisted, received, correlation_id);
+    let mut fulfilled = requested.fulfil(Some(persisted), received, correlation_id);
     let status = acks::combined_status(&fulfilled);
     if !requested.response_required {
         if (200..300).contains(&status) {

@@ -231,8 +231,9 @@ async fn apply(
             // records; calls waiting at once are bounded by the hub.
             let (replying, takes) = (replying.clone(), target.takes);
             tokio::spawn(async move {
-                let answer = call.response().await;
-                replying.send(takes, &address, &answer);
+                if let Some(answer) = call.response().await {
+                    replying.send(takes, &address, &answer);
+                }
             });
         }
     }

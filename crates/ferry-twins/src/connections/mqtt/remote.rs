@@ -247,8 +247,9 @@ impl Applier {
                 let (replies, stats, takes) =
                     (self.replies.clone(), self.stats.clone(), target.takes);
                 tokio::spawn(async move {
-                    let answer = call.response().await;
-                    reply(&replies, &stats, takes, reply_topic, answer);
+                    if let Some(answer) = call.response().await {
+                        reply(&replies, &stats, takes, reply_topic, answer);
+                    }
                 });
             }
         }
