@@ -266,6 +266,26 @@ def test_a_live_message_gathers_its_receivers_acknowledgements(tmp_path, broker_
     response = answer()
     assert (response.status_code, response.json()) == (201, {"a": 4})
 
+    # Declarers that do not get the message, one not listening and one
+    # listening without READ on the subject, answer for it at once with
+    # weak acknowledgements.
+    idle = DittoWs(broker, "alice", USERS["alice"], query="?declared-acks=app:seen")
+    eve = DittoWs(broker, "eve", USERS["eve"], query="?declared-acks=eve:read")
+    eve.control("START-SEND-MESSAGES")
+    answer = _in_background(lambda: alice.post(
+        f"{T}/inbox/messages/ask", None,
+        params={"requested-acks": "app:seen,eve:read", "timeout": "20"}))
+    request = device.recv()
+    device.send(_respond(request, 200, {"a": 6}))
+    response = answer()
+    assert response.status_code == 200, response.text  # a label timed out would be 408
+    body = response.json()
+    for label in ["app:seen", "eve:read"]:
+        assert body[label]["status"] == 200
+        assert body[label]["headers"]["ditto-weak-ack"] is True
+    idle.close()
+    eve.close()
+
     # Over the Ditto protocol the sender gets the aggregate as
     # `…/things/live/acks`.
     sender = _ws(broker, "alice")

@@ -34,7 +34,7 @@ pub mod smart;
 pub use pending::{Outcome, State as OutcomeState, MAX_PENDING};
 pub use signal::{Audience, Kind};
 
-use crate::acks::{Ack, EventAcks, Requested, Waiter};
+use crate::acks::{weak_ack, Ack, EventAcks, Requested, Waiter};
 use crate::error::DittoError;
 use crate::protocol::{Channel, Criterion, Envelope, Group, Topic};
 use crate::service::{Caller, Twins};
@@ -101,12 +101,20 @@ pub struct Subscriber {
     /// is limited to (empty: all).
     wants: RwLock<[Option<Vec<String>>; 3]>,
     out: mpsc::Sender<Envelope>,
+    /// The acknowledgement labels the session declared: those a signal it
+    /// does not get requests are weakly acknowledged for it.
+    declared: RwLock<Vec<String>>,
 }
 
 impl Subscriber {
     /// Starts (`Some`, with its namespaces) or stops (`None`) a kind.
     pub fn set(&self, kind: Kind, namespaces: Option<Vec<String>>) {
         self.wants.write()[kind.index()] = namespaces;
+    }
+
+    /// The acknowledgement labels the session declared.
+    pub fn declare(&self, labels: &[String]) {
+        *self.declared.write() = labels.to_vec();
     }
 
     fn wants(&self, kind: Kind, namespace: &str) -> bool {
@@ -161,14 +169,29 @@ impl Live {
     }
 
     /// Hands `audience` to every session that asked for its kind and may
-    /// read it, and to the outlet.
-    fn deliver(&self, audience: &Arc<Audience>, expiry: Option<Duration>) {
+    /// read it, and to the outlet. Returns the labels of `acks` declared by
+    /// sessions that did not get it (not listening, not allowed to read
+    /// it): they cannot acknowledge it.
+    fn deliver(
+        &self,
+        audience: &Arc<Audience>,
+        expiry: Option<Duration>,
+        acks: Option<&EventAcks>,
+    ) -> Vec<String> {
         let namespace = audience.thing_id.namespace();
+        let mut not_got = Vec::new();
         for subscriber in self.subscribers.read().values() {
-            if !subscriber.wants(audience.kind, namespace) {
+            let envelope = match subscriber.wants(audience.kind, namespace) {
+                true => audience.envelope_for(&subscriber.caller),
+                false => None,
+            };
+            let Some(envelope) = envelope else {
+                if let Some(acks) = acks {
+                    let declared = subscriber.declared.read();
+                    not_got.extend(acks.labels.iter().filter(|l| declared.contains(l)).cloned());
+                }
                 continue;
-            }
-            let Some(envelope) = audience.envelope_for(&subscriber.caller) else { continue };
+            };
             if subscriber.out.try_send(envelope).is_err() {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!("live signal dropped: a WebSocket session's queue is full");
@@ -178,6 +201,7 @@ impl Live {
         if let Some(outlet) = outlet {
             outlet.publish(audience, expiry);
         }
+        not_got
     }
 }
 
@@ -320,8 +344,12 @@ impl Twins {
     ) -> Subscription {
         let live = self.live();
         let id = live.next_subscriber.fetch_add(1, Ordering::Relaxed);
-        let subscriber =
-            Arc::new(Subscriber { caller, wants: RwLock::new([None, None, None]), out });
+        let subscriber = Arc::new(Subscriber {
+            caller,
+            wants: RwLock::new([None, None, None]),
+            out,
+            declared: RwLock::new(Vec::new()),
+        });
         live.subscribers.write().insert(id, subscriber.clone());
         Subscription { twins: self.clone(), id, subscriber }
     }
@@ -370,14 +398,14 @@ impl Twins {
             }
             // Registered before the signal goes: an acknowledgement that
             // comes back at once is not missed.
-            let acks = match requested {
-                Some((requested, acks)) => Some((requested, self.ack_hub().expect(&acks)?)),
+            let acks = match &requested {
+                Some((requested, acks)) => Some((requested.clone(), self.ack_hub().expect(acks)?)),
                 None => None,
             };
             Some(Call {
                 pending: live.pending.clone(),
                 serial: registered.serial,
-                correlation_id,
+                correlation_id: correlation_id.clone(),
                 response: wants_response.then_some(registered.response),
                 timeout,
                 audience: audience.clone(),
@@ -387,7 +415,10 @@ impl Twins {
         } else {
             None
         };
-        live.deliver(&audience, wants_response.then_some(timeout));
+        let acks = requested.as_ref().map(|(_, acks)| acks);
+        for label in live.deliver(&audience, wants_response.then_some(timeout), acks) {
+            self.ack_hub().deliver(&correlation_id, weak_ack(&label, &correlation_id));
+        }
         Ok(call)
     }
 

@@ -147,7 +147,10 @@ impl Session {
     async fn run(mut self, declared: Vec<String>) {
         if !declared.is_empty() {
             match self.twins.ack_hub().declare(declared) {
-                Ok(declaration) => self.declaration = Some(declaration),
+                Ok(declaration) => {
+                    self.subscription.subscriber.declare(declaration.labels());
+                    self.declaration = Some(declaration);
+                }
                 Err(error) => {
                     // As Ditto: the error, then the session ends.
                     let _ = self.send(&error_response(None, &Map::new(), &error)).await;
