@@ -281,6 +281,50 @@ def test_a_device_acknowledges_an_event_through_the_source(broker_factory):
     eventually(lambda: inbound(ditto, "devices") == (4, 2, 2))
 
 
+def test_a_sources_commands_wait_for_the_acknowledgements_it_requests(broker_factory):
+    """A source's acknowledgementRequests: each command read there also
+    requests the labels listed, and its message counts as applied (at qos
+    1: PUBACKed) only once they all succeeded. One that failed on the
+    receiver's side (503) is tried again; one the receiver refused (400)
+    is not."""
+    def request(connection):
+        source = connection["sources"][0]
+        source["declaredAcks"] = ["{{connection:id}}:applied"]
+        source["acknowledgementRequests"] = {"includes": ["{{connection:id}}:applied"]}
+        connection["targets"][0]["topics"] = [
+            "_/_/things/twin/events?filter=eq(topic:action,'modified')"]
+    mosquitto, b, ditto = connected(broker_factory, request)
+    device = mosquitto.client(version=4)
+    device.subscribe(f"events/{TID}", qos=1)
+
+    def acknowledge(event: dict, status: int):
+        ack = {"topic": "org.acme/lamp-1/things/twin/acks/devices:applied", "path": "/",
+               "status": status, "headers": {"correlation-id": event["headers"]["correlation-id"]}}
+        device.publish(f"telemetry/{TID}", json.dumps(ack).encode(), qos=1)
+
+    device.publish(f"telemetry/{TID}", modify(TID, True, "r-1"), qos=1)
+    event = json.loads(device.get().payload)
+    assert event["headers"]["requested-acks"] == ["devices:applied"]
+    assert event["headers"]["correlation-id"] == "r-1"
+    acknowledge(event, 200)
+    eventually(lambda: inbound(ditto, "devices") == (2, 2, 0))
+
+    # Failed on the receiver's side: the command is applied again, its
+    # event sent again, and this time acknowledged.
+    device.publish(f"telemetry/{TID}", modify(TID, False, "r-2"), qos=1)
+    acknowledge(json.loads(device.get().payload), 503)
+    again = json.loads(device.get().payload)
+    assert again["headers"]["correlation-id"] == "r-2"
+    acknowledge(again, 200)
+    eventually(lambda: inbound(ditto, "devices") == (5, 5, 0))
+
+    # Refused by the receiver: not tried again, counted as failed.
+    device.publish(f"telemetry/{TID}", modify(TID, True, "r-3"), qos=1)
+    acknowledge(json.loads(device.get().payload), 400)
+    eventually(lambda: inbound(ditto, "devices") == (7, 6, 1))
+    assert lamp_on(ditto, TID) is True
+
+
 def test_qos_1_commands_wait_at_the_broker_while_ferry_is_down(broker_factory):
     mosquitto, b, ditto = connected(broker_factory)
 
@@ -387,6 +431,12 @@ def test_an_ssl_connection_trusts_its_own_ca_and_presents_a_client_certificate(
     ({"ca": "-----BEGIN CERTIFICATE-----"}, "ssl://"),
     ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"],
                    "declaredAcks": ["other:applied"]}]}, "declaredAcks"),
+    ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"],
+                   "acknowledgementRequests": {"includes": ["twin-persisted"],
+                                               "filter": "fn:filter(header:qos,'ne','0')"}}]},
+     "filter, which Ferry does not support"),
+    ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"],
+                   "acknowledgementRequests": {"includes": ["x"]}}]}, "'x' is not 3 to 165"),
 ])
 def test_what_an_mqtt_connection_cannot_do_is_refused(broker_factory, change, says):
     b = broker_factory()

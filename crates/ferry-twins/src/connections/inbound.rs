@@ -104,6 +104,7 @@ async fn apply(
             }
         };
     }
+    request_source_acks(&mut envelope, &source.requested_acks);
     match Route::of(&envelope) {
         // A device's answer to a live call.
         Some(Route::Response) => {
@@ -133,18 +134,52 @@ async fn apply(
     }
 }
 
-/// An error response as an outcome: 408, 429 and 5xx are worth another
-/// try, the rest would fail the same way again.
+/// Adds the source's `acknowledgementRequests` to the command's own
+/// `requested-acks`, as Ditto's `InboundDispatchingActor` does, unless
+/// the command explicitly requested none (an empty list).
+fn request_source_acks(envelope: &mut Envelope, requested: &[String]) {
+    if requested.is_empty() {
+        return;
+    }
+    let mut labels = match crate::acks::requested_labels(&envelope.headers) {
+        Ok(Some(labels)) if labels.is_empty() => return,
+        Ok(Some(labels)) => labels,
+        // A malformed header is the command's own error, answered by it.
+        Err(_) => return,
+        Ok(None) => Vec::new(),
+    };
+    for label in requested {
+        if !labels.contains(label) {
+            labels.push(label.clone());
+        }
+    }
+    envelope.headers.insert("requested-acks".into(), labels.into());
+}
+
+/// An error response as an outcome: 408, 424, 429 and 5xx are worth
+/// another try, the rest would fail the same way again. Aggregated
+/// acknowledgements are judged by each failed one, as Ditto's
+/// `BaseConsumerActor` decides on redelivery: one that timed out, or
+/// failed on the receiver's side, is tried again.
 fn refused(answer: &Envelope) -> Outcome {
     let status = answer.status.unwrap_or(500);
-    let code = answer
-        .value
-        .as_ref()
-        .and_then(|error| error.get("error"))
-        .and_then(Value::as_str)
-        .unwrap_or("unknown");
+    let retried = |status: u64| status >= 500 || status == 408 || status == 424 || status == 429;
+    let is_acks = Topic::parse(&answer.topic).is_ok_and(|topic| acks::is_ack(&topic));
+    let (code, retry) = match answer.value.as_ref() {
+        Some(Value::Object(by_label)) if is_acks => {
+            let failed = by_label
+                .values()
+                .filter_map(|ack| ack.get("status").and_then(Value::as_u64))
+                .filter(|status| !(200..300).contains(status));
+            ("acknowledgements", failed.clone().any(retried) || failed.count() == 0)
+        }
+        value => (
+            value.and_then(|error| error.get("error")).and_then(Value::as_str).unwrap_or("unknown"),
+            retried(u64::from(status)),
+        ),
+    };
     let why = format!("{} {status} {code}", answer.topic);
-    if status >= 500 || status == 408 || status == 429 {
+    if retry {
         Outcome::Retriable(why)
     } else {
         Outcome::Refused(why)

@@ -422,6 +422,22 @@ pub(super) fn connection_label(
     what: &str,
     label: &Value,
 ) -> Result<String, DittoError> {
+    let label = any_label(connection_id, what, label)?;
+    if !label.starts_with(&format!("{connection_id}:")) {
+        return Err(DittoError::connection_invalid(format!(
+            "{what} '{label}' must be the connection id, a colon and 1 to 164 of a-zA-Z0-9-_:."
+        )));
+    }
+    Ok(label)
+}
+
+/// An acknowledgement label in a connection's JSON, its leading
+/// `{{connection:id}}` filled in: any label, the built-in ones too.
+pub(super) fn any_label(
+    connection_id: &str,
+    what: &str,
+    label: &Value,
+) -> Result<String, DittoError> {
     let invalid = |why: &str| DittoError::connection_invalid(format!("{what} {why}."));
     let Value::String(label) = label else { return Err(invalid("is not a string")) };
     let label = match label.strip_prefix("{{") {
@@ -433,10 +449,8 @@ pub(super) fn connection_label(
         },
         None => label.clone(),
     };
-    if !label.starts_with(&format!("{connection_id}:")) || !crate::acks::is_label(&label) {
-        return Err(invalid(&format!(
-            "'{label}' must be the connection id, a colon and 1 to 164 of a-zA-Z0-9-_:"
-        )));
+    if !crate::acks::is_label(&label) {
+        return Err(invalid(&format!("'{label}' is not 3 to 165 of a-zA-Z0-9-_:")));
     }
     Ok(label)
 }

@@ -6,7 +6,7 @@
 //! one kind has is said at its field.
 
 use super::enforcement::Enforcement;
-use super::model::{authorization_context, connection_label, labels_once};
+use super::model::{any_label, authorization_context, connection_label, labels_once};
 use super::placeholder::{Holds, Received, SourceTemplate};
 use crate::error::DittoError;
 use crate::protocol::Envelope;
@@ -60,6 +60,11 @@ pub struct SourceSpec {
     /// the acknowledgements the source's devices send back for the events
     /// the connection's targets carry to them.
     pub declared_acks: Vec<String>,
+    /// `acknowledgementRequests.includes`, each `{{connection:id}}` filled
+    /// in: labels every command read here requests besides its own, so
+    /// that its message is acknowledged (at qos 1) only once they all
+    /// succeeded.
+    pub requested_acks: Vec<String>,
 }
 
 /// A source's `replyTarget`: the topic its command's answer is published
@@ -167,6 +172,8 @@ impl SourceSpec {
         payload_mapping(source.get("payloadMapping"))?;
         let reply_target = reply_target(source.get("replyTarget"), &named)?;
         let declared_acks = declared_acks(connection_id, source.get("declaredAcks"), &named)?;
+        let requested_acks =
+            requested_acks(connection_id, source.get("acknowledgementRequests"), &named)?;
         Ok(SourceSpec {
             addresses,
             consumer_count,
@@ -176,8 +183,46 @@ impl SourceSpec {
             header_mapping,
             reply_target,
             declared_acks,
+            requested_acks,
         })
     }
+}
+
+/// `acknowledgementRequests`: `{"includes": [labels]}`. Ditto's `filter`
+/// (a function expression deciding per message) is refused by name
+/// rather than ignored: requesting acknowledgements of every message
+/// where a user asked for some is a different contract.
+fn requested_acks(
+    connection_id: &str,
+    json: Option<&Value>,
+    named: &str,
+) -> Result<Vec<String>, DittoError> {
+    let invalid = |why: &str| {
+        DittoError::connection_invalid(format!(
+            "The acknowledgementRequests of the source '{named}' {why}."
+        ))
+    };
+    let requests = match json {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(requests)) => requests,
+        Some(_) => return Err(invalid("must be an object with includes")),
+    };
+    if let Some(unknown) = requests.keys().find(|key| *key != "includes" && *key != "filter") {
+        return Err(invalid(&format!("have an unknown field '{unknown}'")));
+    }
+    if requests.get("filter").is_some_and(|filter| !filter.is_null()) {
+        return Err(invalid("have a filter, which Ferry does not support: leave it out to request the labels for every message"));
+    }
+    let labels = match requests.get("includes") {
+        Some(Value::Array(labels)) if labels.len() <= MAX_DECLARED_ACKS => labels,
+        _ => {
+            return Err(invalid(&format!(
+                "need includes: an array of at most {MAX_DECLARED_ACKS} labels"
+            )))
+        }
+    };
+    let what = format!("A label the source '{named}' requests");
+    checked_once(labels, |label| any_label(connection_id, &what, label))
 }
 
 /// `declaredAcks`: labels of the connection's own (`<id>:…`), each once.
@@ -196,11 +241,16 @@ fn declared_acks(
         }
     };
     let what = format!("A declaredAcks label of the source '{named}'");
-    let declared: Vec<String> = labels
-        .iter()
-        .map(|label| connection_label(connection_id, &what, label))
-        .collect::<Result<_, _>>()?;
-    Ok(labels_once(&declared))
+    checked_once(labels, |label| connection_label(connection_id, &what, label))
+}
+
+/// Each label as `check` reads it, each once.
+fn checked_once(
+    labels: &[Value],
+    check: impl Fn(&Value) -> Result<String, DittoError>,
+) -> Result<Vec<String>, DittoError> {
+    let checked: Vec<String> = labels.iter().map(check).collect::<Result<_, _>>()?;
+    Ok(labels_once(&checked))
 }
 
 fn addresses(json: Option<&Value>, kind: SourceKind) -> Result<Vec<String>, DittoError> {

@@ -67,7 +67,9 @@ impl<'a, T> Window<'a, T> {
 }
 
 /// The entity id in a Ditto protocol message's topic, read without
-/// parsing the rest (the command parses it in full).
+/// parsing the rest (the command parses it in full). An acknowledgement
+/// has none: it changes nothing, and the command of its entity may be
+/// the one waiting for it (a source's `acknowledgementRequests`).
 pub fn entity_of(payload: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct TopicOnly<'a> {
@@ -75,7 +77,11 @@ pub fn entity_of(payload: &[u8]) -> Option<String> {
         topic: std::borrow::Cow<'a, str>,
     }
     let only: TopicOnly<'_> = serde_json::from_slice(payload).ok()?;
-    crate::protocol::Topic::parse(&only.topic).ok()?.entity_id()
+    let topic = crate::protocol::Topic::parse(&only.topic).ok()?;
+    if crate::protocol::acks::is_ack(&topic) {
+        return None;
+    }
+    topic.entity_id()
 }
 
 #[cfg(test)]
@@ -113,5 +119,7 @@ mod tests {
         let modify = br#"{"topic":"org.acme/lamp-1/things/twin/commands/modify","value":1}"#;
         assert_eq!(entity_of(modify).as_deref(), Some("org.acme:lamp-1"));
         assert_eq!(entity_of(b"not json"), None);
+        let ack = br#"{"topic":"org.acme/lamp-1/things/twin/acks/a:b","status":200}"#;
+        assert_eq!(entity_of(ack), None);
     }
 }
