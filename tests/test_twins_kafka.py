@@ -493,6 +493,26 @@ def test_a_connection_authenticates_with_sasl_plain(broker_factory, kafka):
     assert "uthenticat" in status["clientStatus"][0]["statusDetails"], status
 
 
+def test_an_edge_route_produces_with_sasl_plain(broker_factory, kafka):
+    """The edge `kafka` endpoint (docs/routes.md) has the same client as
+    the connections above: with `sasl_mechanism = "plain"` a route's
+    messages reach the listener that wants SASL, and the password is in
+    no log line."""
+    topic = f"edge-sasl-{uuid.uuid4().hex[:8]}"
+    edge = broker_factory({
+        "routes": {"up": {"route": "FROM telemetry/# INTO lake"}},
+        "endpoints": {"lake": {
+            "type": "kafka", "brokers": kafka.sasl_brokers, "topic": topic,
+            "sasl_mechanism": "plain", "sasl_username": SASL_USER,
+            "sasl_password": SASL_PASSWORD}},
+    })
+    device = edge.client(5, "device")
+    assert device.publish("telemetry/room-1", b'{"t": 21.5}', qos=1) == 0
+    [record] = read_records(kafka, topic, 1)
+    assert record.value() == b'{"t": 21.5}'
+    assert not any(SASL_PASSWORD in line for line in edge.log_lines())
+
+
 def test_what_a_kafka_connection_cannot_do_is_refused(broker_factory, kafka):
     ditto = _ditto(broker_factory())
     connection = kafka_connection(kafka.brokers, "t")

@@ -18,7 +18,9 @@
 mod config;
 mod record;
 
-pub use config::{is_valid_kafka_topic, Compression, KafkaConfigError, KafkaEndpointConfig};
+pub use config::{
+    is_valid_kafka_topic, Compression, KafkaConfigError, KafkaEndpointConfig, SaslPlain,
+};
 pub use record::{HEADER_CONTENT_TYPE, HEADER_QOS, HEADER_TOPIC};
 
 use crate::sink::{Sent, Sink, SinkError};

@@ -4,6 +4,7 @@
 //! key and changes nothing.
 
 use crate::endpoints::topic::TopicTemplate;
+use crate::secret::Secret;
 use crate::units::{Size, Span};
 use rdkafka::ClientConfig;
 use serde::Deserialize;
@@ -19,6 +20,9 @@ use std::time::Duration;
 /// topic = "telemetry"
 /// key = "{topic[1]}"
 /// compression = "zstd"
+/// sasl_mechanism = "plain"
+/// sasl_username = "edge-1"
+/// sasl_password = "…"
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,6 +57,41 @@ pub struct KafkaEndpointConfig {
     /// 1,000,000, Kafka's own default for topics.
     #[serde(default = "default_max_message_bytes")]
     pub max_message_bytes: Size,
+    /// `plain`: authenticate with SASL PLAIN (`SASL_PLAINTEXT`) as
+    /// `sasl_username` with `sasl_password`. The credentials cross the
+    /// network as they are, so only for a network Ferry and the cluster
+    /// trust: this build's Kafka client has no TLS library, which SCRAM
+    /// and `SASL_SSL` need.
+    #[serde(default)]
+    pub sasl_mechanism: Option<String>,
+    #[serde(default)]
+    pub sasl_username: Option<String>,
+    #[serde(default)]
+    pub sasl_password: Option<Secret>,
+}
+
+/// SASL PLAIN credentials, for the endpoint's producer and the twins'
+/// Kafka connections alike. `Debug` shows the user, never the password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslPlain {
+    username: String,
+    password: Secret,
+}
+
+impl SaslPlain {
+    pub fn new(username: String, password: Secret) -> SaslPlain {
+        SaslPlain { username, password }
+    }
+
+    /// The librdkafka settings that authenticate a client with these
+    /// credentials.
+    pub fn apply(&self, config: &mut ClientConfig) {
+        config
+            .set("security.protocol", "SASL_PLAINTEXT")
+            .set("sasl.mechanism", "PLAIN")
+            .set("sasl.username", &self.username)
+            .set("sasl.password", self.password.expose());
+    }
 }
 
 /// The compression codec of the record batches the producer sends.
@@ -143,6 +182,36 @@ impl KafkaEndpointConfig {
             client_id: None,
             message_timeout: default_message_timeout(),
             max_message_bytes: default_max_message_bytes(),
+            sasl_mechanism: None,
+            sasl_username: None,
+            sasl_password: None,
+        }
+    }
+
+    /// The SASL credentials, if any: `sasl_mechanism = "plain"` with both
+    /// a user and a password, or none of the three.
+    pub fn sasl(&self) -> Result<Option<SaslPlain>, KafkaConfigError> {
+        let mechanism = self.sasl_mechanism.as_deref().map(str::to_ascii_lowercase);
+        match (mechanism.as_deref(), &self.sasl_username, &self.sasl_password) {
+            (None, None, None) => Ok(None),
+            (None, _, _) => Err(wrong(
+                "sasl_mechanism",
+                "must be \"plain\" where sasl_username or sasl_password is set",
+            )),
+            (Some("plain"), Some(username), Some(password)) if !username.is_empty() => {
+                Ok(Some(SaslPlain::new(username.clone(), password.clone())))
+            }
+            (Some("plain"), Some(username), _) if !username.is_empty() => {
+                Err(wrong("sasl_password", "is needed with sasl_mechanism = \"plain\""))
+            }
+            (Some("plain"), _, _) => {
+                Err(wrong("sasl_username", "is needed with sasl_mechanism = \"plain\""))
+            }
+            (Some(scram @ ("scram-sha-256" | "scram-sha-512")), _, _) => Err(wrong(
+                "sasl_mechanism",
+                format!("{scram} is not in this build: its Kafka client has no TLS library, which SCRAM needs; use \"plain\""),
+            )),
+            (Some(other), _, _) => Err(wrong("sasl_mechanism", format!("{other:?} is not \"plain\""))),
         }
     }
 
@@ -177,6 +246,7 @@ impl KafkaEndpointConfig {
                 format!("must be {MAX_MESSAGE_BYTES_MIN} to {MAX_MESSAGE_BYTES_MAX} bytes"),
             ));
         }
+        self.sasl()?;
         Ok(Checked { topic, fixed_topic, key, message_timeout })
     }
 
@@ -216,6 +286,10 @@ impl KafkaEndpointConfig {
             // enqueue fails and the batch is retried, never buffered.
             .set("queue.buffering.max.messages", "20000")
             .set("queue.buffering.max.kbytes", "32768");
+        // Checked by `validate` before any producer is made.
+        if let Ok(Some(sasl)) = self.sasl() {
+            sasl.apply(&mut config);
+        }
         config
     }
 }
@@ -310,6 +384,33 @@ mod tests {
         assert_eq!(blamed(&[("message_timeout", "\"2h\"")]), "message_timeout");
         assert_eq!(blamed(&[("max_message_bytes", "\"32MiB\"")]), "max_message_bytes");
         assert!(config(&[("key", "{clientid}")]).unwrap().validate().is_ok());
+        assert_eq!(blamed(&[("sasl_username", "edge")]), "sasl_mechanism");
+        assert_eq!(blamed(&[("sasl_mechanism", "plain"), ("sasl_password", "p")]), "sasl_username");
+        assert_eq!(blamed(&[("sasl_mechanism", "plain"), ("sasl_username", "e")]), "sasl_password");
+        assert_eq!(blamed(&[("sasl_mechanism", "scram-sha-256")]), "sasl_mechanism");
+        assert_eq!(blamed(&[("sasl_mechanism", "gssapi")]), "sasl_mechanism");
+    }
+
+    #[test]
+    fn sasl_plain_authenticates_the_producer_and_hides_its_password() {
+        let settings = [
+            ("sasl_mechanism", "PLAIN"),
+            ("sasl_username", "edge-1"),
+            ("sasl_password", "hunter2"),
+        ];
+        let config = config(&settings).unwrap();
+        config.validate().unwrap();
+        let producer = config.client_config("lake");
+        assert_eq!(producer.get("security.protocol"), Some("SASL_PLAINTEXT"));
+        assert_eq!(producer.get("sasl.username"), Some("edge-1"));
+        assert_eq!(producer.get("sasl.password"), Some("hunter2"));
+        assert!(!format!("{config:?}").contains("hunter2"));
+        assert!(!format!("{:?}", config.sasl().unwrap()).contains("hunter2"));
+        assert_eq!(config_without_sasl().get("security.protocol"), None);
+    }
+
+    fn config_without_sasl() -> ClientConfig {
+        config(&[]).unwrap().client_config("lake")
     }
 
     #[test]

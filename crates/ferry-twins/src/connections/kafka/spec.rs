@@ -12,7 +12,8 @@ use super::super::source::{SourceKind, SourceSpec, MAX_SOURCES};
 use super::super::template::AddressTemplate;
 use super::super::uri::credentials;
 use crate::error::DittoError;
-use ferry_routes::endpoints::kafka::KafkaEndpointConfig;
+use ferry_routes::endpoints::kafka::{KafkaEndpointConfig, SaslPlain};
+use ferry_routes::Secret;
 use serde_json::{Map, Value};
 
 #[derive(Debug)]
@@ -28,34 +29,10 @@ pub struct KafkaSpec {
     /// Where each target publishes, in the order of the connection's
     /// targets.
     pub destinations: Vec<Destination>,
-    /// The credentials the producer and the consumers authenticate with.
+    /// The credentials the producer and the consumers authenticate with
+    /// (SASL PLAIN, sent as they are: only for a network the cluster and
+    /// Ferry trust, Ditto's `tcp://` with a `saslMechanism`).
     pub sasl: Option<SaslPlain>,
-}
-
-/// SASL PLAIN credentials: sent over the connection as they are, so only
-/// for a network the cluster and Ferry trust (Ditto's `tcp://` with a
-/// `saslMechanism`).
-pub struct SaslPlain {
-    username: String,
-    password: String,
-}
-
-impl std::fmt::Debug for SaslPlain {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SaslPlain").field("username", &self.username).finish_non_exhaustive()
-    }
-}
-
-impl SaslPlain {
-    /// The librdkafka settings that authenticate a client with these
-    /// credentials.
-    pub fn apply(&self, config: &mut rdkafka::ClientConfig) {
-        config
-            .set("security.protocol", "SASL_PLAINTEXT")
-            .set("sasl.mechanism", "PLAIN")
-            .set("sasl.username", &self.username)
-            .set("sasl.password", &self.password);
-    }
 }
 
 /// A Kafka target's `address`: `topic` or `topic/key` (Ditto's form).
@@ -147,7 +124,7 @@ fn sasl(uri: &str, mechanism: Option<&str>) -> Result<Option<SaslPlain>, DittoEr
         ));
     };
     match mechanism.map(str::to_ascii_lowercase).as_deref() {
-        Some("plain") => Ok(Some(SaslPlain { username, password })),
+        Some("plain") => Ok(Some(SaslPlain::new(username, Secret::new(password)))),
         Some(scram @ ("scram-sha-256" | "scram-sha-512")) => Err(DittoError::connection_invalid(format!(
             "The saslMechanism '{scram}' is not in this build of Ferry: its Kafka client has no TLS library, which SCRAM needs; use plain."
         ))),
