@@ -464,6 +464,49 @@ def test_a_device_acknowledges_an_event_through_the_kafka_source(broker_factory,
     assert (answer.status_code, answer.json()) == (200, "brewing")
 
 
+def test_a_kafka_sources_commands_wait_for_the_acknowledgements_it_requests(broker_factory,
+                                                                            kafka):
+    """A Kafka source's acknowledgementRequests: its command's offset is
+    stored only once the label it requests came back; the device's
+    acknowledgement record, behind the command on the same partition and
+    thing, is not held behind it. A refusal (400) counts the command as
+    failed."""
+    ditto = _ditto(broker_factory())
+    source_topic = f"requested-acks-{uuid.uuid4().hex[:8]}"
+    events_topic = f"requested-events-{uuid.uuid4().hex[:8]}"
+    target = {"address": events_topic,
+              "topics": ["_/_/things/twin/events?filter=eq(topic:action,'modified')"],
+              "authorizationContext": ["nginx:ditto"]}
+    connection = kafka_connection(kafka.brokers, source_topic, qos=1, targets=[target])
+    connection["sources"][0]["declaredAcks"] = ["{{connection:id}}:brewed"]
+    connection["sources"][0]["acknowledgementRequests"] = {
+        "includes": ["{{connection:id}}:brewed"]}
+    assert ditto.put("/connections/brewery", connection).status_code == 201
+    assert ditto.put(f"/things/{NS}:test-thing-1", BREWER).status_code == 201
+
+    def acknowledge(event: dict, status: int) -> None:
+        ack = {"topic": f"{NS}/test-thing-1/things/twin/acks/brewery:brewed", "path": "/",
+               "status": status, "headers": {"correlation-id": event["headers"]["correlation-id"]}}
+        produce(kafka, source_topic, [(f"{NS}:test-thing-1", json.dumps(ack).encode())])
+
+    command = json.loads(modify("test-thing-1", "7"))
+    command["headers"] = {"correlation-id": "k-1"}
+    produce(kafka, source_topic, [(f"{NS}:test-thing-1", json.dumps(command).encode())])
+    [event] = [json.loads(record.value()) for record in read_records(kafka, events_topic, 1)]
+    assert event["headers"]["requested-acks"] == ["brewery:brewed"]
+    assert counts(ditto, "brewery") == (1, 0, 0)  # waiting for its acknowledgement
+    acknowledge(event, 200)
+    eventually(lambda: counts(ditto, "brewery") == (2, 2, 0))
+
+    command["headers"] = {"correlation-id": "k-2"}
+    command["value"] = "8"
+    produce(kafka, source_topic, [(f"{NS}:test-thing-1", json.dumps(command).encode())])
+    second = json.loads(read_records(kafka, events_topic, 2)[1].value())
+    acknowledge(second, 400)
+    eventually(lambda: counts(ditto, "brewery") == (4, 3, 1))
+    assert brewed(ditto, "test-thing-1") == "8"
+
+
 def test_a_connection_authenticates_with_sasl_plain(broker_factory, kafka):
     """Ditto's `tcp://user:password@host:port` with `saslMechanism: plain`:
     the source's consumer and the target's producer authenticate on a
