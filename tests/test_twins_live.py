@@ -209,7 +209,7 @@ def test_a_live_message_gathers_its_receivers_acknowledgements(tmp_path, broker_
 
     answer = _in_background(lambda: alice.post(
         f"{T}/inbox/messages/ask", {"q": 1},
-        params={"requested-acks": "dev:received,twin-persisted", "timeout": "5"}))
+        params={"requested-acks": "dev:received", "timeout": "5"}))
     request = device.recv()
     assert request["headers"]["requested-acks"] == ["dev:received", "live-response"]
     device.send(_ack(request, "dev:received", 204))
@@ -256,6 +256,18 @@ def test_a_live_message_gathers_its_receivers_acknowledgements(tmp_path, broker_
     assert body["nobody:declared"]["status"] == 408
     assert body["nobody:declared"]["payload"]["error"] == "acknowledgement:request.timeout"
     assert body["live-response"]["status"] == 200
+
+    # The twin's labels are dropped, and then, as Ditto's setter does, the
+    # labels given are kept as they are: no live-response added, so the
+    # one label's acknowledgement is the answer.
+    answer = _in_background(lambda: alice.post(
+        f"{T}/inbox/messages/ask", None,
+        params={"requested-acks": "dev:received,twin-persisted"}))
+    request = device.recv()
+    assert request["headers"]["requested-acks"] == ["dev:received"]
+    device.send(_ack(request, "dev:received", 200, {"got": True}))
+    response = answer()
+    assert (response.status_code, response.json()) == (200, {"got": True})
 
     # Only the twin's labels: dropped, the plain response.
     answer = _in_background(lambda: alice.post(

@@ -94,7 +94,10 @@ impl Requested {
     /// `MessageCommandAckRequestSetter` sets them: `live-response` (the
     /// receiver's response) when a response is required and no labels
     /// are given; with labels, `live-response` added when a response is
-    /// required and removed when not; the twin's built-in labels dropped.
+    /// required and removed when not. The twin's built-in labels are
+    /// dropped, and where some were given Ditto's setter keeps the given
+    /// labels without them *instead* of the ones it added or removed (its
+    /// two steps both start from the labels given): that is kept here.
     /// The timeout is the call's, already checked.
     pub fn live(
         labels: Option<Vec<String>>,
@@ -105,15 +108,19 @@ impl Requested {
             None if response_required => vec![LIVE_RESPONSE.to_owned()],
             None => Vec::new(),
             Some(given) => {
+                let twins_own =
+                    |label: &String| label == TWIN_PERSISTED || label == SEARCH_PERSISTED;
+                let filtered = given.iter().any(twins_own);
                 let mut kept: Vec<String> = Vec::with_capacity(given.len() + 1);
                 for label in given {
-                    let twins_own = label == TWIN_PERSISTED || label == SEARCH_PERSISTED;
-                    if !twins_own && !kept.contains(&label) {
+                    if !twins_own(&label) && !kept.contains(&label) {
                         kept.push(label);
                     }
                 }
                 let has_own = kept.iter().any(|label| label == LIVE_RESPONSE);
-                if response_required && !kept.is_empty() && !has_own {
+                if filtered {
+                    // Ditto's filter step overwrote what the first one did.
+                } else if response_required && !kept.is_empty() && !has_own {
                     kept.push(LIVE_RESPONSE.to_owned());
                 } else if !response_required {
                     kept.retain(|label| label != LIVE_RESPONSE);
@@ -401,15 +408,20 @@ mod tests {
         assert!(Requested::live(None, false, ten).unwrap().labels.is_empty());
 
         // Custom labels: live-response added when a response is required,
-        // removed when not; the twin's labels dropped.
-        let both = Requested::live(labels(&["dev:got", TWIN_PERSISTED, "dev:got"]), true, ten);
-        let both = both.unwrap();
+        // removed when not.
+        let both = Requested::live(labels(&["dev:got", "dev:got"]), true, ten).unwrap();
         assert_eq!(both.labels, vec!["dev:got", LIVE_RESPONSE]);
         assert!(!both.plain() && both.awaits_subscribers());
         assert_eq!(both.event_acks("c").unwrap().labels, vec!["dev:got"]);
         let quiet = Requested::live(labels(&[LIVE_RESPONSE, "dev:got"]), false, ten).unwrap();
         assert_eq!(quiet.labels, vec!["dev:got"]);
         assert!(Requested::live(labels(&[SEARCH_PERSISTED]), true, ten).unwrap().plain());
+        // The twin's labels dropped, and then, as Ditto's setter does, the
+        // given labels kept as they are otherwise.
+        let twins = Requested::live(labels(&["dev:got", TWIN_PERSISTED]), true, ten).unwrap();
+        assert_eq!(twins.labels, vec!["dev:got"]);
+        let twins = Requested::live(labels(&[LIVE_RESPONSE, TWIN_PERSISTED]), false, ten).unwrap();
+        assert_eq!(twins.labels, vec![LIVE_RESPONSE]);
 
         let zero = Requested::live(labels(&["dev:got"]), false, Duration::ZERO).unwrap_err();
         assert_eq!((zero.status, zero.error), (400, "header.invalid"));

@@ -271,7 +271,10 @@ impl Call {
             }));
         };
         let started = tokio::time::Instant::now();
-        let own = match self.response.is_some() {
+        // The response counts only as `live-response`, when requested.
+        let own_requested =
+            requested.labels.iter().any(|label| label == crate::acks::LIVE_RESPONSE);
+        let own = match self.response.is_some() && own_requested {
             true => Some(match self.answer().await {
                 Some(response) => Ack {
                     label: crate::acks::LIVE_RESPONSE.to_owned(),
