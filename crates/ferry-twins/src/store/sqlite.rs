@@ -82,7 +82,10 @@ CREATE TABLE IF NOT EXISTS thing_index (
     str TEXT
 );
 CREATE INDEX IF NOT EXISTS thing_index_thing ON thing_index (thing);
-CREATE INDEX IF NOT EXISTS thing_index_str ON thing_index (path, str) WHERE str IS NOT NULL;
+-- Not `_metadata`'s strings: see `sql::SQLITE_STRING_INDEX_HOLDS`, which
+-- must read as the condition here does.
+CREATE INDEX IF NOT EXISTS thing_index_str ON thing_index (path, str)
+    WHERE str IS NOT NULL AND path NOT GLOB '_metadata/*';
 CREATE INDEX IF NOT EXISTS thing_index_num ON thing_index (path, num) WHERE num IS NOT NULL;
 CREATE INDEX IF NOT EXISTS thing_index_wild_str ON thing_index (wildcard_path, str)
     WHERE wildcard_path IS NOT NULL AND str IS NOT NULL;
@@ -364,6 +367,19 @@ fn create_schema(connection: &mut Connection) -> Result<(), StoreError> {
             |row| row.get::<_, bool>(0),
         )
         .map_err(backend)?;
+    // A store written before the string index left `_metadata` out has it
+    // rebuilt (once, a few seconds per million rows).
+    let string_index = transaction
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'thing_index_str'",
+            [],
+            |row| row.get::<_, String>(0),
+        )
+        .optional()
+        .map_err(backend)?;
+    if string_index.is_some_and(|sql| !sql.contains(sql::SQLITE_STRING_INDEX_HOLDS)) {
+        transaction.execute_batch("DROP INDEX thing_index_str").map_err(backend)?;
+    }
     transaction.execute_batch(SCHEMA).map_err(backend)?;
     if lists_missing {
         transaction.execute(index::LISTS_FROM_INDEX, []).map_err(backend)?;
@@ -834,5 +850,52 @@ mod tests {
         let found = store.thing("ns:t99").await.unwrap().unwrap();
         assert_eq!(found.doc["attributes"]["n"], 99);
         assert_eq!(found.namespace(), "ns");
+    }
+
+    /// A search request for `filter` in every namespace.
+    fn searching(filter: &str) -> SearchRequest {
+        let query = crate::rql::SearchQuery::parse(Some(filter), None).unwrap();
+        SearchRequest {
+            filter: query.filter,
+            namespaces: None,
+            sort: query.options.effective_sort(),
+            after: None,
+            limit: 25,
+        }
+    }
+
+    #[tokio::test]
+    async fn strings_outside_metadata_are_found_through_the_string_index_and_metadata_still_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("twins.db");
+        // A store as written before the index left `_metadata` out.
+        {
+            let connection = Connection::open(&path).unwrap();
+            connection
+                .execute_batch(&SCHEMA.replace(" AND path NOT GLOB '_metadata/*'", ""))
+                .unwrap();
+        }
+        let store = SqliteStore::open(&path, false).unwrap();
+        let doc = json!({
+            "attributes": {"model": "brewer"},
+            "_metadata": {"attributes": {"model": {"_modified": "2026-11-27T10:00:00Z"}}},
+        });
+        store
+            .commit(vec![Write::Thing { record: thing("ns:t", 1, doc), expect: Expect::Absent }])
+            .await
+            .unwrap();
+
+        let attribute = searching(r#"eq(attributes/model,"brewer")"#);
+        let plan = store.explain_search(&attribute).await.unwrap();
+        assert!(plan.contains("thing_index_str"), "{plan}");
+        assert_eq!(store.search(&attribute).await.unwrap().len(), 1);
+
+        let metadata =
+            searching(r#"eq(_metadata/attributes/model/_modified,"2026-11-27T10:00:00Z")"#);
+        let plan = store.explain_search(&metadata).await.unwrap();
+        assert!(!plan.contains("thing_index_str"), "{plan}");
+        assert_eq!(store.search(&metadata).await.unwrap().len(), 1);
+        let later = searching(r#"gt(_metadata/attributes/model/_modified,"2026-11-27T11:00:00Z")"#);
+        assert!(store.search(&later).await.unwrap().is_empty());
     }
 }

@@ -57,6 +57,17 @@ const MAX_PARAMS: usize = 30_000;
 /// the memory one search holds.
 pub const SEARCH_LIMIT_MAX: usize = 1_000;
 
+/// The rows SQLite's string index (`thing_index_str`) holds besides
+/// non-null strings: all but `_metadata`'s. Every modify changes a leaf's
+/// `_modified` timestamp, and in that index each change was a delete in the
+/// middle and an insert at the end of its path's range, which splits a page
+/// every few dozen modifies: most of a modify's index writes went to a
+/// value nobody filters fast on. `_metadata` stays searchable through the
+/// path index. SQLite uses a partial index only where the query says its
+/// condition in the same words, so a test on a path outside `_metadata`
+/// repeats it (`path_is`).
+pub(crate) const SQLITE_STRING_INDEX_HOLDS: &str = "path NOT GLOB '_metadata/*'";
+
 /// The columns the search reads before the sort key: as `thing_from_row`
 /// in both stores expects them.
 pub(crate) const RECORD_COLUMNS: usize = 6;
@@ -308,6 +319,16 @@ impl<'p> Sql<'p> {
         };
     }
 
+    /// `i.{column}` is `path`. On SQLite, a path outside `_metadata` also
+    /// says what the string index holds, so that the index can serve it.
+    fn path_is(&mut self, column: &str, path: &str) {
+        let _ = write!(self.text, "i.{column} = ");
+        self.bind(Param::Str(path.to_owned()));
+        if self.dialect == Dialect::Sqlite && column == "path" && !in_metadata(path) {
+            let _ = write!(self.text, " AND i.{SQLITE_STRING_INDEX_HOLDS}");
+        }
+    }
+
     /// Byte order for strings: SQLite's default, PostgreSQL's `C`.
     fn collate(&self) -> &'static str {
         match self.dialect {
@@ -444,8 +465,8 @@ impl<'p> Sql<'p> {
     fn on_one_path(&mut self, path: &str, tests: &[(CompareOp, &Value)]) {
         let tests: Vec<(CompareOp, Scalar)> =
             tests.iter().map(|(op, value)| (*op, self.scalar(value))).collect();
-        self.push("t.seq IN (SELECT i.thing FROM thing_index i WHERE i.path = ");
-        self.bind(Param::Str(path.to_owned()));
+        self.push("t.seq IN (SELECT i.thing FROM thing_index i WHERE ");
+        self.path_is("path", path);
         for (op, value) in &tests {
             self.push(" AND (");
             self.compare(Target::Row, *op, value);
@@ -454,10 +475,8 @@ impl<'p> Sql<'p> {
         self.push(" UNION ALL SELECT l.thing FROM thing_lists l WHERE l.path = ");
         self.bind(Param::Str(path.to_owned()));
         for (op, value) in &tests {
-            self.push(
-                " AND EXISTS (SELECT 1 FROM thing_index i WHERE i.thing = l.thing AND i.path = ",
-            );
-            self.bind(Param::Str(path.to_owned()));
+            self.push(" AND EXISTS (SELECT 1 FROM thing_index i WHERE i.thing = l.thing AND ");
+            self.path_is("path", path);
             self.push(" AND (");
             self.compare(Target::Row, *op, value);
             self.push("))");
@@ -469,11 +488,8 @@ impl<'p> Sql<'p> {
     fn any(&mut self, field: &Field, test: impl FnOnce(&mut Self, Target)) {
         match source(field) {
             Source::Index { column, path } => {
-                let _ = write!(
-                    self.text,
-                    "t.seq IN (SELECT i.thing FROM thing_index i WHERE i.{column} = "
-                );
-                self.bind(Param::Str(path));
+                self.push("t.seq IN (SELECT i.thing FROM thing_index i WHERE ");
+                self.path_is(column, &path);
                 self.push(" AND ");
                 test(self, Target::Row);
                 self.push(")");
@@ -918,6 +934,11 @@ pub(crate) fn count_by_policy(
     sql.conditions(filter, namespaces);
     sql.push(" GROUP BY t.policy_id");
     sql.finish()
+}
+
+/// Whether `path` names `_metadata` or a field in it.
+fn in_metadata(path: &str) -> bool {
+    path.strip_prefix("_metadata").is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// An RQL pattern as a SQLite `GLOB`: `*` and `?` as they are, and the
