@@ -449,6 +449,46 @@ def test_a_live_response_target_answers_messages_with_the_http_answer(broker_fac
     assert outbound_figures["published"]["failure"]["total"] == 1
 
 
+def test_a_target_acknowledges_the_live_messages_it_delivered(broker_factory, receiver):
+    """A live target's issuedAcknowledgementLabel: the receiver's answer to
+    a message that requested the label is its acknowledgement; a target
+    that does not get the message (another namespace) acknowledges it
+    weakly at once."""
+    ditto = _ditto(broker_factory())
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
+    devices = live_connection(receiver.port, issuedAcknowledgementLabel="{{connection:id}}:delivered")
+    assert ditto.put("/connections/devices", devices).status_code == 201
+    others = live_connection(receiver.port, issuedAcknowledgementLabel="{{connection:id}}:delivered")
+    others["targets"][0]["topics"] = ["_/_/things/live/messages?namespaces=org.other"]
+    assert ditto.put("/connections/others", others).status_code == 201
+
+    def send(correlation_id: str):
+        return in_background(lambda: ditto.post(
+            f"/things/{TID}/inbox/messages/ask", {"q": 1},
+            params={"requested-acks": "devices:delivered,others:delivered",
+                    "response-required": "false", "timeout": "10"},
+            headers={"correlation-id": correlation_id}))
+
+    receiver.answers = [(200, b'{"ok": 1}')]
+    answer = send("d-1")
+    _, path, _, body, _ = receiver.next()
+    assert path == "/devices/lamp-1"
+    assert "devices:delivered" in json.loads(body)["headers"]["requested-acks"]
+    assert answer().status_code == 202  # both succeeded, no response wanted
+
+    receiver.answers = [(503, b'{"busy": true}')]
+    answer = send("d-2")
+    response = answer()
+    assert response.status_code == 424, response.text
+    # Statuses only, as Ditto minimizes the acknowledgements of a message
+    # that wants no response; 200 from the target that did not get it (a
+    # weak acknowledgement), where waiting for it would have been 408.
+    statuses = {label: ack["status"] for label, ack in response.json().items()}
+    assert statuses == {"devices:delivered": 503, "others:delivered": 200}
+    receiver.next()
+    assert receiver.nothing()  # a live signal is tried once
+
+
 def test_only_a_ditto_protocol_answer_responds_without_live_response(broker_factory, receiver):
     ditto = _ditto(broker_factory())
     assert ditto.put(f"/things/{TID}", LAMP).status_code == 201

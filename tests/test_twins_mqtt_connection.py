@@ -191,7 +191,9 @@ def in_background(call):
 
 def test_a_live_message_reaches_the_device_through_the_connection_and_its_answer_comes_back(
         broker_factory):
-    mosquitto, b, ditto = connected(broker_factory)
+    def issuing(connection: dict) -> None:
+        connection["targets"][1]["issuedAcknowledgementLabel"] = "{{connection:id}}:published"
+    mosquitto, b, ditto = connected(broker_factory, issuing)
     device = mosquitto.client(version=4)
     device.subscribe("commands/#", qos=1)
 
@@ -213,6 +215,13 @@ def test_a_live_message_reaches_the_device_through_the_connection_and_its_answer
     assert answered.status_code == 200, answered.text
     assert answered.json() == {"switched": True}
     eventually(lambda: inbound(ditto, "devices") == (2, 1, 1))
+
+    # The live target acknowledges a message once the broker took it.
+    taken = ditto.post(f"/things/{TID}/inbox/messages/switch", {"on": False},
+                       params={"requested-acks": "devices:published",
+                               "response-required": "false", "timeout": "10"})
+    assert taken.status_code == 202, taken.text
+    assert json.loads(device.get().payload)["headers"]["requested-acks"] == ["devices:published"]
 
 
 def test_a_device_acknowledges_an_event_through_the_source(broker_factory):

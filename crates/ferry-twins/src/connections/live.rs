@@ -5,8 +5,14 @@
 //! signal, as a WebSocket session that sent `START-SEND-MESSAGES` would.
 //! Every transport (`mqtt.rs`, `push.rs`, `kafka/target.rs`) sends what
 //! comes out of the one queue.
+//!
+//! A target with an `issuedAcknowledgementLabel` acknowledges a signal
+//! that requests its label once the signal is delivered, as for twin
+//! events; it declares the label to the hub, so a signal it does not get
+//! (not its kind, or not readable by its subjects) is weakly acknowledged
+//! for it at once.
 
-use super::model::ConnectionSpec;
+use super::model::{ConnectionSpec, Owed};
 use crate::protocol::Envelope;
 use crate::service::Twins;
 use std::sync::Arc;
@@ -17,8 +23,14 @@ use tokio::task::AbortHandle;
 /// are dropped: a WebSocket session's bound.
 const LIVE_QUEUE: usize = crate::ws::PUSH_QUEUE;
 
-/// A live signal for the target of that index.
-pub type LiveSignal = (usize, Envelope);
+/// A live signal for one target.
+pub struct LiveSignal {
+    /// The target's index among the connection's.
+    pub target: usize,
+    pub envelope: Envelope,
+    /// The acknowledgement the target owes for it, once delivered.
+    pub owed: Option<Owed>,
+}
 
 /// The live signals of the connection's targets, out of the returned
 /// queue with the target's index. The tasks hold the registrations.
@@ -34,12 +46,18 @@ pub fn signals(
         for (kind, namespaces) in &target.live {
             subscription.subscriber.set(*kind, Some(namespaces.clone()));
         }
+        if let Some(label) = &target.issued_ack {
+            subscription.subscriber.declare(std::slice::from_ref(label));
+        }
+        let issued = target.issued_ack.clone();
         let signals = signals.clone();
         tasks.push(
             tokio::spawn(async move {
                 let _registered = subscription;
                 while let Some(envelope) = received.recv().await {
-                    if signals.send((index, envelope)).await.is_err() {
+                    let owed = issued.as_ref().and_then(|label| owed(label, &envelope));
+                    let signal = LiveSignal { target: index, envelope, owed };
+                    if signals.send(signal).await.is_err() {
                         return;
                     }
                 }
@@ -48,4 +66,42 @@ pub fn signals(
         );
     }
     (tasks, queued)
+}
+
+/// The acknowledgement `label` owes for `signal`, when it requests it.
+fn owed(label: &str, signal: &Envelope) -> Option<Owed> {
+    let requested = signal.headers.get("requested-acks")?.as_array()?;
+    if !requested.iter().any(|requested| requested.as_str() == Some(label)) {
+        return None;
+    }
+    Some(Owed { label: label.to_owned(), correlation_id: signal.correlation_id()? })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn signal(headers: serde_json::Value) -> Envelope {
+        serde_json::from_value(json!({
+            "topic": "org.acme/lamp/things/live/messages/ask",
+            "headers": headers,
+            "path": "/inbox/messages/ask",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_target_owes_only_what_the_signal_requested_under_its_correlation_id() {
+        let asked =
+            signal(json!({"requested-acks": ["c:got", "c:delivered"], "correlation-id": "x"}));
+        let delivered = owed("c:delivered", &asked).unwrap();
+        assert_eq!(
+            (delivered.label.as_str(), delivered.correlation_id.as_str()),
+            ("c:delivered", "x")
+        );
+        assert!(owed("c:other", &asked).is_none());
+        assert!(owed("c:delivered", &signal(json!({"correlation-id": "x"}))).is_none());
+        assert!(owed("c:delivered", &signal(json!({"requested-acks": ["c:delivered"]}))).is_none());
+    }
 }

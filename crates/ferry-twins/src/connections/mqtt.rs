@@ -313,7 +313,7 @@ pub fn start(
             );
             tasks.push(tokio::spawn(publish).abort_handle());
         }
-        tasks.push(tokio::spawn(feed_live(mqtt, stats, broker, signals)).abort_handle());
+        tasks.push(tokio::spawn(feed_live(twins, mqtt, stats, broker, signals)).abort_handle());
     } else {
         tasks.extend(remote::start(twins, spec, mqtt, stats, signals, events));
     }
@@ -341,29 +341,43 @@ fn target_topic(
     Err(failure)
 }
 
-/// The topic a live signal goes on for its target (see [`target_topic`]).
+/// The topic a live signal goes on for its target (see [`target_topic`]);
+/// without one, the acknowledgement the signal is owed is answered 400.
 fn live_topic(
+    twins: &Twins,
     mqtt: &MqttSpec,
     stats: &ConnectionStats,
-    (index, envelope): &LiveSignal,
+    signal: &mut LiveSignal,
 ) -> Option<String> {
-    target_topic(mqtt, stats, *index, envelope).ok()
+    match target_topic(mqtt, stats, signal.target, &signal.envelope) {
+        Ok(topic) => Some(topic),
+        Err(failure) => {
+            if let Some(owed) = signal.owed.take() {
+                owed.settle(twins, 400, Some(failure.into()));
+            }
+            None
+        }
+    }
 }
 
 /// Publishes the live signals of a connection to this Ferry.
 async fn feed_live(
+    twins: Arc<Twins>,
     mqtt: Arc<MqttSpec>,
     stats: Arc<ConnectionStats>,
     broker: Weak<Broker>,
     mut signals: mpsc::Receiver<LiveSignal>,
 ) {
-    while let Some(signal) = signals.recv().await {
+    while let Some(mut signal) = signals.recv().await {
         let Some(broker) = broker.upgrade() else { return };
-        let Some(topic) = live_topic(&mqtt, &stats, &signal) else { continue };
-        let (index, envelope) = signal;
-        broker.publish(message(topic, &envelope, mqtt.targets[index].qos));
-        stats.targets[index].published.inc();
+        let Some(topic) = live_topic(&twins, &mqtt, &stats, &mut signal) else { continue };
+        let LiveSignal { target, envelope, owed } = signal;
+        broker.publish(message(topic, &envelope, mqtt.targets[target].qos));
+        stats.targets[target].published.inc();
         stats.set_success();
+        if let Some(owed) = owed {
+            owed.settle(&twins, 204, None);
+        }
     }
 }
 

@@ -23,7 +23,8 @@
 //! or ran out of tries; a restart sends again what was not.
 //!
 //! A target with an `issuedAcknowledgementLabel` acknowledges each event
-//! whose command requested that label with the receiver's final answer:
+//! whose command requested that label, and each live signal that
+//! requested it, with the receiver's final answer:
 //! its status, and its body (JSON, else text) as the payload; a request
 //! that got no answer in all its tries with 503.
 //!
@@ -86,9 +87,9 @@ enum Purpose {
     /// A twin event: the acknowledgement it owes, and the ticket that
     /// settles the event once every request made of it is done.
     Event { owed: Option<Owed>, _ticket: Option<Ticket> },
-    /// A live signal, and whether any answer is its response
-    /// (`live-response`).
-    Live { signal: Box<Envelope>, any_answer: bool },
+    /// A live signal, whether any answer is its response
+    /// (`live-response`), and the acknowledgement it owes.
+    Live { signal: Box<Envelope>, any_answer: bool, owed: Option<Owed> },
 }
 
 /// Starts the connection's tasks; aborting the handles stops it.
@@ -160,15 +161,15 @@ async fn feed_live(
     mut signals: mpsc::Receiver<LiveSignal>,
     queue: mpsc::Sender<Push>,
 ) {
-    while let Some((index, signal)) = signals.recv().await {
-        let any_answer = spec.targets[index].live_response;
+    while let Some(LiveSignal { target, envelope, owed }) = signals.recv().await {
+        let any_answer = spec.targets[target].live_response;
         let push = Push::to(
             &http,
-            index,
-            &signal,
-            Purpose::Live { signal: Box::new(signal.clone()), any_answer },
+            target,
+            &envelope,
+            Purpose::Live { signal: Box::new(envelope.clone()), any_answer, owed },
         );
-        stats.targets[index].dispatched.inc();
+        stats.targets[target].dispatched.inc();
         if queue.send(push).await.is_err() {
             return;
         }
@@ -198,17 +199,15 @@ async fn send(
                 let (answer, failure) =
                     deliver(&mut connection, receiver, &push, ATTEMPTS, figures, &stats).await;
                 if let Some(owed) = owed.clone() {
-                    let status = answer.as_ref().map_or(503, |answer| answer.status.as_u16());
-                    let payload = answer
-                        .as_ref()
-                        .and_then(|answer| payload(&answer.body_head))
-                        .or(failure.map(Value::String));
-                    owed.settle(&twins, status, payload);
+                    settle(owed, &twins, answer.as_ref(), failure);
                 }
             }
-            Purpose::Live { signal, any_answer } => {
-                let (answer, _) =
+            Purpose::Live { signal, any_answer, owed } => {
+                let (answer, failure) =
                     deliver(&mut connection, receiver, &push, 1, figures, &stats).await;
+                if let Some(owed) = owed.clone() {
+                    settle(owed, &twins, answer.as_ref(), failure);
+                }
                 if let Some(response) =
                     answer.and_then(|answer| response(signal, answer, *any_answer))
                 {
@@ -217,6 +216,15 @@ async fn send(
             }
         }
     }
+}
+
+/// Answers what a request owes with the receiver's final answer: its
+/// status and its body, or 503 and why there was none.
+fn settle(owed: Owed, twins: &Twins, answer: Option<&Answer>, failure: Option<String>) {
+    let status = answer.map_or(503, |answer| answer.status.as_u16());
+    let payload =
+        answer.and_then(|answer| payload(&answer.body_head)).or(failure.map(Value::String));
+    owed.settle(twins, status, payload);
 }
 
 /// Sends one request until it is answered for good or out of `tries`;

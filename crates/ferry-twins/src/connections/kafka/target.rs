@@ -89,8 +89,8 @@ async fn feed(spec: Arc<ConnectionSpec>, out: Arc<Out>, mut events: Feed) {
 /// Produces each live signal to its target's topic; the device answers
 /// through a source.
 async fn feed_live(out: Arc<Out>, mut signals: mpsc::Receiver<LiveSignal>) {
-    while let Some((index, signal)) = signals.recv().await {
-        if !out.produce(index, &signal, None, None).await {
+    while let Some(LiveSignal { target, envelope, owed }) = signals.recv().await {
+        if !out.produce(target, &envelope, owed, None).await {
             return;
         }
     }

@@ -360,11 +360,11 @@ async fn publish(
                         sequence += 1;
                         batch.messages.push(routed(sequence, message(reply.topic, &reply.answer, qos)));
                     }
-                    Some(signal) = signals.recv() => {
-                        if let Some(topic) = live_topic(&mqtt, &stats, &signal) {
+                    Some(mut signal) = signals.recv() => {
+                        if let Some(topic) = live_topic(&twins, &mqtt, &stats, &mut signal) {
                             sequence += 1;
-                            batch.messages.push(routed(sequence, message(topic, &signal.1, qos)));
-                            batch.owed.push((sequence, signal.0, None, None));
+                            batch.messages.push(routed(sequence, message(topic, &signal.envelope, qos)));
+                            batch.owed.push((sequence, signal.target, signal.owed, None));
                         }
                     }
                     Some((event, ticket)) = next_from(&mut events, &stats, &spec.id) => {
