@@ -97,6 +97,13 @@ def modify(name: str, value) -> bytes:
     }).encode()
 
 
+def modified_events_target(address: str) -> dict:
+    """A Kafka target that gets every `modified` event at `address`."""
+    return {"address": address,
+            "topics": ["_/_/things/twin/events?filter=eq(topic:action,'modified')"],
+            "authorizationContext": ["nginx:ditto"]}
+
+
 def produce(kafka: Kafka, topic: str, records) -> None:
     """`records`: (device_id, value bytes) pairs, produced in order to one
     partition and acknowledged by Kafka (acks=all) before this returns."""
@@ -474,9 +481,7 @@ def test_a_kafka_sources_commands_wait_for_the_acknowledgements_it_requests(brok
     ditto = _ditto(broker_factory())
     source_topic = f"requested-acks-{uuid.uuid4().hex[:8]}"
     events_topic = f"requested-events-{uuid.uuid4().hex[:8]}"
-    target = {"address": events_topic,
-              "topics": ["_/_/things/twin/events?filter=eq(topic:action,'modified')"],
-              "authorizationContext": ["nginx:ditto"]}
+    target = modified_events_target(events_topic)
     connection = kafka_connection(kafka.brokers, source_topic, qos=1, targets=[target])
     connection["sources"][0]["declaredAcks"] = ["{{connection:id}}:brewed"]
     connection["sources"][0]["acknowledgementRequests"] = {
@@ -515,9 +520,7 @@ def test_a_connection_authenticates_with_sasl_plain(broker_factory, kafka):
     ditto = _ditto(broker_factory())
     source_topic = f"sasl-commands-{uuid.uuid4().hex[:8]}"
     events_topic = f"sasl-events-{uuid.uuid4().hex[:8]}"
-    target = {"address": events_topic,
-              "topics": ["_/_/things/twin/events?filter=eq(topic:action,'modified')"],
-              "authorizationContext": ["nginx:ditto"]}
+    target = modified_events_target(events_topic)
     connection = kafka_connection(kafka.sasl_brokers, source_topic, qos=1, targets=[target])
     connection["uri"] = f"tcp://{SASL_USER}:{SASL_PASSWORD}@{kafka.sasl_brokers}"
     connection["specificConfig"] = {"saslMechanism": "plain"}

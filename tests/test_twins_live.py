@@ -207,10 +207,14 @@ def test_a_live_message_gathers_its_receivers_acknowledgements(tmp_path, broker_
     device = DittoWs(broker, "dev", USERS["dev"], query="?declared-acks=dev:received")
     device.control("START-SEND-MESSAGES")
 
-    answer = _in_background(lambda: alice.post(
-        f"{T}/inbox/messages/ask", {"q": 1},
-        params={"requested-acks": "dev:received", "timeout": "5"}))
-    request = device.recv()
+    def ask(params: dict, payload=None):
+        """Sends a message in the background: how to await its answer,
+        and the request as the device got it."""
+        answer = _in_background(lambda: alice.post(
+            f"{T}/inbox/messages/ask", payload, params=params))
+        return answer, device.recv()
+
+    answer, request = ask({"requested-acks": "dev:received", "timeout": "5"}, {"q": 1})
     assert request["headers"]["requested-acks"] == ["dev:received", "live-response"]
     device.send(_ack(request, "dev:received", 204))
     device.send(_respond(request, 200, {"a": 1}))
@@ -222,9 +226,7 @@ def test_a_live_message_gathers_its_receivers_acknowledgements(tmp_path, broker_
     assert response.headers["correlation-id"] == request["headers"]["correlation-id"]
 
     # A failed acknowledgement fails the whole: 424, each label's status.
-    answer = _in_background(lambda: alice.post(
-        f"{T}/inbox/messages/ask", None, params={"requested-acks": "dev:received"}))
-    request = device.recv()
+    answer, request = ask({"requested-acks": "dev:received"})
     device.send(_ack(request, "dev:received", 503, {"busy": True}))
     device.send(_respond(request, 200, {"a": 2}))
     response = answer()
@@ -235,20 +237,14 @@ def test_a_live_message_gathers_its_receivers_acknowledgements(tmp_path, broker_
 
     # No response required: only the acknowledgement is awaited, and a
     # success is 202.
-    answer = _in_background(lambda: alice.post(
-        f"{T}/inbox/messages/ask", None,
-        params={"requested-acks": "dev:received", "response-required": "false"}))
-    request = device.recv()
+    answer, request = ask({"requested-acks": "dev:received", "response-required": "false"})
     assert request["headers"]["requested-acks"] == ["dev:received"]
     device.send(_ack(request, "dev:received", 200))
     assert answer().status_code == 202
 
     # A label nobody acknowledges times out (408) within the aggregate;
     # the device's own response still counts.
-    answer = _in_background(lambda: alice.post(
-        f"{T}/inbox/messages/ask", None,
-        params={"requested-acks": "nobody:declared", "timeout": "1"}))
-    request = device.recv()
+    answer, request = ask({"requested-acks": "nobody:declared", "timeout": "1"})
     device.send(_respond(request, 200, {"a": 3}))
     response = answer()
     assert response.status_code == 424, response.text
@@ -260,19 +256,14 @@ def test_a_live_message_gathers_its_receivers_acknowledgements(tmp_path, broker_
     # The twin's labels are dropped, and then, as Ditto's setter does, the
     # labels given are kept as they are: no live-response added, so the
     # one label's acknowledgement is the answer.
-    answer = _in_background(lambda: alice.post(
-        f"{T}/inbox/messages/ask", None,
-        params={"requested-acks": "dev:received,twin-persisted"}))
-    request = device.recv()
+    answer, request = ask({"requested-acks": "dev:received,twin-persisted"})
     assert request["headers"]["requested-acks"] == ["dev:received"]
     device.send(_ack(request, "dev:received", 200, {"got": True}))
     response = answer()
     assert (response.status_code, response.json()) == (200, {"got": True})
 
     # Only the twin's labels: dropped, the plain response.
-    answer = _in_background(lambda: alice.post(
-        f"{T}/inbox/messages/ask", None, params={"requested-acks": "twin-persisted"}))
-    request = device.recv()
+    answer, request = ask({"requested-acks": "twin-persisted"})
     assert request["headers"]["requested-acks"] == []
     device.send(_respond(request, 201, {"a": 4}))
     response = answer()
@@ -284,10 +275,7 @@ def test_a_live_message_gathers_its_receivers_acknowledgements(tmp_path, broker_
     idle = DittoWs(broker, "alice", USERS["alice"], query="?declared-acks=app:seen")
     eve = DittoWs(broker, "eve", USERS["eve"], query="?declared-acks=eve:read")
     eve.control("START-SEND-MESSAGES")
-    answer = _in_background(lambda: alice.post(
-        f"{T}/inbox/messages/ask", None,
-        params={"requested-acks": "app:seen,eve:read", "timeout": "20"}))
-    request = device.recv()
+    answer, request = ask({"requested-acks": "app:seen,eve:read", "timeout": "20"})
     device.send(_respond(request, 200, {"a": 6}))
     response = answer()
     assert response.status_code == 200, response.text  # a label timed out would be 408
