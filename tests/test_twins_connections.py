@@ -400,6 +400,27 @@ def test_an_mqtt_connection_publishes_events_on_ferrys_broker(broker_factory):
     assert outbound(ditto, "to-mqtt")["filtered"]["success"]["total"] == 1
 
 
+def test_an_mqtt_target_on_ferrys_broker_acknowledges_the_live_messages_it_published(
+        broker_factory):
+    b = broker_factory()
+    ditto = _ditto(b)
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
+    connection = mqtt_connection(f"tcp://127.0.0.1:{b.port}", address="live/{{ thing:name }}",
+                                 topics=["_/_/things/live/messages"],
+                                 issuedAcknowledgementLabel="{{connection:id}}:published")
+    assert ditto.put("/connections/to-mqtt", connection).status_code == 201
+    device = b.client(version=5)
+    device.subscribe("live/#", qos=1)
+
+    taken = ditto.post(f"/things/{TID}/inbox/messages/switch", {"on": True},
+                       params={"requested-acks": "to-mqtt:published",
+                               "response-required": "false", "timeout": "10"})
+    assert taken.status_code == 202, taken.text
+    message = device.get()
+    assert message.topic == "live/lamp-1"
+    assert json.loads(message.payload)["headers"]["requested-acks"] == ["to-mqtt:published"]
+
+
 def live_connection(port: int, **target) -> dict:
     """An http-push connection whose target takes live messages."""
     connection = push_connection(port, address="POST:/devices/{{ thing:name }}")
