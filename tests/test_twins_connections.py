@@ -347,6 +347,41 @@ def test_a_target_acknowledges_what_it_delivered(broker_factory, receiver):
     second.close()
 
 
+def test_a_target_address_with_functions_shapes_or_withholds_what_it_sends(broker_factory,
+                                                                          receiver):
+    """Ditto's functions in a target address: the path is the thing's
+    name in upper case, and only a lamp that is switched on is sent, the
+    rest counted as dropped and what the target owes for it answered
+    weakly."""
+    ditto = _ditto(broker_factory())
+    connection = push_connection(
+        receiver.port,
+        address="POST:/on/{{ thing:name | fn:upper() | fn:filter(topic:action, 'eq', 'modified') }}")
+    connection["targets"][0]["topics"] = ["_/_/things/twin/events"]
+    connection["targets"][0]["issuedAcknowledgementLabel"] = "{{connection:id}}:pushed"
+    assert ditto.put("/connections/shaped", connection).status_code == 201
+    asked = {"requested-acks": "twin-persisted,shaped:pushed", "timeout": "10s"}
+
+    created = ditto.put(f"/things/{TID}", LAMP, headers={**asked, "correlation-id": "c-1"})
+    assert created.status_code == 200, created.text
+    assert created.json()["shaped:pushed"]["headers"]["ditto-weak-ack"] is True
+    eventually(lambda: outbound(ditto, "shaped")["dropped"]["success"]["total"] == 1)
+
+    receiver.answers = [(200, b'{"stored":true}')]
+    modified = ditto.put(f"/things/{TID}/features/lamp/properties/on", True,
+                         headers={**asked, "correlation-id": "c-2"})
+    assert modified.status_code == 200, modified.text
+    assert modified.json()["shaped:pushed"]["payload"] == {"stored": True}
+    method, path, _, body, _ = receiver.next()
+    assert (method, path) == ("POST", "/on/LAMP-1")
+    assert json.loads(body)["value"] is True
+    assert outbound(ditto, "shaped")["dropped"]["success"]["total"] == 1
+
+    refused = push_connection(receiver.port, address="POST:/{{ thing:id | fn:upper }}")
+    _error(ditto.put("/connections/refused", refused), 400,
+           "connectivity:connection.configuration.invalid")
+
+
 def mqtt_connection(uri: str, **target) -> dict:
     """An mqtt connection publishing modified events on the broker at
     `uri` (Ferry's own: a loopback address and its MQTT port)."""

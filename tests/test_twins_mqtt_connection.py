@@ -334,6 +334,46 @@ def test_a_sources_commands_wait_for_the_acknowledgements_it_requests(broker_fac
     assert lamp_on(ditto, TID) is True
 
 
+def test_a_sources_filter_decides_per_message_which_acknowledgements_it_requests(broker_factory):
+    """Ditto's function expressions in a source: its
+    acknowledgementRequests filter requests the labels only for messages
+    that came at qos 1 (Ditto's `mqtt.qos` header), and its enforcement
+    input is the thing id cut out of the topic it came on."""
+    def request(connection):
+        source = connection["sources"][0]
+        source["declaredAcks"] = ["{{connection:id}}:applied"]
+        source["acknowledgementRequests"] = {
+            "includes": ["{{connection:id}}:applied"],
+            "filter": "fn:filter(header:mqtt.qos,'ne','0')",
+        }
+        source["enforcement"] = {"input": "{{ source:address | fn:substring-after('/') }}",
+                                 "filters": ["{{ thing:id }}"]}
+        connection["targets"][0]["topics"] = [
+            "_/_/things/twin/events?filter=eq(topic:action,'modified')"]
+    mosquitto, b, ditto = connected(broker_factory, request)
+    device = mosquitto.client(version=4)
+    device.subscribe(f"events/{TID}", qos=1)
+
+    device.publish(f"telemetry/{TID}", modify(TID, True, "at-most-once"), qos=0)
+    event = json.loads(device.get().payload)
+    assert event["value"] is True
+    assert "requested-acks" not in event["headers"], event["headers"]
+    eventually(lambda: inbound(ditto, "devices") == (1, 1, 0))
+
+    device.publish(f"telemetry/{TID}", modify(TID, False, "at-least-once"), qos=1)
+    event = json.loads(device.get().payload)
+    assert event["headers"]["requested-acks"] == ["devices:applied"]
+    ack = {"topic": "org.acme/lamp-1/things/twin/acks/devices:applied", "path": "/",
+           "status": 200, "headers": {"correlation-id": "at-least-once"}}
+    device.publish(f"telemetry/{TID}", json.dumps(ack).encode(), qos=1)
+    eventually(lambda: inbound(ditto, "devices") == (3, 3, 0))
+
+    # The enforcement compares the topic's thing id with the command's.
+    device.publish(f"telemetry/{TID}", modify(OTHER, True, "not-mine"), qos=0)
+    eventually(lambda: inbound(ditto, "devices") == (4, 3, 1))
+    assert lamp_on(ditto, OTHER) is False
+
+
 def test_qos_1_commands_wait_at_the_broker_while_ferry_is_down(broker_factory):
     mosquitto, b, ditto = connected(broker_factory)
 
@@ -442,8 +482,15 @@ def test_an_ssl_connection_trusts_its_own_ca_and_presents_a_client_certificate(
                    "declaredAcks": ["other:applied"]}]}, "declaredAcks"),
     ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"],
                    "acknowledgementRequests": {"includes": ["twin-persisted"],
-                                               "filter": "fn:filter(header:qos,'ne','0')"}}]},
-     "filter, which Ferry does not support"),
+                                               "filter": "fn:filter(header:qos,'gt','0')"}}]},
+     "'gt' in 'fn:filter(header:qos,'gt','0')' is not a filter test"),
+    ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"],
+                   "acknowledgementRequests": {"filter": "header:qos | fn:lower()"}}]},
+     "must start with a function"),
+    ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"],
+                   "enforcement": {"input": "{{ source:address | fn:substringafter('/') }}",
+                                   "filters": ["{{ thing:id }}"]}}]},
+     "the function 'fn:substringafter' is not supported"),
     ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"],
                    "acknowledgementRequests": {"includes": ["x"]}}]}, "'x' is not 3 to 165"),
 ])

@@ -118,11 +118,12 @@ impl Requested {
                     }
                 }
                 let has_own = kept.iter().any(|label| label == LIVE_RESPONSE);
-                if filtered {
-                    // Ditto's filter step overwrote what the first one did.
-                } else if response_required && !kept.is_empty() && !has_own {
+                // Where the twin's labels were filtered out, Ditto's filter
+                // step overwrote what the first one did: nothing is added
+                // or removed.
+                if !filtered && response_required && !kept.is_empty() && !has_own {
                     kept.push(LIVE_RESPONSE.to_owned());
-                } else if !response_required {
+                } else if !filtered && !response_required {
                     kept.retain(|label| label != LIVE_RESPONSE);
                 }
                 kept

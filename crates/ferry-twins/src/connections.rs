@@ -25,6 +25,7 @@ mod live;
 pub mod model;
 mod mqtt;
 mod outgoing;
+mod pipeline;
 mod placeholder;
 mod places;
 mod progress;

@@ -105,6 +105,15 @@ async fn apply(
         };
     }
     request_source_acks(&mut envelope, &source.requested_acks);
+    if let Some(filter) = &source.acks_filter {
+        let current = envelope.headers.get("requested-acks").map(|requested| match requested {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        });
+        if let Some(requested) = filter.requested(current.as_deref(), received) {
+            envelope.headers.insert("requested-acks".into(), Value::String(requested));
+        }
+    }
     match Route::of(&envelope) {
         // A device's answer to a live call.
         Some(Route::Response) => {

@@ -70,11 +70,8 @@ pub fn signals(
 
 /// The acknowledgement `label` owes for `signal`, when it requests it.
 fn owed(label: &str, signal: &Envelope) -> Option<Owed> {
-    let requested = signal.headers.get("requested-acks")?.as_array()?;
-    if !requested.iter().any(|requested| requested.as_str() == Some(label)) {
-        return None;
-    }
-    Some(Owed { label: label.to_owned(), correlation_id: signal.correlation_id()? })
+    let requested = crate::acks::requested_labels(&signal.headers).ok()??;
+    Owed::if_requested(label, &requested, &signal.correlation_id()?)
 }
 
 #[cfg(test)]

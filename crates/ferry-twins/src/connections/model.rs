@@ -330,13 +330,12 @@ impl TargetSpec {
         device_acks: &[String],
     ) -> Option<(crate::protocol::Envelope, Option<Owed>)> {
         let owed = self.issued_ack.as_ref().and_then(|label| {
-            let requested = event.acks.as_ref().filter(|acks| acks.labels.contains(label))?;
-            Some(Owed { label: label.clone(), correlation_id: requested.correlation_id.clone() })
+            let requested = event.acks.as_ref()?;
+            Owed::if_requested(label, &requested.labels, &requested.correlation_id)
         });
         let Some(mut envelope) = self.envelope_for(twins, event).await else {
             if let Some(owed) = owed {
-                let weak = crate::acks::weak_ack(&owed.label, &owed.correlation_id);
-                twins.ack_hub().deliver(&owed.correlation_id, weak);
+                owed.weakly(twins);
             }
             return None;
         };
@@ -402,6 +401,22 @@ pub struct Owed {
 }
 
 impl Owed {
+    /// What the issuer of `label` owes a signal that requested `requested`
+    /// under `correlation_id`: nothing unless its label is among them.
+    pub fn if_requested(label: &str, requested: &[String], correlation_id: &str) -> Option<Owed> {
+        requested
+            .iter()
+            .any(|asked| asked == label)
+            .then(|| Owed { label: label.to_owned(), correlation_id: correlation_id.to_owned() })
+    }
+
+    /// Answers for a signal the target does not send on purpose: a weak
+    /// acknowledgement, as Ditto's publisher gives one.
+    pub fn weakly(self, twins: &Twins) {
+        let weak = crate::acks::weak_ack(&self.label, &self.correlation_id);
+        twins.ack_hub().deliver(&self.correlation_id, weak);
+    }
+
     /// Hands the outcome of the delivery to the command waiting for it.
     pub fn settle(self, twins: &Twins, status: u16, payload: Option<Value>) {
         let headers = crate::acks::correlation_headers(&self.correlation_id);

@@ -321,43 +321,48 @@ pub fn start(
 }
 
 /// The topic target `index` publishes `envelope` on, counted as
-/// dispatched; or, counted as failed and set as the connection's last
-/// failure, why not: its thing id or subject would put a wildcard in it.
+/// dispatched. Without one, what the envelope is owed is answered:
+/// - weakly, counted as dropped, when the target's address withholds it
+///   (a function of it gives nothing);
+/// - with 400, counted as failed and set as the connection's last
+///   failure, when its thing id or subject would put a wildcard in it.
 fn target_topic(
+    twins: &Twins,
     mqtt: &MqttSpec,
     stats: &ConnectionStats,
     index: usize,
     envelope: &Envelope,
-) -> Result<String, String> {
+    owed: &mut Option<Owed>,
+) -> Option<String> {
     let figures = &stats.targets[index];
     figures.dispatched.inc();
-    let topic = mqtt.targets[index].topic.render_raw(&Event { topic: &envelope.topic });
+    let topic = match mqtt.targets[index].topic.render_raw(&Event { topic: &envelope.topic }) {
+        Ok(topic) => topic,
+        Err(unresolved) => {
+            outgoing::withheld(twins, figures, owed.take(), &unresolved);
+            return None;
+        }
+    };
     if ferry_mqtt::topic::is_valid_topic_name(&topic) {
-        return Ok(topic);
+        return Some(topic);
     }
     figures.failed.inc();
     let failure = format!("'{topic}' is not an MQTT topic name");
     stats.set_failure(failure.clone());
-    Err(failure)
+    if let Some(owed) = owed.take() {
+        owed.settle(twins, 400, Some(failure.into()));
+    }
+    None
 }
 
-/// The topic a live signal goes on for its target (see [`target_topic`]);
-/// without one, the acknowledgement the signal is owed is answered 400.
+/// The topic a live signal goes on for its target (see [`target_topic`]).
 fn live_topic(
     twins: &Twins,
     mqtt: &MqttSpec,
     stats: &ConnectionStats,
     signal: &mut LiveSignal,
 ) -> Option<String> {
-    match target_topic(mqtt, stats, signal.target, &signal.envelope) {
-        Ok(topic) => Some(topic),
-        Err(failure) => {
-            if let Some(owed) = signal.owed.take() {
-                owed.settle(twins, 400, Some(failure.into()));
-            }
-            None
-        }
-    }
+    target_topic(twins, mqtt, stats, signal.target, &signal.envelope, &mut signal.owed)
 }
 
 /// Publishes the live signals of a connection to this Ferry.
@@ -416,9 +421,8 @@ struct Publication {
 }
 
 /// What the targets publish of `event`, each counted as dispatched or
-/// filtered; a target whose topic the event's thing id cannot be part of
-/// (it holds `+` or `#`) counts it as failed and answers its
-/// acknowledgement with 400.
+/// filtered; a target without a topic for it answers its acknowledgement
+/// as [`target_topic`] says.
 async fn publications(
     twins: &Twins,
     spec: &ConnectionSpec,
@@ -427,14 +431,11 @@ async fn publications(
     event: &ThingEvent,
 ) -> Vec<Publication> {
     let mut publications = Vec::new();
-    for Outgoing { target, envelope, owed } in outgoing::of_event(twins, spec, stats, event).await {
-        match target_topic(mqtt, stats, target, &envelope) {
-            Ok(topic) => publications.push(Publication { target, topic, envelope, owed }),
-            Err(failure) => {
-                if let Some(owed) = owed {
-                    owed.settle(twins, 400, Some(failure.into()));
-                }
-            }
+    for Outgoing { target, envelope, mut owed } in
+        outgoing::of_event(twins, spec, stats, event).await
+    {
+        if let Some(topic) = target_topic(twins, mqtt, stats, target, &envelope, &mut owed) {
+            publications.push(Publication { target, topic, envelope, owed });
         }
     }
     publications

@@ -10,7 +10,8 @@
 //! dispatcher does for a signal no target takes.
 
 use super::model::{ConnectionSpec, Owed};
-use super::stats::ConnectionStats;
+use super::stats::{ConnectionStats, TargetStats};
+use super::template::Unresolved;
 use crate::protocol::Envelope;
 use crate::service::{ThingEvent, Twins};
 
@@ -54,4 +55,15 @@ pub async fn of_event(
         }
     }
     outgoing
+}
+
+/// A signal a target does not send because its address gave nothing for
+/// it (Ditto drops it there): counted as dropped, what the target owes
+/// answered weakly, as for a signal its topics leave out.
+pub fn withheld(twins: &Twins, figures: &TargetStats, owed: Option<Owed>, unresolved: &Unresolved) {
+    tracing::debug!(why = %unresolved.why, "a target's address withheld a signal");
+    figures.dropped.inc();
+    if let Some(owed) = owed {
+        owed.weakly(twins);
+    }
 }

@@ -103,7 +103,8 @@ pub fn start(
     let (queue, waiting) = mpsc::channel(QUEUE);
     let waiting = Arc::new(Mutex::new(waiting));
     let (mut tasks, signals) = super::live::signals(&twins, &spec);
-    let live = feed_live(spec.clone(), http.clone(), stats.clone(), signals, queue.clone());
+    let live =
+        feed_live(twins.clone(), spec.clone(), http.clone(), stats.clone(), signals, queue.clone());
     tasks.push(tokio::spawn(live).abort_handle());
     if let Some(events) = events {
         let feed = feed(twins.clone(), spec, http.clone(), stats.clone(), events, queue);
@@ -125,27 +126,52 @@ async fn feed(
     queue: mpsc::Sender<Push>,
 ) {
     while let Some((event, ticket)) = events.next(&stats, &spec.id).await {
-        for Outgoing { target, envelope, owed } in
+        for Outgoing { target, envelope, mut owed } in
             outgoing::of_event(&twins, &spec, &stats, &event).await
         {
-            let purpose = Purpose::Event { owed, _ticket: ticket.clone() };
-            let push = Push::to(&http, target, &envelope, purpose);
             stats.targets[target].dispatched.inc();
-            if queue.send(push).await.is_err() {
+            let Some(path) = path(&twins, &http, &stats, target, &envelope, &mut owed) else {
+                continue;
+            };
+            let purpose = Purpose::Event { owed, _ticket: ticket.clone() };
+            if queue.send(Push::to(&http, target, path, &envelope, purpose)).await.is_err() {
                 return;
             }
         }
     }
 }
 
+/// The path target `index` sends `envelope` to; `None` when its address
+/// withholds it (see [`outgoing::withheld`]), `owed` then answered.
+fn path(
+    twins: &Twins,
+    http: &HttpPush,
+    stats: &ConnectionStats,
+    index: usize,
+    envelope: &Envelope,
+    owed: &mut Option<Owed>,
+) -> Option<String> {
+    match http.requests[index].path.render(&Event { topic: &envelope.topic }) {
+        Ok(path) => Some(path),
+        Err(unresolved) => {
+            outgoing::withheld(twins, &stats.targets[index], owed.take(), &unresolved);
+            None
+        }
+    }
+}
+
 impl Push {
-    /// The request that carries `envelope` to target `index`.
-    fn to(http: &HttpPush, index: usize, envelope: &Envelope, purpose: Purpose) -> Push {
-        let request = &http.requests[index];
-        let path = request.path.render(&Event { topic: &envelope.topic });
+    /// The request that carries `envelope` to target `index` at `path`.
+    fn to(
+        http: &HttpPush,
+        index: usize,
+        path: String,
+        envelope: &Envelope,
+        purpose: Purpose,
+    ) -> Push {
         Push {
             target: index,
-            method: request.method.clone(),
+            method: http.requests[index].method.clone(),
             path: format!("{}{path}", http.receiver.base_path),
             body: Bytes::from(envelope.to_bytes()),
             purpose,
@@ -155,22 +181,21 @@ impl Push {
 
 /// Queues each live signal as one request to its target.
 async fn feed_live(
+    twins: Arc<Twins>,
     spec: Arc<ConnectionSpec>,
     http: Arc<HttpPush>,
     stats: Arc<ConnectionStats>,
     mut signals: mpsc::Receiver<LiveSignal>,
     queue: mpsc::Sender<Push>,
 ) {
-    while let Some(LiveSignal { target, envelope, owed }) = signals.recv().await {
+    while let Some(LiveSignal { target, envelope, mut owed }) = signals.recv().await {
         let any_answer = spec.targets[target].live_response;
-        let push = Push::to(
-            &http,
-            target,
-            &envelope,
-            Purpose::Live { signal: Box::new(envelope.clone()), any_answer, owed },
-        );
         stats.targets[target].dispatched.inc();
-        if queue.send(push).await.is_err() {
+        let Some(path) = path(&twins, &http, &stats, target, &envelope, &mut owed) else {
+            continue;
+        };
+        let purpose = Purpose::Live { signal: Box::new(envelope.clone()), any_answer, owed };
+        if queue.send(Push::to(&http, target, path, &envelope, purpose)).await.is_err() {
             return;
         }
     }

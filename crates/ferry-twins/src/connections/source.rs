@@ -7,7 +7,7 @@
 
 use super::enforcement::Enforcement;
 use super::model::{any_label, authorization_context, connection_label, labels_once};
-use super::placeholder::{Holds, Received, SourceTemplate};
+use super::placeholder::{AcksFilter, Holds, Received, SourceTemplate};
 use crate::error::DittoError;
 use crate::protocol::Envelope;
 use crate::service::Caller;
@@ -65,6 +65,9 @@ pub struct SourceSpec {
     /// that its message is acknowledged (at qos 1) only once they all
     /// succeeded.
     pub requested_acks: Vec<String>,
+    /// `acknowledgementRequests.filter`, run on each command's requests
+    /// after `requested_acks` were added.
+    pub acks_filter: Option<AcksFilter>,
 }
 
 /// A source's `replyTarget`: the topic its command's answer is published
@@ -172,7 +175,7 @@ impl SourceSpec {
         payload_mapping(source.get("payloadMapping"))?;
         let reply_target = reply_target(source.get("replyTarget"), &named)?;
         let declared_acks = declared_acks(connection_id, source.get("declaredAcks"), &named)?;
-        let requested_acks =
+        let (requested_acks, acks_filter) =
             requested_acks(connection_id, source.get("acknowledgementRequests"), &named)?;
         Ok(SourceSpec {
             addresses,
@@ -184,36 +187,38 @@ impl SourceSpec {
             reply_target,
             declared_acks,
             requested_acks,
+            acks_filter,
         })
     }
 }
 
-/// `acknowledgementRequests`: `{"includes": [labels]}`. Ditto's `filter`
-/// (a function expression deciding per message) is refused by name
-/// rather than ignored: requesting acknowledgements of every message
-/// where a user asked for some is a different contract.
+/// `acknowledgementRequests`: `{"includes": [labels], "filter": "fn:…"}`,
+/// both optional.
 fn requested_acks(
     connection_id: &str,
     json: Option<&Value>,
     named: &str,
-) -> Result<Vec<String>, DittoError> {
+) -> Result<(Vec<String>, Option<AcksFilter>), DittoError> {
     let invalid = |why: &str| {
         DittoError::connection_invalid(format!(
             "The acknowledgementRequests of the source '{named}' {why}."
         ))
     };
     let requests = match json {
-        None | Some(Value::Null) => return Ok(Vec::new()),
+        None | Some(Value::Null) => return Ok((Vec::new(), None)),
         Some(Value::Object(requests)) => requests,
         Some(_) => return Err(invalid("must be an object with includes")),
     };
     if let Some(unknown) = requests.keys().find(|key| *key != "includes" && *key != "filter") {
         return Err(invalid(&format!("have an unknown field '{unknown}'")));
     }
-    if requests.get("filter").is_some_and(|filter| !filter.is_null()) {
-        return Err(invalid("have a filter, which Ferry does not support: leave it out to request the labels for every message"));
-    }
+    let filter = match requests.get("filter") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(filter)) => Some(AcksFilter::parse(filter, named)?),
+        Some(_) => return Err(invalid("have a filter that is not a string")),
+    };
     let labels = match requests.get("includes") {
+        None if filter.is_some() => return Ok((Vec::new(), filter)),
         Some(Value::Array(labels)) if labels.len() <= MAX_DECLARED_ACKS => labels,
         _ => {
             return Err(invalid(&format!(
@@ -222,7 +227,7 @@ fn requested_acks(
         }
     };
     let what = format!("A label the source '{named}' requests");
-    checked_once(labels, |label| any_label(connection_id, &what, label))
+    Ok((checked_once(labels, |label| any_label(connection_id, &what, label))?, filter))
 }
 
 /// `declaredAcks`: labels of the connection's own (`<id>:…`), each once.

@@ -37,7 +37,9 @@ pub struct TargetStats {
     pub published: Count,
     /// Requests refused for good, or out of tries.
     pub failed: Count,
-    /// Requests dropped because the queue was full.
+    /// Requests dropped because the queue was full, or not made because
+    /// the target's address gave nothing for the signal (a function of
+    /// it withheld it).
     pub dropped: Count,
 }
 

@@ -110,7 +110,16 @@ impl Out {
         let figures = &self.stats.targets[index];
         let destination = &self.kafka.destinations[index];
         figures.dispatched.inc();
-        let key = destination.key.as_ref().map(|key| key.render(&Event { topic: &envelope.topic }));
+        let key =
+            match destination.key.as_ref().map(|key| key.render(&Event { topic: &envelope.topic }))
+            {
+                None => None,
+                Some(Ok(key)) => Some(key),
+                Some(Err(unresolved)) => {
+                    outgoing::withheld(&self.twins, figures, owed, &unresolved);
+                    return true;
+                }
+            };
         let payload = envelope.to_bytes();
         let headers = ditto_headers(envelope.correlation_id().as_deref());
         let mut record = FutureRecord::to(&destination.topic).payload(&payload).headers(headers);
