@@ -438,6 +438,30 @@ def test_a_kafka_target_carries_live_messages_and_a_source_brings_the_answer(
     assert (answer.status_code, answer.json()) == (200, {"brewing": True})
 
 
+def test_a_kafka_target_acknowledges_the_live_messages_it_produced(broker_factory, kafka):
+    """issuedAcknowledgementLabel on a live target: a message requesting
+    the label is answered once Kafka's delivery report is in."""
+    ditto = _ditto(broker_factory())
+    live_topic = f"messages-{uuid.uuid4().hex[:8]}"
+    target = {"address": live_topic + "/{{ thing:id }}", "topics": ["_/_/things/live/messages"],
+              "authorizationContext": ["nginx:ditto"],
+              "issuedAcknowledgementLabel": "{{connection:id}}:produced"}
+    connection = kafka_connection(kafka.brokers, f"unused-{uuid.uuid4().hex[:8]}",
+                                  targets=[target])
+    assert ditto.put("/connections/devices", connection).status_code == 201
+    assert ditto.put(f"/things/{NS}:test-thing-1", BREWER).status_code == 201
+
+    answer = ditto.post(f"/things/{NS}:test-thing-1/inbox/messages/brew", {"cups": 1},
+                        headers={"correlation-id": "brew-acked", "response-required": "false",
+                                 "requested-acks": "devices:produced"},
+                        params={"timeout": "20"})
+    assert answer.status_code == 202, answer.text
+    [record] = read_records(kafka, live_topic, 1)
+    message = json.loads(record.value())
+    assert message["headers"]["requested-acks"] == ["devices:produced"]
+    assert message["headers"]["correlation-id"] == "brew-acked"
+
+
 def test_a_device_acknowledges_an_event_through_the_kafka_source(broker_factory, kafka):
     """A Kafka source's declaredAcks: the event goes out asking for the
     label, and the device's acknowledgement record, read by the source, is
