@@ -140,7 +140,17 @@ def test_events_show_each_reader_what_its_policy_lets_it_read(tmp_path, broker_f
     assert alice.put(f"/things/{TID}/attributes/public", 5).status_code == 204
     bob.control("START-SEND-EVENTS")
     assert alice.put(f"/things/{TID}/attributes/public", 6).status_code == 204
-    assert bob.recv()["value"] == 6
+    six = bob.recv()
+    assert six["value"] == 6 and "correlation-id" not in six["headers"]
+
+    # An event carries its command's correlation-id, as Ditto's do, over
+    # HTTP and over the protocol alike.
+    assert alice.put(f"/things/{TID}/attributes/public", 7,
+                     headers={"correlation-id": "http-7"}).status_code == 204
+    assert bob.recv()["headers"]["correlation-id"] == "http-7"
+    owner.send(envelope(f"{TOPIC}/commands/modify", "/attributes/public", 8,
+                        **{"correlation-id": "ws-8", "response-required": False}))
+    assert bob.recv()["headers"]["correlation-id"] == "ws-8"
     owner.close()
     bob.close()
 

@@ -383,6 +383,7 @@ mod tests {
             value: Some(Value::from(n)),
             journal: Some(n),
             acks: None,
+            correlation_id: None,
         };
         twins.announce(event(11));
         twins.announce(event(10));

@@ -102,6 +102,9 @@ impl Request {
                     .unwrap_or_default(),
                 acks: event_acks,
                 metadata: MetadataHeaders::read(|name| header_unicode(headers, name), retrieve)?,
+                correlation_id: Some(correlation_id.as_str())
+                    .filter(|id| !id.is_empty())
+                    .map(Arc::from),
             },
             acks,
             correlation_id,

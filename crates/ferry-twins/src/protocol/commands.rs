@@ -310,6 +310,7 @@ fn conditions(envelope: &Envelope, retrieve: bool) -> Result<Conditions, DittoEr
         live_channel_condition: envelope.header(smart::CONDITION),
         if_equal: if_equal.unwrap_or_default(),
         acks: None,
+        correlation_id: envelope.header("correlation-id").map(Arc::from),
     })
 }
 

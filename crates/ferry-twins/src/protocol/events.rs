@@ -61,6 +61,9 @@ impl EventView {
             event.path.to_string(),
         );
         envelope.value = value;
+        if let Some(id) = &event.correlation_id {
+            envelope.headers.insert("correlation-id".into(), id.as_ref().into());
+        }
         envelope.revision = Some(event.revision);
         envelope.timestamp = Some(event.timestamp.to_string());
         Some(envelope)

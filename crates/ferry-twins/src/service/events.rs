@@ -71,6 +71,10 @@ pub struct ThingEvent {
     /// The acknowledgements the change's command asked subscribers for
     /// (`acks.rs`); not kept in the journal.
     pub acks: Option<Arc<crate::acks::EventAcks>>,
+    /// The change's command's `correlation-id`, which its event carries
+    /// as Ditto's do, so a client can tell its own change among the
+    /// events; not kept in the journal.
+    pub correlation_id: Option<Arc<str>>,
 }
 
 /// The next event of `feed` for `reader`, `None` once the feed is

@@ -119,5 +119,6 @@ fn from_record(seq: u64, record: EventRecord) -> Result<ThingEvent, StoreError> 
             .map_err(|_| bad("policy id"))?,
         journal: Some(seq),
         acks: None,
+        correlation_id: None,
     })
 }

@@ -179,6 +179,8 @@ pub struct Conditions {
     /// Not a precondition either: what the request puts in, removes from
     /// or reads of `_metadata` (`thing/metadata_headers.rs`).
     pub metadata: MetadataHeaders,
+    /// The request's `correlation-id`, for the change's event.
+    pub correlation_id: Option<Arc<str>>,
 }
 
 /// A refusal, with the resource's current entity tag where Ditto sends
@@ -386,6 +388,7 @@ impl Twins {
                     // Sent with the lock still held: the next write of this
                     // thing cannot announce itself before this one.
                     planned.event.acks = conditions.acks.clone();
+                    planned.event.correlation_id = conditions.correlation_id.clone();
                     let _ = self.events.send(planned.event);
                     if let Some(acks) = &conditions.acks {
                         self.acks.published(acks);
@@ -790,6 +793,7 @@ fn event(
         value,
         journal: None,
         acks: None,
+        correlation_id: None,
     }
 }
 

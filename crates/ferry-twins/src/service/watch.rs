@@ -385,6 +385,7 @@ mod tests {
             policy_id: None,
             journal: None,
             acks: None,
+            correlation_id: None,
         }
     }
 

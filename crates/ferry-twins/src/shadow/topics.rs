@@ -601,6 +601,7 @@ mod tests {
             value,
             journal: None,
             acks: None,
+            correlation_id: None,
         }
     }
 
