@@ -292,7 +292,7 @@ def test_what_ferry_cannot_run_is_refused(broker_factory):
     announcements["targets"][0]["topics"] = ["_/_/policies/announcements"]
     _error(ditto.put("/connections/l", announcements), 400,
            "connectivity:connection.configuration.invalid")
-    bad = push_connection(1, address="POST:/{{ header:device_id }}")
+    bad = push_connection(1, address="POST:/{{ request:subjectId }}")
     _error(ditto.put("/connections/b", bad), 400, "connectivity:connection.configuration.invalid")
     _error(ditto.put("/connections/a%20b", push_connection(1)), 400,
            "connectivity:connection.id.invalid")
@@ -359,6 +359,9 @@ def test_a_target_address_with_functions_shapes_or_withholds_what_it_sends(broke
         address="POST:/on/{{ thing:name | fn:upper() | fn:filter(topic:action, 'eq', 'modified') }}")
     connection["targets"][0]["topics"] = ["_/_/things/twin/events"]
     connection["targets"][0]["issuedAcknowledgementLabel"] = "{{connection:id}}:pushed"
+    connection["targets"][0]["headerMapping"] = {
+        "X-Thing": "{{ thing:namespace | fn:upper() }}", "x-correlation": "{{ header:correlation-id }}",
+        "x-missing": "{{ header:nope }}", "content-type": "application/json"}
     assert ditto.put("/connections/shaped", connection).status_code == 201
     asked = {"requested-acks": "twin-persisted,shaped:pushed", "timeout": "10s"}
 
@@ -372,12 +375,19 @@ def test_a_target_address_with_functions_shapes_or_withholds_what_it_sends(broke
                          headers={**asked, "correlation-id": "c-2"})
     assert modified.status_code == 200, modified.text
     assert modified.json()["shaped:pushed"]["payload"] == {"stored": True}
-    method, path, _, body, _ = receiver.next()
+    method, path, headers, body, _ = receiver.next()
     assert (method, path) == ("POST", "/on/LAMP-1")
+    assert (headers["x-thing"], headers["x-correlation"]) == ("ORG.ACME", "c-2")
+    assert headers["content-type"] == "application/json", "the mapping sets it"
+    assert "x-missing" not in headers
     assert json.loads(body)["value"] is True
     assert outbound(ditto, "shaped")["dropped"]["success"]["total"] == 1
 
     refused = push_connection(receiver.port, address="POST:/{{ thing:id | fn:upper }}")
+    _error(ditto.put("/connections/refused", refused), 400,
+           "connectivity:connection.configuration.invalid")
+    refused = push_connection(receiver.port)
+    refused["targets"][0]["headerMapping"] = {"content-length": "1"}
     _error(ditto.put("/connections/refused", refused), 400,
            "connectivity:connection.configuration.invalid")
 

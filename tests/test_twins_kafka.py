@@ -445,7 +445,8 @@ def test_a_kafka_target_acknowledges_the_live_messages_it_produced(broker_factor
     live_topic = f"messages-{uuid.uuid4().hex[:8]}"
     target = {"address": live_topic + "/{{ thing:id }}", "topics": ["_/_/things/live/messages"],
               "authorizationContext": ["nginx:ditto"],
-              "issuedAcknowledgementLabel": "{{connection:id}}:produced"}
+              "issuedAcknowledgementLabel": "{{connection:id}}:produced",
+              "headerMapping": {"device": "{{ thing:name }}"}}
     connection = kafka_connection(kafka.brokers, f"unused-{uuid.uuid4().hex[:8]}",
                                   targets=[target])
     assert ditto.put("/connections/devices", connection).status_code == 201
@@ -460,6 +461,7 @@ def test_a_kafka_target_acknowledges_the_live_messages_it_produced(broker_factor
     message = json.loads(record.value())
     assert message["headers"]["requested-acks"] == ["devices:produced"]
     assert message["headers"]["correlation-id"] == "brew-acked"
+    assert dict(record.headers())["device"] == b"test-thing-1"
 
 
 def test_a_device_acknowledges_an_event_through_the_kafka_source(broker_factory, kafka):

@@ -12,7 +12,7 @@
 #[cfg(feature = "kafka")]
 use super::kafka::KafkaSpec;
 use super::source::SourceSpec;
-use super::template::AddressTemplate;
+use super::template::{AddressTemplate, HeaderMapping};
 use super::uri::{invalid, UriParts};
 use crate::error::DittoError;
 use crate::live::Kind;
@@ -69,6 +69,8 @@ pub struct HttpPush {
 pub struct HttpRequest {
     pub method: axum::http::Method,
     pub path: AddressTemplate,
+    /// `headerMapping`: request headers besides the content type.
+    pub headers: HeaderMapping,
 }
 
 /// Where an `http-push` connection sends: its `uri`.
@@ -261,7 +263,11 @@ impl HttpRequest {
             }
             _ => (axum::http::Method::POST, address),
         };
-        Ok(HttpRequest { method, path: AddressTemplate::parse(path)? })
+        Ok(HttpRequest {
+            method,
+            path: AddressTemplate::parse(path, "address")?,
+            headers: HeaderMapping::parse(json)?,
+        })
     }
 }
 

@@ -28,7 +28,7 @@ use super::model::{text, ConnectionSpec, Owed};
 use super::outgoing::{self, Outgoing};
 use super::source::{SourceKind, SourceSpec, MAX_SOURCES};
 use super::stats::ConnectionStats;
-use super::template::{AddressTemplate, Event};
+use super::template::{AddressTemplate, HeaderMapping};
 use super::uri::{invalid, UriParts};
 use crate::error::DittoError;
 use crate::protocol::Envelope;
@@ -233,7 +233,12 @@ impl MqttTarget {
     fn parse(json: &Value) -> Result<MqttTarget, DittoError> {
         // `TargetSpec::parse` has checked the address is a string.
         let address = json.get("address").and_then(Value::as_str).unwrap_or_default();
-        let topic = AddressTemplate::parse(address)?;
+        let topic = AddressTemplate::parse(address, "address")?;
+        if !HeaderMapping::parse(json)?.is_empty() {
+            return Err(DittoError::connection_invalid(format!(
+                "The headerMapping of target '{address}' is not supported on MQTT targets: Ferry does not set MQTT 5 user properties from it yet."
+            )));
+        }
         if address.contains(['+', '#']) || address.is_empty() {
             return Err(DittoError::connection_invalid(format!(
                 "The address '{address}' is not an MQTT topic name (no wildcards)."
@@ -336,7 +341,7 @@ fn target_topic(
 ) -> Option<String> {
     let figures = &stats.targets[index];
     figures.dispatched.inc();
-    let topic = match mqtt.targets[index].topic.render_raw(&Event { topic: &envelope.topic }) {
+    let topic = match mqtt.targets[index].topic.render_raw(envelope) {
         Ok(topic) => topic,
         Err(unresolved) => {
             outgoing::withheld(twins, figures, owed.take(), &unresolved);

@@ -43,7 +43,6 @@ use super::model::{ConnectionSpec, HttpPush, Owed, Receiver};
 use super::outgoing::{self, Outgoing};
 use super::progress::Ticket;
 use super::stats::{ConnectionStats, TargetStats};
-use super::template::Event;
 use crate::protocol::{Envelope, DITTO_CONTENT_TYPE};
 use crate::service::Twins;
 use axum::http::{header, HeaderValue, Method, Request, StatusCode};
@@ -77,6 +76,8 @@ struct Push {
     target: usize,
     method: Method,
     path: String,
+    /// The target's `headerMapping` filled in for the signal.
+    headers: Vec<(String, String)>,
     body: Bytes,
     purpose: Purpose,
 }
@@ -151,7 +152,7 @@ fn path(
     envelope: &Envelope,
     owed: &mut Option<Owed>,
 ) -> Option<String> {
-    match http.requests[index].path.render(&Event { topic: &envelope.topic }) {
+    match http.requests[index].path.render(envelope) {
         Ok(path) => Some(path),
         Err(unresolved) => {
             outgoing::withheld(twins, &stats.targets[index], owed.take(), &unresolved);
@@ -173,6 +174,7 @@ impl Push {
             target: index,
             method: http.requests[index].method.clone(),
             path: format!("{}{path}", http.receiver.base_path),
+            headers: http.requests[index].headers.for_signal(envelope),
             body: Bytes::from(envelope.to_bytes()),
             purpose,
         }
@@ -390,6 +392,16 @@ fn request(receiver: &Receiver, push: &Push) -> Request<Body> {
         if let Ok(mut value) = HeaderValue::from_str(authorization) {
             value.set_sensitive(true);
             headers.insert(header::AUTHORIZATION, value);
+        }
+    }
+    // After the defaults, so a mapping may set its own content type, as
+    // Ditto's does. A value that cannot be a header (a line break from a
+    // thing id, say) is left out rather than failing the request.
+    for (name, value) in &push.headers {
+        if let (Ok(name), Ok(value)) =
+            (header::HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value))
+        {
+            headers.insert(name, value);
         }
     }
     request

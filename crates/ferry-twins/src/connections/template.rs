@@ -5,6 +5,8 @@
 
 use super::pipeline::{self, Element, Part, TemplateError};
 use crate::error::DittoError;
+use crate::protocol::Envelope;
+use serde_json::Value;
 
 /// A piece of a template's text: literal text, or the trimmed name
 /// between `{{` and `}}`.
@@ -41,10 +43,12 @@ pub struct AddressTemplate {
     parts: Vec<Part<Placeholder>>,
 }
 
-/// The placeholders of a twin event's target address (Ditto's `thing:`
-/// and `topic:` placeholders).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The placeholders of a target's address or header (Ditto's `thing:`,
+/// `topic:` and `header:` placeholders), filled from the signal sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Placeholder {
+    /// One of the signal's Ditto headers (`correlation-id`).
+    Header(String),
     ThingId,
     ThingNamespace,
     ThingName,
@@ -57,47 +61,105 @@ enum Placeholder {
     TopicAction,
 }
 
-/// What the placeholders of one event stand for.
-pub struct Event<'a> {
-    /// `namespace/name/things/twin/events/modified`
-    pub topic: &'a str,
-}
-
 impl AddressTemplate {
-    pub fn parse(text: &str) -> Result<AddressTemplate, DittoError> {
-        let parts = pipeline::parse_template(text, "address", &Placeholder::parse).map_err(|error| match error {
+    /// `field` names the setting in the error (`address`, `headerMapping`).
+    pub fn parse(text: &str, field: &str) -> Result<AddressTemplate, DittoError> {
+        let parts = pipeline::parse_template(text, field, &Placeholder::parse).map_err(|error| match error {
             TemplateError::Unclosed(error) => error,
             TemplateError::Placeholder(name) => DittoError::connection_invalid(format!(
-                "The placeholder '{name}' of the address '{text}' is not supported: use thing:id, thing:namespace, thing:name or topic:full|namespace|entityName|group|channel|criterion|action."
+                "The placeholder '{name}' of the {field} '{text}' is not supported: use header:<name>, thing:id, thing:namespace, thing:name or topic:full|namespace|entityName|group|channel|criterion|action."
             )),
             TemplateError::Invalid(why) => DittoError::connection_invalid(format!(
-                "The address '{text}' is not a valid expression: {why}."
+                "The {field} '{text}' is not a valid expression: {why}."
             )),
         })?;
         Ok(AddressTemplate { text: text.to_owned(), parts })
     }
 
-    /// The text for `event`, placeholders filled in as they are (an MQTT
+    /// The text for `signal`, placeholders filled in as they are (an MQTT
     /// topic's levels need no encoding; the caller checks the result).
-    pub fn render_raw(&self, event: &Event<'_>) -> Result<String, Unresolved> {
-        self.rendered(event, |text, value| text.push_str(value))
+    pub fn render_raw(&self, signal: &Envelope) -> Result<String, Unresolved> {
+        self.rendered(signal, |text, value| text.push_str(value))
     }
 
-    /// The path for `event`, each placeholder's value percent-encoded as
+    /// The path for `signal`, each placeholder's value percent-encoded as
     /// a path segment needs.
-    pub fn render(&self, event: &Event<'_>) -> Result<String, Unresolved> {
-        self.rendered(event, encode_segment)
+    pub fn render(&self, signal: &Envelope) -> Result<String, Unresolved> {
+        self.rendered(signal, encode_segment)
     }
 
     fn rendered(
         &self,
-        event: &Event<'_>,
+        signal: &Envelope,
         push: impl FnMut(&mut String, &str),
     ) -> Result<String, Unresolved> {
-        let resolve = |placeholder: &Placeholder| Element::one(placeholder.value(event.topic));
+        let resolve = |placeholder: &Placeholder| placeholder.value(signal);
         pipeline::render(&self.parts, &resolve, push).into_first().ok_or_else(|| Unresolved {
-            why: format!("the address '{}' gives nothing for {}", self.text, event.topic),
+            why: format!("'{}' gives nothing for {}", self.text, signal.topic),
         })
+    }
+}
+
+/// The most headers one target's `headerMapping` may set: a handful is
+/// what any receiver needs.
+const MAX_TARGET_HEADERS: usize = 32;
+
+/// Headers a mapping may not set: the transport's own framing.
+const FRAMING_HEADERS: [&str; 4] = ["host", "content-length", "transfer-encoding", "connection"];
+
+/// A target's `headerMapping`: each header's value a template over the
+/// signal sent (`{{ header:correlation-id }}`, `{{ thing:id }}`), set on
+/// the HTTP request or Kafka record that carries it.
+#[derive(Debug, Default)]
+pub struct HeaderMapping {
+    headers: Vec<(String, AddressTemplate)>,
+}
+
+impl HeaderMapping {
+    /// The target's `headerMapping`; names in lower case, each a valid
+    /// HTTP header name other than the framing ones.
+    pub fn parse(target: &Value) -> Result<HeaderMapping, DittoError> {
+        let invalid = |why: String| DittoError::connection_invalid(why);
+        let mapping = match target.get("headerMapping") {
+            None | Some(Value::Null) => return Ok(HeaderMapping::default()),
+            Some(Value::Object(mapping)) if mapping.len() <= MAX_TARGET_HEADERS => mapping,
+            Some(_) => {
+                return Err(invalid(format!(
+                    "A target's headerMapping is an object of at most {MAX_TARGET_HEADERS} headers."
+                )))
+            }
+        };
+        let headers = mapping
+            .iter()
+            .map(|(name, value)| {
+                let name = name.to_ascii_lowercase();
+                if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err()
+                    || FRAMING_HEADERS.contains(&name.as_str())
+                {
+                    return Err(invalid(format!(
+                        "The headerMapping header '{name}' is not a header a target may set."
+                    )));
+                }
+                let value = value
+                    .as_str()
+                    .ok_or_else(|| invalid("A headerMapping's values are strings.".to_owned()))?;
+                Ok((name, AddressTemplate::parse(value, "headerMapping")?))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(HeaderMapping { headers })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.headers.is_empty()
+    }
+
+    /// The headers for `signal`; one whose template gives nothing is
+    /// left out, as Ditto leaves out an unresolved mapped header.
+    pub fn for_signal(&self, signal: &Envelope) -> Vec<(String, String)> {
+        self.headers
+            .iter()
+            .filter_map(|(name, value)| Some((name.clone(), value.render_raw(signal).ok()?)))
+            .collect()
     }
 }
 
@@ -111,6 +173,9 @@ pub struct Unresolved {
 
 impl Placeholder {
     fn parse(name: &str) -> Option<Placeholder> {
+        if let Some(header) = name.strip_prefix("header:").filter(|header| !header.is_empty()) {
+            return Some(Placeholder::Header(header.to_ascii_lowercase()));
+        }
         Some(match name {
             "thing:id" => Placeholder::ThingId,
             "thing:namespace" => Placeholder::ThingNamespace,
@@ -126,17 +191,19 @@ impl Placeholder {
         })
     }
 
-    fn value<'a>(self, topic: &'a str) -> std::borrow::Cow<'a, str> {
+    fn value(&self, signal: &Envelope) -> Element {
+        let topic = signal.topic.as_str();
         let level = |index: usize| topic.split('/').nth(index).unwrap_or_default();
         match self {
-            Placeholder::ThingId => format!("{}:{}", level(0), level(1)).into(),
-            Placeholder::ThingNamespace | Placeholder::TopicNamespace => level(0).into(),
-            Placeholder::ThingName | Placeholder::TopicEntityName => level(1).into(),
-            Placeholder::TopicFull => topic.into(),
-            Placeholder::TopicGroup => level(2).into(),
-            Placeholder::TopicChannel => level(3).into(),
-            Placeholder::TopicCriterion => level(4).into(),
-            Placeholder::TopicAction => level(5).into(),
+            Placeholder::Header(name) => Element::from_option(signal.header(name)),
+            Placeholder::ThingId => Element::one(format!("{}:{}", level(0), level(1))),
+            Placeholder::ThingNamespace | Placeholder::TopicNamespace => Element::one(level(0)),
+            Placeholder::ThingName | Placeholder::TopicEntityName => Element::one(level(1)),
+            Placeholder::TopicFull => Element::one(topic),
+            Placeholder::TopicGroup => Element::one(level(2)),
+            Placeholder::TopicChannel => Element::one(level(3)),
+            Placeholder::TopicCriterion => Element::one(level(4)),
+            Placeholder::TopicAction => Element::one(level(5)),
         }
     }
 }
@@ -180,36 +247,47 @@ mod tests {
 
     #[test]
     fn placeholders_are_filled_from_the_events_topic() {
-        let event = Event { topic: "org.acme/lamp 1/things/twin/events/modified" };
-        let template = AddressTemplate::parse("/{{ thing:id }}/{{topic:action}}/x").unwrap();
+        let event = Envelope::new("org.acme/lamp 1/things/twin/events/modified", "/");
+        let template =
+            AddressTemplate::parse("/{{ thing:id }}/{{topic:action}}/x", "address").unwrap();
         assert_eq!(template.render(&event).unwrap(), "/org.acme:lamp%201/modified/x");
-        let full = AddressTemplate::parse("/e/{{ topic:full }}").unwrap();
+        let full = AddressTemplate::parse("/e/{{ topic:full }}", "address").unwrap();
         assert_eq!(
             full.render(&event).unwrap(),
             "/e/org.acme%2Flamp%201%2Fthings%2Ftwin%2Fevents%2Fmodified"
         );
-        assert_eq!(AddressTemplate::parse("/plain").unwrap().render(&event).unwrap(), "/plain");
+        assert_eq!(
+            AddressTemplate::parse("/plain", "address").unwrap().render(&event).unwrap(),
+            "/plain"
+        );
+        let mut with_header = event.clone();
+        with_header.headers.insert("correlation-id".into(), "c/1".into());
+        let header = AddressTemplate::parse("/{{ header:Correlation-Id }}", "address").unwrap();
+        assert_eq!(header.render(&with_header).unwrap(), "/c%2F1");
+        assert!(header.render(&event).is_err(), "a missing header gives nothing");
     }
 
     #[test]
     fn functions_shape_or_withhold_the_address() {
-        let event = Event { topic: "org.acme/Lamp 1/things/twin/events/modified" };
-        let lower = AddressTemplate::parse("t/{{ thing:name | fn:lower() }}").unwrap();
+        let event = Envelope::new("org.acme/Lamp 1/things/twin/events/modified", "/");
+        let lower = AddressTemplate::parse("t/{{ thing:name | fn:lower() }}", "address").unwrap();
         assert_eq!(lower.render_raw(&event).unwrap(), "t/lamp 1");
         assert_eq!(lower.render(&event).unwrap(), "t/lamp%201", "encoded after the functions");
-        let only_created =
-            AddressTemplate::parse("t/{{ thing:id | fn:filter(topic:action, 'eq', 'created') }}")
-                .unwrap();
+        let only_created = AddressTemplate::parse(
+            "t/{{ thing:id | fn:filter(topic:action, 'eq', 'created') }}",
+            "address",
+        )
+        .unwrap();
         let unresolved = only_created.render_raw(&event).unwrap_err();
         assert!(unresolved.why.contains("gives nothing"), "{}", unresolved.why);
-        let created = Event { topic: "org.acme/Lamp 1/things/twin/events/created" };
+        let created = Envelope::new("org.acme/Lamp 1/things/twin/events/created", "/");
         assert_eq!(only_created.render_raw(&created).unwrap(), "t/org.acme:Lamp 1");
     }
 
     #[test]
     fn unknown_or_unclosed_placeholders_are_refused() {
-        for bad in ["/{{ header:device_id }}", "/{{ thing:id ", "/{{ thing:id | fn:nope() }}"] {
-            let error = AddressTemplate::parse(bad).unwrap_err();
+        for bad in ["/{{ feature:id }}", "/{{ thing:id ", "/{{ thing:id | fn:nope() }}"] {
+            let error = AddressTemplate::parse(bad, "address").unwrap_err();
             assert_eq!(error.error, "connectivity:connection.configuration.invalid", "{bad}");
         }
     }

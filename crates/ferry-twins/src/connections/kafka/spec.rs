@@ -9,7 +9,7 @@
 
 use super::super::model::text;
 use super::super::source::{SourceKind, SourceSpec, MAX_SOURCES};
-use super::super::template::AddressTemplate;
+use super::super::template::{AddressTemplate, HeaderMapping};
 use super::super::uri::credentials;
 use crate::error::DittoError;
 use ferry_routes::endpoints::kafka::{KafkaEndpointConfig, SaslPlain};
@@ -40,6 +40,8 @@ pub struct KafkaSpec {
 pub struct Destination {
     pub topic: String,
     pub key: Option<AddressTemplate>,
+    /// `headerMapping`: record headers besides Ditto's own.
+    pub headers: HeaderMapping,
 }
 
 impl KafkaSpec {
@@ -94,7 +96,7 @@ impl KafkaSpec {
             .iter()
             .map(|target| {
                 let address = target.get("address").and_then(Value::as_str).unwrap_or_default();
-                let destination = Destination::parse(address)?;
+                let destination = Destination::parse(address, target)?;
                 endpoint.topic = destination.topic.clone();
                 endpoint.validate().map_err(|error| {
                     DittoError::connection_invalid(format!("The target '{address}': {error}"))
@@ -157,12 +159,13 @@ fn uri_servers(uri: &str) -> Result<String, DittoError> {
 }
 
 impl Destination {
-    fn parse(address: &str) -> Result<Destination, DittoError> {
+    fn parse(address: &str, target: &Value) -> Result<Destination, DittoError> {
         let (topic, key) = match address.split_once('/') {
-            Some((topic, key)) => (topic, Some(AddressTemplate::parse(key)?)),
+            Some((topic, key)) => (topic, Some(AddressTemplate::parse(key, "address")?)),
             None => (address, None),
         };
-        Ok(Destination { topic: topic.to_owned(), key })
+        let headers = HeaderMapping::parse(target)?;
+        Ok(Destination { topic: topic.to_owned(), key, headers })
     }
 }
 

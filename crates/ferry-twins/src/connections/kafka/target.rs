@@ -24,7 +24,6 @@ use super::super::model::{ConnectionSpec, Owed};
 use super::super::outgoing::{self, Outgoing};
 use super::super::progress::Ticket;
 use super::super::stats::ConnectionStats;
-use super::super::template::Event;
 use super::KafkaSpec;
 use crate::protocol::Envelope;
 use crate::service::Twins;
@@ -110,18 +109,19 @@ impl Out {
         let figures = &self.stats.targets[index];
         let destination = &self.kafka.destinations[index];
         figures.dispatched.inc();
-        let key =
-            match destination.key.as_ref().map(|key| key.render(&Event { topic: &envelope.topic }))
-            {
-                None => None,
-                Some(Ok(key)) => Some(key),
-                Some(Err(unresolved)) => {
-                    outgoing::withheld(&self.twins, figures, owed, &unresolved);
-                    return true;
-                }
-            };
+        let key = match destination.key.as_ref().map(|key| key.render(envelope)) {
+            None => None,
+            Some(Ok(key)) => Some(key),
+            Some(Err(unresolved)) => {
+                outgoing::withheld(&self.twins, figures, owed, &unresolved);
+                return true;
+            }
+        };
         let payload = envelope.to_bytes();
-        let headers = ditto_headers(envelope.correlation_id().as_deref());
+        let mut headers = ditto_headers(envelope.correlation_id().as_deref());
+        for (key, value) in destination.headers.for_signal(envelope) {
+            headers = headers.insert(Header { key: &key, value: Some(&value) });
+        }
         let mut record = FutureRecord::to(&destination.topic).payload(&payload).headers(headers);
         if let Some(key) = key.as_deref() {
             record = record.key(key);
