@@ -384,6 +384,46 @@ def test_a_kafka_source_answers_on_its_reply_target(broker_factory, kafka):
     assert enforced["status"] >= 400, enforced
 
 
+def test_a_kafka_source_serves_the_search_protocol_on_its_reply_target(broker_factory, kafka):
+    """Ditto's search protocol through a connection: `subscribe` is
+    answered `created`, a `request` for pages with `next` and `complete`,
+    each on the reply target, as over a WebSocket."""
+    ditto = _ditto(broker_factory())
+    source_topic = f"searches-{uuid.uuid4().hex[:8]}"
+    replies = f"found-{uuid.uuid4().hex[:8]}"
+    connection = kafka_connection(kafka.brokers, source_topic)
+    source = connection["sources"][0]
+    del source["enforcement"]  # a search names no thing to hold it to
+    source["replyTarget"] = {"enabled": True, "address": "{{ header:reply-to }}",
+                             "expectedResponseTypes": ["response", "error"]}
+    assert ditto.put("/connections/searching", connection).status_code == 201
+    for name in ("test-thing-1", "test-thing-2"):
+        assert ditto.put(f"/things/{NS}:{name}", BREWER).status_code == 201
+
+    def search(action: str, value: dict) -> None:
+        message = {"topic": f"_/_/things/twin/search/{action}", "path": "/", "value": value,
+                   "headers": {"correlation-id": f"s-{action}"}}
+        producer = Producer({"bootstrap.servers": kafka.brokers})
+        producer.produce(source_topic, value=json.dumps(message).encode(),
+                         headers=[("reply-to", f"{replies}/search".encode())])
+        assert producer.flush(30) == 0, "records not delivered"
+
+    search("subscribe", {"filter": f'like(thingId,"{NS}:test-thing-*")',
+                         "options": "size(2),sort(+thingId)"})
+    [created] = [json.loads(record.value()) for record in read_records(kafka, replies, 1)]
+    assert created["topic"] == "_/_/things/twin/search/created", created
+    assert created["headers"]["correlation-id"] == "s-subscribe"
+    subscription = created["value"]["subscriptionId"]
+
+    search("request", {"subscriptionId": subscription, "demand": 1})
+    _, page, complete = [json.loads(record.value()) for record in read_records(kafka, replies, 3)]
+    assert page["topic"] == "_/_/things/twin/search/next", page
+    assert [item["thingId"] for item in page["value"]["items"]] == [
+        f"{NS}:test-thing-1", f"{NS}:test-thing-2"]
+    assert complete["topic"] == "_/_/things/twin/search/complete", complete
+    assert complete["value"]["subscriptionId"] == subscription
+
+
 def test_a_reply_target_for_errors_only_does_not_answer_successes(broker_factory, kafka):
     ditto = _ditto(broker_factory())
     source_topic, replies = answering(kafka, ditto, "errors", ["error"])

@@ -374,6 +374,29 @@ def test_a_sources_filter_decides_per_message_which_acknowledgements_it_requests
     assert lamp_on(ditto, OTHER) is False
 
 
+def test_a_source_serves_the_search_protocol_on_its_reply_target(broker_factory):
+    """The search protocol through an MQTT connection, its events on the
+    reply target the subscribe's `reply-to` names."""
+    def unenforced(connection):
+        del connection["sources"][0]["enforcement"]  # a search names no thing
+    mosquitto, b, ditto = connected(broker_factory, unenforced)
+    app = mosquitto.client(version=4)
+    app.subscribe("replies/#", qos=1)
+
+    def search(action: str, value: dict) -> None:
+        message = {"topic": f"_/_/things/twin/search/{action}", "path": "/", "value": value,
+                   "headers": {"reply-to": "replies/search", "correlation-id": action}}
+        app.publish("telemetry/app", json.dumps(message).encode(), qos=1)
+
+    search("subscribe", {"filter": 'eq(attributes/room,"kitchen")', "options": "sort(+thingId)"})
+    created = json.loads(app.get().payload)
+    assert created["topic"] == "_/_/things/twin/search/created", created
+    search("request", {"subscriptionId": created["value"]["subscriptionId"], "demand": 1})
+    page, complete = (json.loads(message.payload) for message in app.get_n(2))
+    assert [item["thingId"] for item in page["value"]["items"]] == [TID, OTHER]
+    assert complete["topic"] == "_/_/things/twin/search/complete", complete
+
+
 def test_qos_1_commands_wait_at_the_broker_while_ferry_is_down(broker_factory):
     mosquitto, b, ditto = connected(broker_factory)
 

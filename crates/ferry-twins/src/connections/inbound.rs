@@ -5,15 +5,25 @@
 //! message or command goes on to its receivers through the live hub, a
 //! device's response to one goes to the call waiting for it, and its
 //! acknowledgement of an event (under a label the source declared) to the
-//! command waiting for that.
+//! command waiting for that. A search (`_/_/things/twin/search/…`) runs as
+//! over a WebSocket (`protocol/search.rs`), its events going to the reply
+//! target as they come.
 
 use super::placeholder::Received;
 use super::source::SourceSpec;
 use crate::live::{Call, Route, Sending};
+use crate::protocol::search::{self, Searches};
 use crate::protocol::{acks, error_response, Envelope, Topic};
 use crate::service::Twins;
 use serde_json::Value;
 use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The one owner of a connection's search subscriptions: each connection
+/// has its own `Searches`, and anyone who can write to its sources may
+/// request from or cancel what another subscribed there, as on one
+/// WebSocket.
+const SEARCH_OWNER: &str = "connection";
 
 /// Pauses between tries of a command that failed for now.
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
@@ -26,6 +36,9 @@ pub enum Answer {
     /// A live message or command sent on to its receivers: the response
     /// of the device, or 408 after the call's timeout.
     Later(Call),
+    /// A search subscription's events (`created`, `next`, `complete`,
+    /// `failed`), each an answer as it comes.
+    Stream(mpsc::Receiver<Envelope>),
 }
 
 /// What became of one message.
@@ -49,6 +62,7 @@ pub enum Outcome {
 /// (a response when `response-required`, an error response).
 pub async fn apply_until_done(
     twins: &Twins,
+    searches: &Searches,
     source: &SourceSpec,
     received: Received<'_>,
     payload: &[u8],
@@ -56,7 +70,7 @@ pub async fn apply_until_done(
 ) -> (Outcome, Option<Answer>) {
     let mut pause = FIRST_PAUSE;
     loop {
-        match apply(twins, source, received, payload).await {
+        match apply(twins, searches, source, received, payload).await {
             (Outcome::Retriable(why), _) if source.at_least_once => {
                 tracing::warn!(message = %what(), %why, "a connection's command failed for now; tried again");
                 tokio::time::sleep(pause).await;
@@ -70,6 +84,7 @@ pub async fn apply_until_done(
 /// Applies the Ditto protocol message `payload` once.
 async fn apply(
     twins: &Twins,
+    searches: &Searches,
     source: &SourceSpec,
     received: Received<'_>,
     payload: &[u8],
@@ -102,6 +117,20 @@ async fn apply(
                 let answer = error_response(Some(topic), &headers, &error);
                 (refused(&answer), Some(Answer::Now(Box::new(answer))))
             }
+        };
+    }
+    if let Some(topic) = topic.as_ref().filter(|topic| search::is_search(topic)) {
+        let mut events = None;
+        let out = || {
+            let (out, queued) = mpsc::channel(search::PAGES_QUEUED);
+            events = Some(queued);
+            out
+        };
+        return match searches.apply(SEARCH_OWNER, &source.caller, topic, &envelope, out) {
+            Some(refused) => {
+                (Outcome::Refused(refused.topic.clone()), Some(Answer::Now(Box::new(refused))))
+            }
+            None => (Outcome::Applied, events.map(Answer::Stream)),
         };
     }
     request_source_acks(&mut envelope, &source.requested_acks);

@@ -30,6 +30,7 @@ use super::super::stats::{ConnectionStats, SourceStats};
 use super::super::window::{entity_of, Window};
 use super::target::ditto_headers;
 use super::KafkaSpec;
+use crate::protocol::search::Searches;
 use crate::protocol::Envelope;
 use crate::service::Twins;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -91,6 +92,7 @@ pub async fn run(
     replies: Option<FutureProducer>,
 ) {
     let source = &kafka.sources[index];
+    let searches = Searches::new(twins.clone());
     loop {
         let consumer = match make(&kafka, source, &name).map(Retiring::new) {
             Ok(consumer) => consumer,
@@ -101,7 +103,8 @@ pub async fn run(
             }
         };
         let replying = replies.clone().map(|producer| Replying { producer, stats: stats.clone() });
-        let fatal = consume(&twins, &kafka, index, &consumer, &stats, replying.as_ref()).await;
+        let fatal =
+            consume(&twins, &searches, &kafka, index, &consumer, &stats, replying.as_ref()).await;
         tracing::warn!(servers = %kafka.bootstrap_servers, error = %fatal, "a Kafka source's consumer failed for good; a new one takes its place");
         stats.set_failure(format!("kafka {}: {fatal}", kafka.bootstrap_servers));
         tokio::time::sleep(ERROR_PAUSE).await;
@@ -112,6 +115,7 @@ pub async fn run(
 /// that error once the commands in flight are done.
 async fn consume(
     twins: &Arc<Twins>,
+    searches: &Searches,
     kafka: &Arc<KafkaSpec>,
     index: usize,
     consumer: &StreamConsumer,
@@ -152,7 +156,7 @@ async fn consume(
                     finish(consumer, source, figures, stats, done, outcome);
                 }
                 let entity = record.entity.clone();
-                window.push(entity, apply(twins.clone(), kafka.clone(), index, record, replying));
+                window.push(entity, apply(twins.clone(), searches, kafka.clone(), index, record, replying));
             }
             // Nothing to do but look at librdkafka's queue again (the
             // loop calls `recv` anew).
@@ -207,6 +211,7 @@ impl Replying {
 /// is in the figures.
 async fn apply(
     twins: Arc<Twins>,
+    searches: &Searches,
     kafka: Arc<KafkaSpec>,
     index: usize,
     record: Record,
@@ -216,7 +221,7 @@ async fn apply(
     let received = Received { headers: &record.headers, address: None };
     let what = || format!("{}/{} offset {}", record.topic, record.partition, record.offset);
     let (outcome, answer) =
-        inbound::apply_until_done(&twins, source, received, &record.payload, what).await;
+        inbound::apply_until_done(&twins, searches, source, received, &record.payload, what).await;
     let (Some(answer), Some(replying), Some(target)) = (answer, replying, &source.reply_target)
     else {
         return (record, outcome);
@@ -233,6 +238,16 @@ async fn apply(
             tokio::spawn(async move {
                 if let Some(answer) = call.response().await {
                     replying.send(takes, &address, &answer);
+                }
+            });
+        }
+        Answer::Stream(mut events) => {
+            // As long as the subscription lasts: bounded per connection
+            // by `search::SUBSCRIPTIONS_PER_OWNER`.
+            let (replying, takes) = (replying.clone(), target.takes);
+            tokio::spawn(async move {
+                while let Some(event) = events.recv().await {
+                    replying.send(takes, &address, &event);
                 }
             });
         }

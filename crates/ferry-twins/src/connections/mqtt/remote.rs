@@ -40,6 +40,7 @@ use super::super::stats::ConnectionStats;
 use super::super::uri::redact;
 use super::super::window::{entity_of, Window};
 use super::{live_topic, message, publications, MqttSpec};
+use crate::protocol::search::Searches;
 use crate::protocol::Envelope;
 use crate::service::Twins;
 use ferry_broker::endpoint::RoutedMessage;
@@ -148,8 +149,14 @@ pub fn start(
     };
     stats.set_connecting();
     let (replies, to_reply) = mpsc::channel(REPLIES_WAITING);
-    let applier =
-        Applier { twins: twins.clone(), mqtt: mqtt.clone(), stats: stats.clone(), replies };
+    let searches = Searches::new(twins.clone());
+    let applier = Applier {
+        twins: twins.clone(),
+        searches,
+        mqtt: mqtt.clone(),
+        stats: stats.clone(),
+        replies,
+    };
     vec![
         tokio::spawn(applier.run(queued, at_most_once_waiting)).abort_handle(),
         tokio::spawn(publish(twins, spec, mqtt, stats, sink, to_reply, signals, events))
@@ -159,6 +166,8 @@ pub fn start(
 
 struct Applier {
     twins: Arc<Twins>,
+    /// The connection's search subscriptions.
+    searches: Searches,
     mqtt: Arc<MqttSpec>,
     stats: Arc<ConnectionStats>,
     replies: mpsc::Sender<Reply>,
@@ -222,8 +231,15 @@ impl Applier {
         let headers = headers_of(publish);
         let received = Received { headers: &headers, address: Some(topic) };
         let what = || format!("MQTT topic {topic}");
-        let (outcome, answer) =
-            inbound::apply_until_done(&self.twins, source, received, &publish.payload, what).await;
+        let (outcome, answer) = inbound::apply_until_done(
+            &self.twins,
+            &self.searches,
+            source,
+            received,
+            &publish.payload,
+            what,
+        )
+        .await;
         match outcome {
             Outcome::Applied => {
                 figures.applied.inc();
@@ -249,6 +265,17 @@ impl Applier {
                 tokio::spawn(async move {
                     if let Some(answer) = call.response().await {
                         reply(&replies, &stats, takes, reply_topic, answer);
+                    }
+                });
+            }
+            Answer::Stream(mut events) => {
+                // As long as the subscription lasts: bounded per
+                // connection by `search::SUBSCRIPTIONS_PER_OWNER`.
+                let (replies, stats, takes) =
+                    (self.replies.clone(), self.stats.clone(), target.takes);
+                tokio::spawn(async move {
+                    while let Some(event) = events.recv().await {
+                        reply(&replies, &stats, takes, reply_topic.clone(), event);
                     }
                 });
             }
