@@ -466,6 +466,37 @@ def test_an_mqtt_target_on_ferrys_broker_acknowledges_the_live_messages_it_publi
     assert json.loads(message.payload)["headers"]["requested-acks"] == ["to-mqtt:published"]
 
 
+def test_a_persistent_message_keeps_its_acknowledgements_in_its_outcome(broker_factory):
+    """A qos=1 message may request acknowledgements: they settle within
+    its TTL, and its outcome, polled by correlation id, holds them."""
+    b = broker_factory()
+    ditto = _ditto(b)
+    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
+    connection = mqtt_connection(f"tcp://127.0.0.1:{b.port}", address="live/{{ thing:name }}",
+                                 topics=["_/_/things/live/messages"],
+                                 issuedAcknowledgementLabel="{{connection:id}}:published")
+    assert ditto.put("/connections/to-mqtt", connection).status_code == 201
+
+    def outcome(params: dict) -> dict:
+        sent = ditto.post(f"/things/{TID}/inbox/messages/switch", {"on": True},
+                          params={"qos": "1", "requested-acks": "to-mqtt:published", **params})
+        assert sent.status_code == 202, sent.text
+        poll = {"correlation-id": sent.json()["correlationId"]}
+        return eventually(lambda: (lambda known: known if known["state"] != "pending" else None)(
+            ditto.get(f"/things/{TID}/inbox/messages/switch", params=poll).json()))
+
+    quiet = outcome({"response-required": "false"})
+    assert (quiet["state"], quiet["status"]) == ("acknowledged", 200), quiet
+    assert quiet["acknowledgements"]["to-mqtt:published"]["status"] == 204
+
+    # A response required too: `live-response` is among them, and no
+    # device answered within the TTL.
+    unanswered = outcome({"ttl": "1"})
+    assert (unanswered["state"], unanswered["status"]) == ("acknowledged", 424), unanswered
+    acks = unanswered["acknowledgements"]
+    assert (acks["to-mqtt:published"]["status"], acks["live-response"]["status"]) == (204, 408)
+
+
 def live_connection(port: int, **target) -> dict:
     """An http-push connection whose target takes live messages."""
     connection = push_connection(port, address="POST:/devices/{{ thing:name }}")

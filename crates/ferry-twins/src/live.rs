@@ -24,7 +24,9 @@
 //! `response-required: false` nothing waits. A *persistent* message
 //! (Ferry's `qos=1`) goes to MQTT at QoS 1 with its TTL as the Message
 //! Expiry Interval, so a device's persistent session keeps it while the
-//! device is away, and its outcome is kept for polling (`pending.rs`).
+//! device is away, and its outcome is kept for polling (`pending.rs`):
+//! its response, or the acknowledgements it requested, which it waits
+//! for up to its TTL.
 
 mod errors;
 mod pending;
@@ -230,8 +232,9 @@ pub enum Settled {
     /// combined status (200, 424, or one label's own).
     Acknowledgements { status: u16, acks: Vec<Ack> },
     /// All acknowledgements succeeded and no response was required:
-    /// nothing to tell.
-    Quiet,
+    /// nothing to tell the sender waiting; the acknowledgements, for a
+    /// persistent message's outcome.
+    Quiet(Vec<Ack>),
 }
 
 impl Settled {
@@ -247,7 +250,7 @@ impl Settled {
                 envelope.status = Some(status);
                 Some(envelope)
             }
-            Settled::Quiet => None,
+            Settled::Quiet(_) => None,
         }
     }
 }
@@ -293,7 +296,7 @@ impl Call {
         let status = crate::acks::combined_status(&acks);
         if !requested.response_required {
             if (200..300).contains(&status) {
-                return Settled::Quiet;
+                return Settled::Quiet(acks);
             }
             acks = crate::acks::minimized(&acks);
         }
@@ -386,11 +389,9 @@ impl Twins {
         if !wants_response && kind != Kind::LiveEvents {
             envelope.headers.insert("response-required".into(), false.into());
         }
-        let requested = match sending.persistent {
-            None if kind != Kind::LiveEvents => {
-                receivers_acks(&mut envelope, wants_response, timeout, &correlation_id)?
-            }
-            _ => None,
+        let requested = match kind {
+            Kind::LiveEvents => None,
+            _ => receivers_acks(&mut envelope, wants_response, timeout, &correlation_id)?,
         };
         let audience = Arc::new(self.authorize_live(caller, topic, kind, envelope).await?);
         let live = self.live();
@@ -428,13 +429,17 @@ impl Twins {
     /// Awaits a persistent message's response and records it for polling.
     pub async fn settle_persistent(&self, call: Call) {
         let correlation_id = call.correlation_id.clone();
-        // A persistent message requests no acknowledgements (`send_live`):
-        // its call settles with a response.
-        let Settled::Response(response) = call.settle().await else { return };
-        let state = if response.status == Some(408) && response.topic.ends_with("/errors") {
-            OutcomeState::Expired
-        } else {
-            OutcomeState::Answered(response)
+        let state = match call.settle().await {
+            Settled::Response(response)
+                if response.status == Some(408) && response.topic.ends_with("/errors") =>
+            {
+                OutcomeState::Expired
+            }
+            Settled::Response(response) => OutcomeState::Answered(response),
+            Settled::Acknowledgements { status, acks } => {
+                OutcomeState::Acknowledged { status, acks }
+            }
+            Settled::Quiet(acks) => OutcomeState::Acknowledged { status: 200, acks },
         };
         self.live().outcomes.settle(&correlation_id, state);
     }

@@ -202,7 +202,7 @@ pub(super) async fn settled(call: Call) -> Response {
     let mut response = match call.settle().await {
         Settled::Response(envelope) => http_response(&envelope),
         Settled::Acknowledgements { status, acks } => super::reply::acknowledgements(status, &acks),
-        Settled::Quiet => StatusCode::ACCEPTED.into_response(),
+        Settled::Quiet(_) => StatusCode::ACCEPTED.into_response(),
     };
     add_correlation_id(&mut response, &correlation_id);
     response
@@ -330,6 +330,11 @@ fn outcome(twins: &Twins, caller: &Caller, thing_id: &ThingId, correlation_id: &
         OutcomeState::Pending => ("pending", None),
         OutcomeState::Answered(response) => ("answered", Some(response)),
         OutcomeState::Expired => ("expired", None),
+        OutcomeState::Acknowledged { status, acks } => {
+            body["status"] = (*status).into();
+            body["acknowledgements"] = crate::acks::protocol_value(acks);
+            ("acknowledged", None)
+        }
     };
     body["state"] = state.into();
     if let Some(response) = response {

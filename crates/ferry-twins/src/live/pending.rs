@@ -126,6 +126,10 @@ pub enum State {
     Answered(Box<Envelope>),
     /// The TTL passed without a response.
     Expired,
+    /// The acknowledgements it requested, settled (all in, or the TTL
+    /// passed), with their combined status; `live-response` among them
+    /// when a response was required too.
+    Acknowledged { status: u16, acks: Vec<crate::acks::Ack> },
 }
 
 #[derive(Debug, Clone)]
