@@ -445,8 +445,10 @@ def test_an_mqtt_connection_publishes_events_on_ferrys_broker(broker_factory):
     assert outbound(ditto, "to-mqtt")["filtered"]["success"]["total"] == 1
 
 
-def test_an_mqtt_target_on_ferrys_broker_acknowledges_the_live_messages_it_published(
-        broker_factory):
+def publishing_live_messages(broker_factory):
+    """A Ferry with lamp-1 and the connection `to-mqtt`, whose target
+    publishes live messages on the Ferry's own broker (live/<name>) and
+    acknowledges them as `to-mqtt:published`."""
     b = broker_factory()
     ditto = _ditto(b)
     assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
@@ -454,6 +456,12 @@ def test_an_mqtt_target_on_ferrys_broker_acknowledges_the_live_messages_it_publi
                                  topics=["_/_/things/live/messages"],
                                  issuedAcknowledgementLabel="{{connection:id}}:published")
     assert ditto.put("/connections/to-mqtt", connection).status_code == 201
+    return b, ditto
+
+
+def test_an_mqtt_target_on_ferrys_broker_acknowledges_the_live_messages_it_published(
+        broker_factory):
+    b, ditto = publishing_live_messages(broker_factory)
     device = b.client(version=5)
     device.subscribe("live/#", qos=1)
 
@@ -469,13 +477,7 @@ def test_an_mqtt_target_on_ferrys_broker_acknowledges_the_live_messages_it_publi
 def test_a_persistent_message_keeps_its_acknowledgements_in_its_outcome(broker_factory):
     """A qos=1 message may request acknowledgements: they settle within
     its TTL, and its outcome, polled by correlation id, holds them."""
-    b = broker_factory()
-    ditto = _ditto(b)
-    assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
-    connection = mqtt_connection(f"tcp://127.0.0.1:{b.port}", address="live/{{ thing:name }}",
-                                 topics=["_/_/things/live/messages"],
-                                 issuedAcknowledgementLabel="{{connection:id}}:published")
-    assert ditto.put("/connections/to-mqtt", connection).status_code == 201
+    _, ditto = publishing_live_messages(broker_factory)
 
     def outcome(params: dict) -> dict:
         sent = ditto.post(f"/things/{TID}/inbox/messages/switch", {"on": True},
