@@ -454,7 +454,9 @@ def publishing_live_messages(broker_factory):
     assert ditto.put(f"/things/{TID}", LAMP).status_code == 201
     connection = mqtt_connection(f"tcp://127.0.0.1:{b.port}", address="live/{{ thing:name }}",
                                  topics=["_/_/things/live/messages"],
-                                 issuedAcknowledgementLabel="{{connection:id}}:published")
+                                 issuedAcknowledgementLabel="{{connection:id}}:published",
+                                 headerMapping={"subject": "{{ topic:action }}",
+                                                "device": "{{ thing:name | fn:upper() }}"})
     assert ditto.put("/connections/to-mqtt", connection).status_code == 201
     return b, ditto
 
@@ -472,6 +474,8 @@ def test_an_mqtt_target_on_ferrys_broker_acknowledges_the_live_messages_it_publi
     message = device.get()
     assert message.topic == "live/lamp-1"
     assert json.loads(message.payload)["headers"]["requested-acks"] == ["to-mqtt:published"]
+    # The target's headerMapping, as MQTT 5 user properties.
+    assert sorted(message.props["UserProperty"]) == [("device", "LAMP-1"), ("subject", "switch")]
 
 
 def test_a_persistent_message_keeps_its_acknowledgements_in_its_outcome(broker_factory):

@@ -450,6 +450,20 @@ def test_a_source_on_ferrys_own_broker_and_mqtt_5_headers(broker_factory):
     assert lamp_on(ditto, TID) is True
 
 
+def test_a_targets_header_mapping_goes_to_another_broker_as_user_properties(broker_factory):
+    def mapped(connection):
+        connection["connectionType"] = "mqtt-5"
+        connection["targets"][0]["headerMapping"] = {
+            "thing": "{{ thing:id }}", "correlation": "{{ header:correlation-id }}"}
+    mosquitto, b, ditto = connected(broker_factory, mapped)
+    device = mosquitto.client(version=5)
+    device.subscribe(f"events/{TID}", qos=1)
+    device.publish(f"telemetry/{TID}", modify(TID, True, "c-mapped"), qos=1)
+    event = device.get()
+    assert json.loads(event.payload)["topic"] == "org.acme/lamp-1/things/twin/events/modified"
+    assert sorted(event.props["UserProperty"]) == [("correlation", "c-mapped"), ("thing", TID)]
+
+
 def test_an_ssl_connection_trusts_its_own_ca_and_presents_a_client_certificate(
         broker_factory, tmp_path):
     """Ditto's `ca` and client-cert `credentials`: the other broker (a second
@@ -505,7 +519,7 @@ def test_an_ssl_connection_trusts_its_own_ca_and_presents_a_client_certificate(
                    "declaredAcks": ["other:applied"]}]}, "declaredAcks"),
     ({"targets": [{"address": "events/{{ thing:id }}", "topics": ["_/_/things/twin/events"],
                    "authorizationContext": ["nginx:ditto"],
-                   "headerMapping": {"device": "{{ thing:name }}"}}]}, "MQTT 5 user properties"),
+                   "headerMapping": {"device": "{{ thing:name }}"}}]}, "needs an mqtt-5 connection"),
     ({"sources": [{"addresses": ["a/#"], "authorizationContext": ["nginx:ditto"],
                    "acknowledgementRequests": {"includes": ["twin-persisted"],
                                                "filter": "fn:filter(header:qos,'gt','0')"}}]},

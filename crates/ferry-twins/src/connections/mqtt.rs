@@ -66,6 +66,8 @@ pub struct MqttSpec {
 pub struct MqttTarget {
     topic: AddressTemplate,
     qos: QoS,
+    /// `headerMapping`, as MQTT 5 user properties.
+    headers: HeaderMapping,
 }
 
 /// The host and port of a connection's `uri`.
@@ -114,8 +116,9 @@ impl MqttSpec {
                 )))
             }
         };
+        let v5 = text(object, "connectionType")? == "mqtt-5";
         let targets: Vec<MqttTarget> =
-            targets.iter().map(MqttTarget::parse).collect::<Result<_, _>>()?;
+            targets.iter().map(|target| MqttTarget::parse(target, v5)).collect::<Result<_, _>>()?;
         let keep_alive_secs = match setting("keepAlive") {
             None => DEFAULT_KEEP_ALIVE_SECS,
             Some(secs) => secs.parse().map_err(|_| {
@@ -230,13 +233,15 @@ fn client_certificate(object: &Map<String, Value>) -> Result<Option<(String, Sec
 }
 
 impl MqttTarget {
-    fn parse(json: &Value) -> Result<MqttTarget, DittoError> {
+    /// `v5`: an `mqtt-5` connection, whose messages carry user properties.
+    fn parse(json: &Value, v5: bool) -> Result<MqttTarget, DittoError> {
         // `TargetSpec::parse` has checked the address is a string.
         let address = json.get("address").and_then(Value::as_str).unwrap_or_default();
         let topic = AddressTemplate::parse(address, "address")?;
-        if !HeaderMapping::parse(json)?.is_empty() {
+        let headers = HeaderMapping::parse(json)?;
+        if !v5 && !headers.is_empty() {
             return Err(DittoError::connection_invalid(format!(
-                "The headerMapping of target '{address}' is not supported on MQTT targets: Ferry does not set MQTT 5 user properties from it yet."
+                "The headerMapping of target '{address}' needs an mqtt-5 connection: MQTT 3.1.1 has no headers to map to."
             )));
         }
         if address.contains(['+', '#']) || address.is_empty() {
@@ -254,7 +259,7 @@ impl MqttTarget {
                 })?
             }
         };
-        Ok(MqttTarget { topic, qos })
+        Ok(MqttTarget { topic, qos, headers })
     }
 }
 
@@ -382,7 +387,7 @@ async fn feed_live(
         let Some(broker) = broker.upgrade() else { return };
         let Some(topic) = live_topic(&twins, &mqtt, &stats, &mut signal) else { continue };
         let LiveSignal { target, envelope, owed } = signal;
-        broker.publish(message(topic, &envelope, mqtt.targets[target].qos));
+        broker.publish(target_message(&mqtt, target, topic, &envelope, mqtt.targets[target].qos));
         stats.targets[target].published.inc();
         stats.set_success();
         if let Some(owed) = owed {
@@ -405,7 +410,14 @@ async fn feed(
         let Some(broker) = broker.upgrade() else { return };
         for publication in publications(&twins, &spec, &mqtt, &stats, &event).await {
             let qos = mqtt.targets[publication.target].qos;
-            broker.publish(message(publication.topic, &publication.envelope, qos));
+            let message = target_message(
+                &mqtt,
+                publication.target,
+                publication.topic,
+                &publication.envelope,
+                qos,
+            );
+            broker.publish(message);
             stats.targets[publication.target].published.inc();
             stats.set_success();
             if let Some(owed) = publication.owed {
@@ -448,8 +460,34 @@ async fn publications(
 
 /// The message that carries a Ditto protocol envelope on `topic`.
 fn message(topic: String, envelope: &Envelope, qos: QoS) -> Message {
+    with_properties(topic, envelope, qos, Vec::new())
+}
+
+/// The message target `index` publishes `envelope` with: its
+/// `headerMapping` filled in as MQTT 5 user properties.
+fn target_message(
+    mqtt: &MqttSpec,
+    index: usize,
+    topic: String,
+    envelope: &Envelope,
+    qos: QoS,
+) -> Message {
+    let user_properties = mqtt.targets[index].headers.for_signal(envelope);
+    with_properties(topic, envelope, qos, user_properties)
+}
+
+fn with_properties(
+    topic: String,
+    envelope: &Envelope,
+    qos: QoS,
+    user_properties: Vec<(String, String)>,
+) -> Message {
     let mut properties = Properties::default();
     properties.content_type = Some(ByteStr::from(crate::protocol::DITTO_CONTENT_TYPE));
+    properties.user_properties = user_properties
+        .into_iter()
+        .map(|(name, value)| (ByteStr::from(name), ByteStr::from(value)))
+        .collect();
     let payload = Bytes::from(envelope.to_bytes());
     Message::new(ByteStr::from(topic), payload, qos, false, properties, 0)
 }

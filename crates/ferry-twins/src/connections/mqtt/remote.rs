@@ -39,7 +39,7 @@ use super::super::source::{AnswerKinds, SourceSpec};
 use super::super::stats::ConnectionStats;
 use super::super::uri::redact;
 use super::super::window::{entity_of, Window};
-use super::{live_topic, message, publications, MqttSpec};
+use super::{live_topic, message, publications, target_message, MqttSpec};
 use crate::protocol::search::Searches;
 use crate::protocol::Envelope;
 use crate::service::Twins;
@@ -390,14 +390,15 @@ async fn publish(
                     Some(mut signal) = signals.recv() => {
                         if let Some(topic) = live_topic(&twins, &mqtt, &stats, &mut signal) {
                             sequence += 1;
-                            batch.messages.push(routed(sequence, message(topic, &signal.envelope, qos)));
+                            let message = target_message(&mqtt, signal.target, topic, &signal.envelope, qos);
+                            batch.messages.push(routed(sequence, message));
                             batch.owed.push((sequence, signal.target, signal.owed, None));
                         }
                     }
                     Some((event, ticket)) = next_from(&mut events, &stats, &spec.id) => {
                         for publication in publications(&twins, &spec, &mqtt, &stats, &event).await {
                             sequence += 1;
-                            let message = message(publication.topic, &publication.envelope, qos);
+                            let message = target_message(&mqtt, publication.target, publication.topic, &publication.envelope, qos);
                             batch.messages.push(routed(sequence, message));
                             batch.owed.push((sequence, publication.target, publication.owed, ticket.clone()));
                         }
