@@ -543,10 +543,7 @@ pub fn parse_template<P>(
             super::template::Piece::Text(literal) => Ok(Part::Text(literal.to_owned())),
             super::template::Piece::Placeholder(inside) => Expression::parse(inside, placeholder)
                 .map(Part::Expression)
-                .map_err(|error| match error {
-                    ExpressionError::Placeholder(name) => TemplateError::Placeholder(name),
-                    ExpressionError::Invalid(why) => TemplateError::Invalid(why),
-                }),
+                .map_err(TemplateError::from),
         })
         .collect()
 }
@@ -557,6 +554,15 @@ pub enum TemplateError {
     Unclosed(crate::error::DittoError),
     Placeholder(String),
     Invalid(String),
+}
+
+impl From<ExpressionError> for TemplateError {
+    fn from(error: ExpressionError) -> TemplateError {
+        match error {
+            ExpressionError::Placeholder(name) => TemplateError::Placeholder(name),
+            ExpressionError::Invalid(why) => TemplateError::Invalid(why),
+        }
+    }
 }
 
 /// The template's text: each expression's first value given to `push`

@@ -8,7 +8,7 @@
 //! then rather than compared as text later. Each placeholder may pass
 //! through Ditto's functions (`pipeline.rs`).
 
-use super::pipeline::{self, Element, Expression, ExpressionError, Part, TemplateError};
+use super::pipeline::{self, Element, Expression, Part, TemplateError};
 use crate::error::DittoError;
 use serde_json::{Map, Value};
 
@@ -131,13 +131,7 @@ impl AcksFilter {
     pub fn parse(text: &str, named: &str) -> Result<AcksFilter, DittoError> {
         let field = format!("acknowledgementRequests filter of the source '{named}'");
         let functions = Expression::parse(text, &|name: &str| Holds::Headers.placeholder(name))
-            .map_err(|error| {
-                let error = match error {
-                    ExpressionError::Placeholder(name) => TemplateError::Placeholder(name),
-                    ExpressionError::Invalid(why) => TemplateError::Invalid(why),
-                };
-                invalid(error, text, &field, Holds::Headers)
-            })?;
+            .map_err(|error| invalid(TemplateError::from(error), text, &field, Holds::Headers))?;
         if !functions.is_functions_only() {
             return Err(DittoError::connection_invalid(format!(
                 "The {field} '{text}' must start with a function, e.g. fn:filter(header:qos,'ne','0')."
