@@ -12,6 +12,7 @@ pub mod acks;
 pub mod connections;
 pub mod error;
 pub mod fields;
+pub mod form;
 pub mod http;
 pub mod id;
 pub mod live;

@@ -346,13 +346,8 @@ fn target_topic(
 ) -> Option<String> {
     let figures = &stats.targets[index];
     figures.dispatched.inc();
-    let topic = match mqtt.targets[index].topic.render_raw(envelope) {
-        Ok(topic) => topic,
-        Err(unresolved) => {
-            outgoing::withheld(twins, figures, owed.take(), &unresolved);
-            return None;
-        }
-    };
+    let rendered = mqtt.targets[index].topic.render_raw(envelope);
+    let topic = outgoing::unless_withheld(twins, figures, owed, rendered)?;
     if ferry_mqtt::topic::is_valid_topic_name(&topic) {
         return Some(topic);
     }

@@ -57,13 +57,24 @@ pub async fn of_event(
     outgoing
 }
 
-/// A signal a target does not send because its address gave nothing for
-/// it (Ditto drops it there): counted as dropped, what the target owes
-/// answered weakly, as for a signal its topics leave out.
-pub fn withheld(twins: &Twins, figures: &TargetStats, owed: Option<Owed>, unresolved: &Unresolved) {
+/// The text a target's address (or key) `rendered` for a signal, or,
+/// when it gave nothing (Ditto drops the signal there), `None`: the
+/// signal counted as dropped and what the target owes for it answered
+/// weakly, as for a signal its topics leave out.
+pub fn unless_withheld(
+    twins: &Twins,
+    figures: &TargetStats,
+    owed: &mut Option<Owed>,
+    rendered: Result<String, Unresolved>,
+) -> Option<String> {
+    let unresolved = match rendered {
+        Ok(text) => return Some(text),
+        Err(unresolved) => unresolved,
+    };
     tracing::debug!(why = %unresolved.why, "a target's address withheld a signal");
     figures.dropped.inc();
-    if let Some(owed) = owed {
+    if let Some(owed) = owed.take() {
         owed.weakly(twins);
     }
+    None
 }

@@ -323,8 +323,8 @@ impl<P> Function<P> {
             Function::Lower => element.each(|value| Some(value.to_lowercase())),
             Function::Upper => element.each(|value| Some(value.to_uppercase())),
             Function::Trim => element.each(|value| Some(value.trim().to_owned())),
-            Function::UrlEncode => element.each(|value| Some(form_encode(&value))),
-            Function::UrlDecode => element.each(|value| form_decode(&value)),
+            Function::UrlEncode => element.each(|value| Some(crate::form::encode(&value))),
+            Function::UrlDecode => element.each(|value| crate::form::decode(&value)),
             Function::Base64Encode => {
                 element.each(|value| Some(base64::engine::general_purpose::STANDARD.encode(value)))
             }
@@ -483,44 +483,6 @@ fn split_outside_quotes(text: &str, separator: char) -> Result<Vec<&str>, Expres
     }
     pieces.push(&text[start..]);
     Ok(pieces)
-}
-
-/// `application/x-www-form-urlencoded`, as Java's `URLEncoder` (Ditto's
-/// `fn:url-encode`) writes it: letters, digits and `.-*_` stay, a space
-/// is `+`, every other byte of the UTF-8 is `%XX`.
-fn form_encode(value: &str) -> String {
-    let mut encoded = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        match byte {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' | b'*' | b'_' => {
-                encoded.push(byte as char)
-            }
-            b' ' => encoded.push('+'),
-            _ => encoded.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    encoded
-}
-
-/// The reverse of [`form_encode`]; `None` for a broken `%` escape or
-/// bytes that are not UTF-8.
-fn form_decode(value: &str) -> Option<String> {
-    let bytes = value.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'+' => decoded.push(b' '),
-            b'%' => {
-                let hex = std::str::from_utf8(bytes.get(at + 1..at + 3)?).ok()?;
-                decoded.push(u8::from_str_radix(hex, 16).ok()?);
-                at += 2;
-            }
-            byte => decoded.push(byte),
-        }
-        at += 1;
-    }
-    String::from_utf8(decoded).ok()
 }
 
 /// A template's text as pieces: literal text and expressions.

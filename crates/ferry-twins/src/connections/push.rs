@@ -131,32 +131,15 @@ async fn feed(
             outgoing::of_event(&twins, &spec, &stats, &event).await
         {
             stats.targets[target].dispatched.inc();
-            let Some(path) = path(&twins, &http, &stats, target, &envelope, &mut owed) else {
+            let rendered = http.requests[target].path.render(&envelope);
+            let figures = &stats.targets[target];
+            let Some(path) = outgoing::unless_withheld(&twins, figures, &mut owed, rendered) else {
                 continue;
             };
             let purpose = Purpose::Event { owed, _ticket: ticket.clone() };
             if queue.send(Push::to(&http, target, path, &envelope, purpose)).await.is_err() {
                 return;
             }
-        }
-    }
-}
-
-/// The path target `index` sends `envelope` to; `None` when its address
-/// withholds it (see [`outgoing::withheld`]), `owed` then answered.
-fn path(
-    twins: &Twins,
-    http: &HttpPush,
-    stats: &ConnectionStats,
-    index: usize,
-    envelope: &Envelope,
-    owed: &mut Option<Owed>,
-) -> Option<String> {
-    match http.requests[index].path.render(envelope) {
-        Ok(path) => Some(path),
-        Err(unresolved) => {
-            outgoing::withheld(twins, &stats.targets[index], owed.take(), &unresolved);
-            None
         }
     }
 }
@@ -193,7 +176,9 @@ async fn feed_live(
     while let Some(LiveSignal { target, envelope, mut owed }) = signals.recv().await {
         let any_answer = spec.targets[target].live_response;
         stats.targets[target].dispatched.inc();
-        let Some(path) = path(&twins, &http, &stats, target, &envelope, &mut owed) else {
+        let rendered = http.requests[target].path.render(&envelope);
+        let figures = &stats.targets[target];
+        let Some(path) = outgoing::unless_withheld(&twins, figures, &mut owed, rendered) else {
             continue;
         };
         let purpose = Purpose::Live { signal: Box::new(envelope.clone()), any_answer, owed };

@@ -102,30 +102,9 @@ pub(crate) fn params(text: &str) -> Result<Vec<(String, String)>, Malformed> {
     Ok(params)
 }
 
-/// Java's `URLDecoder.decode(…, UTF-8)`: `+` is a space, `%XY` a byte,
-/// anything else after `%` an error; bytes that are not UTF-8 become
-/// U+FFFD.
+/// A parameter's name or value, decoded as Ditto's gateway does.
 fn url_decode(text: &str) -> Result<String, Malformed> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|hex| std::str::from_utf8(hex).ok())
-                    .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-                    .ok_or(Malformed("an incomplete '%' escape"))?;
-                out.push(hex);
-                i += 2;
-            }
-            byte => out.push(byte),
-        }
-        i += 1;
-    }
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    crate::form::decode(text).ok_or(Malformed("an incomplete '%' escape"))
 }
 
 #[cfg(test)]

@@ -109,12 +109,15 @@ impl Out {
         let figures = &self.stats.targets[index];
         let destination = &self.kafka.destinations[index];
         figures.dispatched.inc();
-        let key = match destination.key.as_ref().map(|key| key.render(envelope)) {
+        let mut owed = owed;
+        let key = match destination.key.as_ref() {
             None => None,
-            Some(Ok(key)) => Some(key),
-            Some(Err(unresolved)) => {
-                outgoing::withheld(&self.twins, figures, owed, &unresolved);
-                return true;
+            Some(key) => {
+                let rendered = key.render(envelope);
+                match outgoing::unless_withheld(&self.twins, figures, &mut owed, rendered) {
+                    Some(key) => Some(key),
+                    None => return true,
+                }
             }
         };
         let payload = envelope.to_bytes();
