@@ -288,9 +288,9 @@ def test_what_ferry_cannot_run_is_refused(broker_factory):
     ditto = _ditto(broker_factory())
     kafka = {**push_connection(1), "connectionType": "kafka", "uri": "tcp://kafka:9092"}
     _error(ditto.put("/connections/k", kafka), 400, "connectivity:connection.configuration.invalid")
-    announcements = push_connection(1)
-    announcements["targets"][0]["topics"] = ["_/_/policies/announcements"]
-    _error(ditto.put("/connections/l", announcements), 400,
+    unknown = push_connection(1)
+    unknown["targets"][0]["topics"] = ["_/_/policies/events"]
+    _error(ditto.put("/connections/l", unknown), 400,
            "connectivity:connection.configuration.invalid")
     bad = push_connection(1, address="POST:/{{ request:subjectId }}")
     _error(ditto.put("/connections/b", bad), 400, "connectivity:connection.configuration.invalid")

@@ -289,6 +289,18 @@ pub fn is_label(label: &str) -> bool {
         && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b':'))
 }
 
+/// Ditto's `AcknowledgementLabelInvalidException`: a label outside
+/// [`is_label`]'s pattern where the model reads one.
+pub fn label_invalid(label: &str) -> DittoError {
+    DittoError::new(
+        400,
+        "acknowledgement:label.invalid",
+        format!("Acknowledgement label <{label}> is invalid!"),
+        "An acknowledgement label must conform to the regular expression of Ditto documentation."
+            .to_owned(),
+    )
+}
+
 /// Ditto's `AcknowledgementLabelNotDeclaredException`: a subscriber sent
 /// an acknowledgement under a label it did not declare.
 pub fn label_not_declared(label: &str) -> DittoError {

@@ -9,7 +9,9 @@
 //! what Ditto's users wrote their clients against.
 
 pub mod acks;
+pub mod announcements;
 pub mod connections;
+pub mod duration;
 pub mod error;
 pub mod fields;
 pub mod form;

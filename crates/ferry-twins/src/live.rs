@@ -14,6 +14,9 @@
 //!   `START-SEND-LIVE-EVENTS` ([`Subscriber`]), and the MQTT subscribers of
 //!   `{prefix}/things/{thingId}/live/…` (the [`Outlet`] `mqtt.rs`
 //!   attaches); each gets the view of the signal its subjects may see.
+//!   The same WebSocket subscribers (and connection targets) take policy
+//!   announcements of their subjects ([`Live::announce`],
+//!   `announcements.rs`).
 //! - **Responses** (a Ditto protocol message with `status` on the live
 //!   topic, or on `…/things/live/errors`) come back through
 //!   [`Twins::answer_live`] from any of them; one for no waiting call is
@@ -106,12 +109,21 @@ pub struct Subscriber {
     /// The acknowledgement labels the session declared: those a signal it
     /// does not get requests are weakly acknowledged for it.
     declared: RwLock<Vec<String>>,
+    /// Policy announcements (`announcements.rs`): `None` when off, else
+    /// the namespaces of the policies it is limited to (empty: all).
+    announcements: RwLock<Option<Vec<String>>>,
 }
 
 impl Subscriber {
     /// Starts (`Some`, with its namespaces) or stops (`None`) a kind.
     pub fn set(&self, kind: Kind, namespaces: Option<Vec<String>>) {
         self.wants.write()[kind.index()] = namespaces;
+    }
+
+    /// Starts (`Some`, with its namespaces) or stops (`None`) policy
+    /// announcements.
+    pub fn set_announcements(&self, namespaces: Option<Vec<String>>) {
+        *self.announcements.write() = namespaces;
     }
 
     /// The acknowledgement labels the session declared.
@@ -181,13 +193,50 @@ impl Live {
         acks: Option<&EventAcks>,
     ) -> Vec<String> {
         let namespace = audience.thing_id.namespace();
-        let mut not_got = Vec::new();
-        for subscriber in self.subscribers.read().values() {
-            let envelope = match subscriber.wants(audience.kind, namespace) {
+        let not_got =
+            self.hand_out(acks, |subscriber| match subscriber.wants(audience.kind, namespace) {
                 true => audience.envelope_for(&subscriber.caller),
                 false => None,
-            };
-            let Some(envelope) = envelope else {
+            });
+        let outlet = self.outlet.read().as_ref().and_then(Weak::upgrade);
+        if let Some(outlet) = outlet {
+            outlet.publish(audience, expiry);
+        }
+        not_got
+    }
+
+    /// Hands a policy announcement of a policy in `namespace` to every
+    /// subscriber that asked for announcements there and is one of
+    /// `subjects` (Ditto publishes an announcement to the subjects it
+    /// names). Returns the labels of `acks` declared by subscribers that
+    /// did not get it.
+    pub(crate) fn announce(
+        &self,
+        announcement: &Envelope,
+        namespace: &str,
+        subjects: &[String],
+        acks: Option<&EventAcks>,
+    ) -> Vec<String> {
+        self.hand_out(acks, |subscriber| {
+            let wanted = subscriber.announcements.read().as_ref().is_some_and(|namespaces| {
+                namespaces.is_empty() || namespaces.iter().any(|n| n == namespace)
+            });
+            let named = subscriber.caller.subjects.iter().any(|s| subjects.contains(s));
+            (wanted && named).then(|| announcement.clone())
+        })
+    }
+
+    /// Gives each subscriber what `view` makes of a signal for it, if
+    /// anything; returns the labels of `acks` declared by subscribers that
+    /// got nothing, which they cannot acknowledge.
+    fn hand_out(
+        &self,
+        acks: Option<&EventAcks>,
+        view: impl Fn(&Subscriber) -> Option<Envelope>,
+    ) -> Vec<String> {
+        let mut not_got = Vec::new();
+        for subscriber in self.subscribers.read().values() {
+            let Some(envelope) = view(subscriber) else {
                 if let Some(acks) = acks {
                     let declared = subscriber.declared.read();
                     not_got.extend(acks.labels.iter().filter(|l| declared.contains(l)).cloned());
@@ -196,12 +245,8 @@ impl Live {
             };
             if subscriber.out.try_send(envelope).is_err() {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!("live signal dropped: a WebSocket session's queue is full");
+                tracing::debug!("signal dropped: a WebSocket session's queue is full");
             }
-        }
-        let outlet = self.outlet.read().as_ref().and_then(Weak::upgrade);
-        if let Some(outlet) = outlet {
-            outlet.publish(audience, expiry);
         }
         not_got
     }
@@ -355,6 +400,7 @@ impl Twins {
             wants: RwLock::new([None, None, None]),
             out,
             declared: RwLock::new(Vec::new()),
+            announcements: RwLock::new(None),
         });
         live.subscribers.write().insert(id, subscriber.clone());
         Subscription { twins: self.clone(), id, subscriber }
@@ -519,21 +565,9 @@ pub fn timeout(header: Option<&str>) -> Result<Duration, DittoError> {
 /// `timeout` with another default: a twin command's is 60 s.
 pub fn timeout_or(header: Option<&str>, default: Duration) -> Result<Duration, DittoError> {
     let Some(text) = header else { return Ok(default) };
-    let invalid = || DittoError::header_invalid("timeout", text, "duration");
-    let digits = text.trim_start_matches(['+', '-']);
-    let split = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
-    let (amount, unit) = digits.split_at(split);
-    if amount.is_empty() || text.starts_with('-') {
-        return Err(invalid());
-    }
-    let amount: u64 = amount.parse().map_err(|_| invalid())?;
-    let timeout = match unit {
-        "" | "s" => Duration::from_secs(amount),
-        "ms" => Duration::from_millis(amount),
-        "m" => Duration::from_secs(amount.saturating_mul(60)),
-        "h" => Duration::from_secs(amount.saturating_mul(3600)),
-        _ => return Err(invalid()),
-    };
+    let timeout = crate::duration::DittoDuration::parse(text)
+        .ok_or_else(|| DittoError::header_invalid("timeout", text, "duration"))?
+        .as_duration();
     if timeout > MAX_TIMEOUT {
         return Err(DittoError::timeout_invalid(timeout, MAX_TIMEOUT));
     }

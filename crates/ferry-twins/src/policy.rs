@@ -36,9 +36,10 @@
 //!
 //! What is kept but not evaluated: an import's `transitiveImports`, and
 //! Ditto 3.9's entry fields `namespaces`, `allowedAdditions` and
-//! `references` (stored and returned as written). Subject `announcement`s
-//! are stored; none are sent.
+//! `references` (stored and returned as written). Subjects' `expiry` and
+//! `announcement` are acted on by `announcements.rs`.
 
+mod announcement;
 mod compact;
 mod enforcer;
 mod entry;
@@ -49,6 +50,7 @@ mod resource;
 mod subject;
 mod timestamp;
 
+pub use announcement::SubjectAnnouncement;
 pub use compact::CompactPolicy;
 pub use enforcer::{Caller, Enforcer};
 pub use entry::{Importable, PolicyEntry};
@@ -318,10 +320,19 @@ impl Policy {
         })
     }
 
+    /// Whether any subject has an `expiry` or an `announcement`: what the
+    /// announcements' agenda watches.
+    pub fn has_timed_subjects(&self) -> bool {
+        self.entries
+            .iter()
+            .flat_map(|entry| entry.subjects.iter())
+            .any(|subject| subject.expiry.is_some() || subject.announcement.is_some())
+    }
+
     /// Drops the subjects whose expiry has passed, as Ditto's policy
-    /// actor does at expiry; true when any was dropped. The enforcer
-    /// already ignores them, so this only keeps what is stored and
-    /// returned tidy.
+    /// actor does at expiry (`announcements.rs`); true when any was
+    /// dropped. The enforcer already ignores them, so this keeps what is
+    /// stored and returned tidy, and ends their announcements.
     pub fn remove_expired_subjects(&mut self, now: Timestamp) -> bool {
         let mut removed = false;
         for entry in &mut self.entries {
@@ -385,6 +396,8 @@ impl Policy {
                     }
                     subject.expiry = Some(rounded);
                 }
+                subject.announcement =
+                    subject.announcement.take().map(SubjectAnnouncement::rounded);
             }
         }
         if let Some(reason) = lockout.applies().then(|| candidate.lockout_reason()).flatten() {

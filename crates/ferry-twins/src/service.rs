@@ -31,6 +31,7 @@ pub(crate) use things::with_always_shown;
 
 pub use events::{next_event, ThingAction, ThingEvent, EVENT_BUFFER};
 pub use if_equal::IfEqual;
+pub(crate) use imports::policy_of;
 pub use imports::CachedPolicy;
 pub use policies::PolicyResource;
 pub(crate) use things::{not_accessible, not_modifiable};
@@ -108,6 +109,7 @@ pub struct Twins {
     lagged: std::sync::atomic::AtomicU64,
     live: crate::live::Live,
     acks: Arc<crate::acks::AckHub>,
+    announcements: crate::announcements::Announcements,
 }
 
 impl Twins {
@@ -125,6 +127,7 @@ impl Twins {
             lagged: std::sync::atomic::AtomicU64::new(0),
             live: crate::live::Live::default(),
             acks: Arc::default(),
+            announcements: Default::default(),
         }
     }
 
@@ -156,6 +159,15 @@ impl Twins {
     /// revision order per thing (`events.rs`).
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ThingEvent> {
         self.events.subscribe()
+    }
+
+    /// Subject expiry and policy announcements (`announcements.rs`).
+    pub fn announcements(&self) -> &crate::announcements::Announcements {
+        &self.announcements
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
     }
 
     /// The live channel's hub: subscribers and pending calls (`live.rs`).

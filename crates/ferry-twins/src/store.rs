@@ -256,6 +256,22 @@ impl Store {
         }
     }
 
+    /// Policies after the id `after` (in id order, at most `limit`) whose
+    /// JSON names an `expiry` or an `announcement`: those with subjects
+    /// the announcements' agenda watches, and a few that merely use the
+    /// words, which it skips.
+    pub async fn policies_with_timed_subjects(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<PolicyRecord>, StoreError> {
+        match self {
+            Store::Sqlite(store) => store.policies_with_timed_subjects(after, limit).await,
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => store.policies_with_timed_subjects(after, limit).await,
+        }
+    }
+
     /// The things `request` selects, in its order, after its `after`;
     /// see `search.rs` for the semantics and the order. Runs in the
     /// database the writes commit to: a write that was answered is found.

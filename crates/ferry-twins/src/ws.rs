@@ -210,7 +210,9 @@ impl Session {
                         self.set_streaming(false);
                     }
                     Stream::Live(kind) => self.subscription.subscriber.set(kind, None),
-                    Stream::PolicyAnnouncements => {}
+                    Stream::PolicyAnnouncements => {
+                        self.subscription.subscriber.set_announcements(None)
+                    }
                 }
                 (stream, false)
             }
@@ -237,14 +239,11 @@ impl Session {
                         }
                     },
                     Stream::Live(kind) => {
-                        let namespaces = params
-                            .iter()
-                            .find(|(name, _)| name == "namespaces")
-                            .map(|(_, value)| events::namespaces(value))
-                            .unwrap_or_default();
-                        self.subscription.subscriber.set(kind, Some(namespaces));
+                        self.subscription.subscriber.set(kind, Some(namespaces(&params)));
                     }
-                    Stream::PolicyAnnouncements => {}
+                    Stream::PolicyAnnouncements => {
+                        self.subscription.subscriber.set_announcements(Some(namespaces(&params)));
+                    }
                 }
                 (stream, true)
             }
@@ -419,6 +418,15 @@ async fn next_event(
         Some((feed, _)) => crate::service::next_event(feed, dropped, "a WebSocket session").await,
         None => std::future::pending().await,
     }
+}
+
+/// The `namespaces` a `START-SEND-…` is limited to (empty: all).
+fn namespaces(params: &[(String, String)]) -> Vec<String> {
+    params
+        .iter()
+        .find(|(name, _)| name == "namespaces")
+        .map(|(_, value)| events::namespaces(value))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

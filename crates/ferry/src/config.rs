@@ -97,6 +97,9 @@ pub struct TwinsSettings {
     /// How long the event journal keeps twin events for streams that
     /// resume (`Last-Event-ID`); `"0s"` keeps none.
     pub event_retention: ferry_routes::Span,
+    /// What a policy subject's `expiry` is rounded up to when written
+    /// (Ditto's `policies.subject-expiry-granularity`); `"0s"` keeps it.
+    pub subject_expiry_granularity: ferry_routes::Span,
     /// Whether to serve AWS IoT Device Shadow topics (`$aws/things/…`).
     pub shadows: bool,
     /// The namespace of the thing a shadow's thing name stands for.
@@ -137,6 +140,7 @@ impl Default for TwinsSettings {
             mqtt_subject_prefix: "nginx".into(),
             mqtt_own_thing: OwnThingSetting::None,
             event_retention: ferry_routes::Span(std::time::Duration::from_secs(24 * 3600)),
+            subject_expiry_granularity: ferry_routes::Span(std::time::Duration::from_secs(3600)),
             shadows: false,
             shadow_namespace: "devices".into(),
             shadow_feature: "shadow".into(),

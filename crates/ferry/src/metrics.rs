@@ -48,6 +48,8 @@ pub async fn render(sources: Sources<'_>) -> Result<String, std::fmt::Error> {
             live_dropped: twins.live().dropped.load(Ordering::Relaxed),
             things_cached: things,
             policies_cached: policies,
+            subjects_watched: twins.announcements().planned(),
+            announcements_sent: twins.announcements().sent(),
         }));
     }
     if let Some(connections) = connections {
@@ -99,30 +101,43 @@ struct TwinMetrics {
     live_dropped: u64,
     things_cached: usize,
     policies_cached: usize,
+    subjects_watched: usize,
+    announcements_sent: u64,
 }
 
 impl Collector for TwinMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let lagged = ConstCounter::new(self.lagged_subscribers);
-        lagged.encode(encoder.encode_descriptor(
-            "ferry_twin_event_subscribers_lagged",
-            "Subscribers to twin events (SSE streams) that fell behind the change feed and were closed; their clients resume from the event journal.",
-            None,
-            lagged.metric_type(),
-        )?)?;
-        let dropped = ConstCounter::new(self.live_dropped);
-        dropped.encode(encoder.encode_descriptor(
-            "ferry_twin_live_dropped",
-            "Live signals and twin events WebSocket sessions did not get because they fell behind (a full push queue, a lagging change feed).",
-            None,
-            dropped.metric_type(),
-        )?)?;
+        for (name, help, value) in [
+            (
+                "ferry_twin_event_subscribers_lagged",
+                "Subscribers to twin events (SSE streams) that fell behind the change feed and were closed; their clients resume from the event journal.",
+                self.lagged_subscribers,
+            ),
+            (
+                "ferry_twin_live_dropped",
+                "Live signals and twin events WebSocket sessions did not get because they fell behind (a full push queue, a lagging change feed).",
+                self.live_dropped,
+            ),
+            (
+                "ferry_twin_policy_announcements",
+                "Policy announcements sent (subjectDeletion), each sending again of one not acknowledged counted.",
+                self.announcements_sent,
+            ),
+        ] {
+            let counter = ConstCounter::new(value);
+            counter.encode(encoder.encode_descriptor(name, help, None, counter.metric_type())?)?;
+        }
         for (name, help, value) in [
             ("ferry_twin_things_cached", "Things in the twins' cache.", self.things_cached),
             (
                 "ferry_twin_policies_cached",
                 "Policies in the twins' cache (with their compiled enforcers).",
                 self.policies_cached,
+            ),
+            (
+                "ferry_twin_subjects_watched",
+                "Policy subjects with an expiry or announcement whose time is watched.",
+                self.subjects_watched,
             ),
         ] {
             let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));

@@ -71,13 +71,19 @@ pub async fn start(config: &Config) -> anyhow::Result<Option<Arc<Twins>>> {
         }
     };
     let retention = settings.event_retention.0;
+    let granularity = settings.subject_expiry_granularity.0.as_secs();
     let service = TwinsConfig {
         cached_policies: settings.cached_policies,
         event_retention: (!retention.is_zero()).then_some(retention),
+        policy_limits: ferry_twins::policy::PolicyLimits {
+            subject_expiry_granularity_seconds: i64::try_from(granularity).unwrap_or(i64::MAX),
+            ..Default::default()
+        },
         ..TwinsConfig::default()
     };
     let twins = Arc::new(Twins::new(store, service));
     tokio::spawn(twins.clone().run_journal_pruning());
+    tokio::spawn(twins.clone().run_announcements());
     Ok(Some(twins))
 }
 

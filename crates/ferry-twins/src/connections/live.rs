@@ -3,6 +3,8 @@
 //! receiver of the live hub (`crate::live`) with the rights of its
 //! `authorizationContext`, so it gets what those subjects may READ of a
 //! signal, as a WebSocket session that sent `START-SEND-MESSAGES` would.
+//! A target with `_/_/policies/announcements` gets the announcements of
+//! its subjects' deletion (`crate::announcements`) the same way.
 //! Every transport (`mqtt.rs`, `push.rs`, `kafka/target.rs`) sends what
 //! comes out of the one queue.
 //!
@@ -12,7 +14,7 @@
 //! (not its kind, or not readable by its subjects) is weakly acknowledged
 //! for it at once.
 
-use super::model::{ConnectionSpec, Owed};
+use super::model::{ConnectionSpec, Owed, TargetSpec};
 use crate::protocol::Envelope;
 use crate::service::Twins;
 use std::sync::Arc;
@@ -40,12 +42,14 @@ pub fn signals(
 ) -> (Vec<AbortHandle>, mpsc::Receiver<LiveSignal>) {
     let (signals, queued) = mpsc::channel(LIVE_QUEUE);
     let mut tasks = Vec::new();
-    for (index, target) in spec.targets.iter().enumerate().filter(|(_, t)| !t.live.is_empty()) {
+    let receives = |target: &&TargetSpec| !target.live.is_empty() || target.announcements.is_some();
+    for (index, target) in spec.targets.iter().enumerate().filter(|(_, t)| receives(t)) {
         let (out, mut received) = mpsc::channel(LIVE_QUEUE);
         let subscription = twins.subscribe_live(target.caller.clone(), out);
         for (kind, namespaces) in &target.live {
             subscription.subscriber.set(*kind, Some(namespaces.clone()));
         }
+        subscription.subscriber.set_announcements(target.announcements.clone());
         if let Some(label) = &target.issued_ack {
             subscription.subscriber.declare(std::slice::from_ref(label));
         }

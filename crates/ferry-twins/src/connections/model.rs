@@ -97,6 +97,9 @@ pub struct TargetSpec {
     /// Its live topics (`_/_/things/live/messages`, …): each kind, with
     /// the namespaces it is limited to (empty: all).
     pub live: Vec<(Kind, Vec<String>)>,
+    /// `_/_/policies/announcements`: the namespaces of the policies whose
+    /// announcements of its subjects it sends (empty: all), or `None`.
+    pub announcements: Option<Vec<String>>,
     /// `authorizationContext`: whose view of each event it sends.
     pub caller: Caller,
     /// `issuedAcknowledgementLabel`, its `{{connection:id}}` filled in:
@@ -368,10 +371,12 @@ impl TargetSpec {
         };
         let mut events = Vec::new();
         let mut live = Vec::new();
+        let mut announcements = None;
         for topic in topics {
             match target_topic(topic)? {
                 TargetTopic::Events(options) => events.push(*options),
                 TargetTopic::Live(kind, namespaces) => live.push((kind, namespaces)),
+                TargetTopic::Announcements(namespaces) => announcements = Some(namespaces),
             }
         }
         let caller = authorization_context(target).ok_or_else(|| {
@@ -392,6 +397,7 @@ impl TargetSpec {
             address: address.to_owned(),
             topics: events,
             live,
+            announcements,
             caller,
             issued_ack,
             live_response,
@@ -500,6 +506,9 @@ enum TargetTopic {
     Events(Box<EventOptions>),
     /// A kind of live signal, in the namespaces given (empty: all).
     Live(Kind, Vec<String>),
+    /// Policy announcements of the target's subjects, in the namespaces
+    /// given (empty: all).
+    Announcements(Vec<String>),
 }
 
 fn target_topic(topic: &Value) -> Result<TargetTopic, DittoError> {
@@ -508,22 +517,22 @@ fn target_topic(topic: &Value) -> Result<TargetTopic, DittoError> {
         .ok_or_else(|| DittoError::connection_invalid("A target's topics are strings."))?;
     let name = topic.split_once('?').map_or(topic, |(name, _)| name);
     let live = match name {
-        "_/_/things/twin/events" => None,
+        "_/_/things/twin/events" | "_/_/policies/announcements" => None,
         "_/_/things/live/messages" => Some(Kind::Messages),
         "_/_/things/live/commands" => Some(Kind::LiveCommands),
         "_/_/things/live/events" => Some(Kind::LiveEvents),
         _ => {
             return Err(DittoError::connection_invalid(format!(
-                "The topic '{name}' is not supported by Ferry yet; _/_/things/twin/events and _/_/things/live/messages, commands and events are."
+                "The topic '{name}' is not supported by Ferry yet; _/_/things/twin/events, _/_/things/live/messages, commands and events, and _/_/policies/announcements are."
             )))
         }
     };
     let params = crate::ws::control::params(topic).map_err(|malformed| {
         DittoError::connection_invalid(format!("The topic '{topic}' has {}.", malformed.0))
     })?;
-    let Some(kind) = live else {
+    if name == "_/_/things/twin/events" {
         return EventOptions::parse(&params).map(|options| TargetTopic::Events(Box::new(options)));
-    };
+    }
     let mut namespaces = Vec::new();
     for (key, value) in &params {
         match key.as_str() {
@@ -537,7 +546,10 @@ fn target_topic(topic: &Value) -> Result<TargetTopic, DittoError> {
             }
         }
     }
-    Ok(TargetTopic::Live(kind, namespaces))
+    Ok(match live {
+        Some(kind) => TargetTopic::Live(kind, namespaces),
+        None => TargetTopic::Announcements(namespaces),
+    })
 }
 
 /// `specificConfig.parallelism`: a number or a numeral (Ditto writes

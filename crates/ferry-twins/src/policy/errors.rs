@@ -85,6 +85,19 @@ impl DittoError {
         )
     }
 
+    /// `SubjectAnnouncementInvalidException`: a duration of an
+    /// `announcement` that is not one (or `beforeExpiry` not in seconds,
+    /// minutes or hours).
+    pub fn subject_announcement_invalid(duration: &str) -> Self {
+        DittoError::new(
+            400,
+            "policies:subjectannouncement.invalid",
+            format!("The 'beforeExpiry' duration '{duration}' is not valid."),
+            "It must be a positive integer followed by 'h' (hours), 'm' (minutes) or 's' (seconds)."
+                .to_string(),
+        )
+    }
+
     /// `SubjectExpiryInvalidException` as `newBuilderTimestampInThePast`: a
     /// subject written with an expiry already passed.
     pub fn subject_expiry_in_the_past(expiry: &str) -> Self {

@@ -1,6 +1,7 @@
 //! Subjects: who an entry applies to (`nginx:alice`, `google:123`), with a
 //! free-form `type` and an optional `expiry`.
 
+use super::announcement::SubjectAnnouncement;
 use super::errors::wrong_type;
 use super::label::control_character_reason;
 use super::timestamp::Timestamp;
@@ -57,9 +58,9 @@ pub struct Subject {
     pub subject_type: String,
     /// After this instant the subject no longer counts.
     pub expiry: Option<Timestamp>,
-    /// `announcement` (`beforeExpiry`, `whenDeleted`, …): stored and
-    /// returned as given; Ferry sends no announcements yet.
-    pub announcement: Option<Map<String, Value>>,
+    /// When and how the subject is told it is losing its place
+    /// (`announcements.rs` acts on it).
+    pub announcement: Option<SubjectAnnouncement>,
 }
 
 impl Subject {
@@ -91,11 +92,8 @@ impl Subject {
             ),
             Some(other) => return Err(wrong_type(other, "/expiry", "String")),
         };
-        let announcement = match object.get("announcement") {
-            None => None,
-            Some(Value::Object(announcement)) => Some(announcement.clone()),
-            Some(other) => return Err(wrong_type(other, "/announcement", "JsonObject")),
-        };
+        let announcement =
+            object.get("announcement").map(SubjectAnnouncement::from_json).transpose()?;
         Ok(Subject { id, subject_type, expiry, announcement })
     }
 
@@ -107,7 +105,7 @@ impl Subject {
             object.insert("expiry".into(), Value::String(expiry.to_string()));
         }
         if let Some(announcement) = &self.announcement {
-            object.insert("announcement".into(), Value::Object(announcement.clone()));
+            object.insert("announcement".into(), announcement.to_json());
         }
         Value::Object(object)
     }

@@ -43,6 +43,37 @@ impl Timestamp {
         self.unix_seconds
     }
 
+    /// `offset` later.
+    pub fn plus(self, offset: std::time::Duration) -> Self {
+        Self::from_nanos(self.nanos_since_epoch().saturating_add(offset.as_nanos() as i128))
+    }
+
+    /// `offset` earlier.
+    pub fn minus(self, offset: std::time::Duration) -> Self {
+        Self::from_nanos(self.nanos_since_epoch().saturating_sub(offset.as_nanos() as i128))
+    }
+
+    /// How long from `self` until `later`: zero when `later` is not after.
+    pub fn until(self, later: Timestamp) -> std::time::Duration {
+        let nanos = later.nanos_since_epoch() - self.nanos_since_epoch();
+        std::time::Duration::from_nanos(u64::try_from(nanos).unwrap_or(if nanos > 0 {
+            u64::MAX
+        } else {
+            0
+        }))
+    }
+
+    fn nanos_since_epoch(self) -> i128 {
+        i128::from(self.unix_seconds) * 1_000_000_000 + i128::from(self.nanos)
+    }
+
+    fn from_nanos(nanos: i128) -> Self {
+        let seconds = nanos.div_euclid(1_000_000_000);
+        let unix_seconds =
+            i64::try_from(seconds).unwrap_or(if seconds > 0 { i64::MAX } else { i64::MIN });
+        Timestamp { unix_seconds, nanos: nanos.rem_euclid(1_000_000_000) as u32 }
+    }
+
     /// Parses what `Instant.parse` accepts (with a four-digit year); `None`
     /// otherwise.
     pub fn parse(text: &str) -> Option<Self> {
@@ -242,6 +273,17 @@ mod tests {
         ] {
             assert_eq!(Timestamp::parse(text), None, "{text}");
         }
+    }
+
+    #[test]
+    fn moves_by_durations_and_measures_between() {
+        let at = Timestamp::from_unix(100, 500_000_000);
+        let second = std::time::Duration::from_millis(1_500);
+        assert_eq!(at.plus(second), Timestamp::from_unix(102, 0));
+        assert_eq!(at.minus(second), Timestamp::from_unix(99, 0));
+        assert_eq!(at.until(at.plus(second)), second);
+        assert_eq!(at.plus(second).until(at), std::time::Duration::ZERO);
+        assert_eq!(Timestamp::from_unix(0, 0).minus(second), Timestamp::from_unix(-2, 500_000_000));
     }
 
     #[test]

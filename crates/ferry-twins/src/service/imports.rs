@@ -73,7 +73,7 @@ impl Source {
     }
 }
 
-fn policy_of(record: &PolicyRecord) -> Result<Policy, DittoError> {
+pub(crate) fn policy_of(record: &PolicyRecord) -> Result<Policy, DittoError> {
     let mut policy = Policy::from_json(&record.id, &record.doc)?;
     policy.housekeeping.revision = record.revision;
     policy.housekeeping.created = Timestamp::parse(&record.created);

@@ -262,7 +262,7 @@ impl Twins {
         // pre-enforcer runs before its enforcement.
         let imports = resource.imports_written(policy_id, body);
         self.check_imports_readable(caller, imports.iter()).await?;
-        self.write_policy(caller, policy_id, resource, |current, now, limits| match current {
+        self.write_policy(Some(caller), policy_id, resource, |current, now, limits| match current {
             None => match resource {
                 PolicyResource::Policy => {
                     let created = Policy::create(policy_id, body, limits, now)?;
@@ -312,7 +312,7 @@ impl Twins {
         if *resource == PolicyResource::Policy {
             return self.delete_whole_policy(caller, policy_id).await;
         }
-        self.write_policy(caller, policy_id, resource, |current, now, limits| {
+        self.write_policy(Some(caller), policy_id, resource, |current, now, limits| {
             let Some(current) = current else {
                 return Err(DittoError::policy_not_found(policy_id));
             };
@@ -357,6 +357,7 @@ impl Twins {
             match self.store.commit(vec![write]).await {
                 Ok(()) => {
                     self.policies.remove(policy_id);
+                    self.policy_changed(policy_id, None);
                     return Ok(());
                 }
                 Err(StoreError::Conflict { .. }) => {
@@ -370,14 +371,38 @@ impl Twins {
         Err(DittoError::policy_unavailable(policy_id))
     }
 
+    /// Removes the subjects of `policy_id` whose expiry has passed, as
+    /// Ditto's `DeleteExpiredSubject` does: Ferry's own write, on no
+    /// caller's behalf. The write tells the announcements' agenda of the
+    /// policy as it now is; a policy that is gone is forgotten there.
+    pub(crate) async fn remove_expired_subjects(&self, policy_id: &str) -> Result<(), DittoError> {
+        let written = self
+            .write_policy(None, policy_id, &PolicyResource::Policy, |current, now, _| {
+                let current = current.ok_or_else(|| DittoError::policy_not_found(policy_id))?;
+                let mut policy = current.clone();
+                policy.remove_expired_subjects(now);
+                Ok((Written::Modified, policy))
+            })
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            Err(error) if error.status == 404 => {
+                self.policy_changed(policy_id, None);
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     /// The read-modify-write of every policy change: `change` makes the
     /// new policy from the current one (`None` if there is none), the
     /// caller's permission is checked on the current one (or, for a
     /// creation, on the new one), and the result is stored expecting the
-    /// revision it was made from.
+    /// revision it was made from. Without a caller it is Ferry's own
+    /// housekeeping, checked against nobody.
     async fn write_policy(
         &self,
-        caller: &Caller,
+        caller: Option<&Caller>,
         policy_id: &str,
         resource: &PolicyResource,
         change: impl Fn(
@@ -392,7 +417,7 @@ impl Twins {
             let now = Timestamp::now();
             let current = self.policy(policy_id).await?;
             let pointer = resource.pointer();
-            if let Some(current) = &current {
+            if let (Some(current), Some(caller)) = (&current, caller) {
                 let who = current.enforcer.caller(&caller.subjects, now);
                 if !who.has_permission("policy", &pointer, Permission::Write) {
                     return Err(resource.not_modifiable(policy_id));
@@ -410,7 +435,8 @@ impl Twins {
             let resolved = self.resolve(&policy).await?;
             let expect = match &current {
                 None => {
-                    let who = resolved.enforcer.caller(&caller.subjects, now);
+                    let subjects = caller.map_or(&[][..], |caller| &caller.subjects);
+                    let who = resolved.enforcer.caller(subjects, now);
                     if !who.has_permission("policy", &JsonPointer::root(), Permission::Write) {
                         return Err(DittoError::policy_not_creatable(policy_id));
                     }
@@ -429,6 +455,7 @@ impl Twins {
                 Ok(()) => {
                     let value = resource.read(&policy).unwrap_or(Value::Null);
                     self.policies.insert(policy_id.to_owned(), Some(resolved));
+                    self.policy_changed(policy_id, Some(&policy));
                     return Ok((written, value));
                 }
                 Err(StoreError::Conflict { .. }) => {

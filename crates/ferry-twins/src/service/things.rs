@@ -374,6 +374,9 @@ impl Twins {
                     if let Some((policy_id, cached)) = planned.policy {
                         self.policies.insert(policy_id, Some(cached));
                     }
+                    if let Some(policy) = &planned.timed_policy {
+                        self.policy_changed(policy.policy_id(), Some(policy));
+                    }
                     let etag = match &planned.thing {
                         Some(thing) => {
                             self.things
@@ -505,6 +508,7 @@ impl Twins {
             return Err(DittoError::thing_not_modifiable(&thing_id).into());
         }
         let mut cached_policy = None;
+        let mut timed_policy = None;
         if let Some((policy, cached)) = new_policy {
             let policy_id = PolicyId::parse(policy.policy_id())?;
             if body.policy_id().is_none() {
@@ -515,6 +519,7 @@ impl Twins {
                 expect: Expect::Absent,
             });
             cached_policy = Some((policy_id.to_string(), cached));
+            timed_policy = policy.has_timed_subjects().then_some(policy);
         }
         let mut thing = Thing::create(body, &now, &self.config.thing_limits)?;
         let document = Value::Object(thing.document().clone());
@@ -542,6 +547,7 @@ impl Twins {
             writes,
             thing: Some(Arc::new(thing)),
             policy: cached_policy,
+            timed_policy,
             event,
             written: Written::Created(document),
         })
@@ -709,6 +715,7 @@ impl Twins {
                         writes: vec![write],
                         thing: None,
                         policy: None,
+                        timed_policy: None,
                         event,
                         written: Written::Deleted,
                     });
@@ -720,7 +727,8 @@ impl Twins {
         let record = thing_record(&thing);
         let writes = vec![Write::Thing { record, expect: Expect::Revision(current.revision()) }];
         let event = event(&thing, thing.revision(), now, action, pointer, value);
-        Ok(Planned { writes, thing: Some(Arc::new(thing)), policy: None, event, written })
+        let thing = Some(Arc::new(thing));
+        Ok(Planned { writes, thing, policy: None, timed_policy: None, event, written })
     }
 }
 
@@ -771,6 +779,9 @@ struct Planned {
     /// The thing after the write; `None` when it is deleted.
     thing: Option<Arc<Thing>>,
     policy: Option<(String, Arc<CachedPolicy>)>,
+    /// The new policy, when it has subjects that expire or are announced:
+    /// for the announcements' agenda once it is stored.
+    timed_policy: Option<Policy>,
     event: ThingEvent,
     written: Written,
 }

@@ -147,16 +147,26 @@ impl PostgresStore {
             )
             .await
             .map_err(backend)?;
-        row.map(|row| {
-            Ok(PolicyRecord {
-                id: row.get(0),
-                revision: revision_from(row.get(1)),
-                created: row.get(2),
-                modified: row.get(3),
-                doc: Arc::new(parse_doc(row.get(4))?),
-            })
-        })
-        .transpose()
+        row.as_ref().map(policy_row).transpose()
+    }
+
+    pub async fn policies_with_timed_subjects(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<PolicyRecord>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .reader()
+            .query(
+                "SELECT id, revision, created, modified, doc FROM policies \
+                 WHERE id > $1 AND (strpos(doc, '\"expiry\"') > 0 OR strpos(doc, '\"announcement\"') > 0) \
+                 ORDER BY id LIMIT $2",
+                &[&after, &limit],
+            )
+            .await
+            .map_err(backend)?;
+        rows.iter().map(policy_row).collect()
     }
 
     pub async fn events_after(
@@ -643,4 +653,15 @@ async fn policy_revision(
         .await
         .map_err(backend)?;
     Ok(row.map(|row| revision_from(row.get(0))))
+}
+
+/// A policy of `SELECT id, revision, created, modified, doc`.
+fn policy_row(row: &tokio_postgres::Row) -> Result<PolicyRecord, StoreError> {
+    Ok(PolicyRecord {
+        id: row.get(0),
+        revision: revision_from(row.get(1)),
+        created: row.get(2),
+        modified: row.get(3),
+        doc: Arc::new(parse_doc(row.get(4))?),
+    })
 }

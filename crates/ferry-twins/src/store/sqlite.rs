@@ -191,6 +191,24 @@ impl SqliteStore {
         self.read(move |connection| read_policy(connection, &id)).await
     }
 
+    pub async fn policies_with_timed_subjects(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<PolicyRecord>, StoreError> {
+        let (after, limit) = (after.to_owned(), i64::try_from(limit).unwrap_or(i64::MAX));
+        self.read(move |connection| {
+            let mut statement = connection.prepare_cached(
+                "SELECT id, revision, created, modified, doc FROM policies \
+                 WHERE id > ?1 AND (instr(doc, '\"expiry\"') > 0 OR instr(doc, '\"announcement\"') > 0) \
+                 ORDER BY id LIMIT ?2",
+            )?;
+            let rows = statement.query_map(params![after, limit], policy_row)?;
+            rows.collect()
+        })
+        .await
+    }
+
     pub async fn events_after(
         &self,
         after: u64,
@@ -681,16 +699,19 @@ pub(super) fn thing_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ThingR
 fn read_policy(connection: &Connection, id: &str) -> rusqlite::Result<Option<PolicyRecord>> {
     connection
         .prepare_cached("SELECT id, revision, created, modified, doc FROM policies WHERE id = ?1")?
-        .query_row([id], |row| {
-            Ok(PolicyRecord {
-                id: row.get(0)?,
-                revision: row.get(1)?,
-                created: row.get(2)?,
-                modified: row.get(3)?,
-                doc: Arc::new(parse_doc(row, 4)?),
-            })
-        })
+        .query_row([id], policy_row)
         .optional()
+}
+
+/// A policy of `SELECT id, revision, created, modified, doc`.
+fn policy_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PolicyRecord> {
+    Ok(PolicyRecord {
+        id: row.get(0)?,
+        revision: row.get(1)?,
+        created: row.get(2)?,
+        modified: row.get(3)?,
+        doc: Arc::new(parse_doc(row, 4)?),
+    })
 }
 
 fn parse_doc(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Value> {

@@ -22,8 +22,8 @@ pub enum Stream {
     /// Twin events.
     Events,
     Live(Kind),
-    /// Ferry has no policy announcements: the subscription is acknowledged
-    /// and nothing is ever sent on it.
+    /// Announcements of the session's subjects' deletion
+    /// (`announcements.rs`).
     PolicyAnnouncements,
 }
 
