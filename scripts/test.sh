@@ -51,6 +51,9 @@ fi
 if ! command -v make >/dev/null 2>&1; then
     apt_pkgs+=(make)   # rdkafka builds its bundled librdkafka with make
 fi
+if ! perl -MFindBin -MIPC::Cmd -MFile::Compare -e1 >/dev/null 2>&1; then
+    apt_pkgs+=(perl)   # OpenSSL, built into the Kafka client (rdkafka's ssl-vendored), configures with perl
+fi
 if ! command -v python3 >/dev/null 2>&1; then
     apt_pkgs+=(python3 python3-venv)
 fi

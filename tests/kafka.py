@@ -44,7 +44,8 @@ def _free_ports(count: int) -> list[int]:
             each.close()
 
 
-# The user of the SASL PLAIN listener (`Kafka.sasl_brokers`).
+# The user of the SASL listeners (`Kafka.sasl_brokers`, PLAIN; and
+# `Kafka.tls_brokers`, SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN over TLS).
 SASL_USER, SASL_PASSWORD = "ferry", "ferry-secret"
 
 
@@ -59,24 +60,43 @@ class Kafka:
         subprocess.run(["bash", str(REPO / "scripts/kafka-jars.sh"), str(self.jars)], check=True,
                        timeout=600)
         self.dir = Path(tempfile.mkdtemp(prefix="ferry-kafka-"))
-        self.port, controller, self.sasl_port = _free_ports(3)
+        self.port, controller, self.sasl_port, self.tls_port = _free_ports(4)
+        # The TLS listener's certificate (127.0.0.1 and localhost), from a
+        # CA of the test's (`ca`), as a PEM keystore: key and chain in one file.
+        from pki import make_pki
+        pki = make_pki(self.dir)
+        self.ca = pki.ca
+        keystore = self.dir / "keystore.pem"
+        keystore.write_text(pki.server.key.read_text() + pki.server.cert.read_text())
         (self.dir / "server.properties").write_text(
             "process.roles=broker,controller\n"
             "node.id=1\n"
             f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}\n"
             f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller},"
-            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}\n"
+            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},SASL_SSL://127.0.0.1:{self.tls_port}\n"
             f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port},"
-            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}\n"
+            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},SASL_SSL://127.0.0.1:{self.tls_port}\n"
             "controller.listener.names=CONTROLLER\n"
             "inter.broker.listener.name=PLAINTEXT\n"
             "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
-            "SASL_PLAINTEXT:SASL_PLAINTEXT\n"
+            "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL\n"
             # A second listener that wants SASL PLAIN, with one user.
-            "sasl.enabled.mechanisms=PLAIN\n"
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN\n"
             "listener.name.sasl_plaintext.plain.sasl.jaas.config="
             "org.apache.kafka.common.security.plain.PlainLoginModule required "
             f'user_{SASL_USER}="{SASL_PASSWORD}";\n'
+            # A third over TLS that takes SCRAM (the user's credentials are
+            # put in the metadata when the directory is formatted) or PLAIN.
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN\n"
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config="
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
+            "listener.name.sasl_ssl.plain.sasl.jaas.config="
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'user_{SASL_USER}="{SASL_PASSWORD}";\n'
+            "listener.name.sasl_ssl.ssl.keystore.type=PEM\n"
+            f"listener.name.sasl_ssl.ssl.keystore.location={keystore}\n"
             f"log.dirs={self.dir / 'data'}\n"
             # One node: internal topics with one replica, or a consumer
             # group gets nothing (and says nothing).
@@ -99,9 +119,12 @@ class Kafka:
             "rootLogger.appenderRef.file.ref=file\n")
         # A cluster id is 16 bytes in URL-safe base64; a fixed one will do
         # for a directory formatted once.
+        scram = [arg for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+                 for arg in ["--add-scram",
+                             f"{mechanism}=[name={SASL_USER},password={SASL_PASSWORD}]"]]
         subprocess.run(["java", "-cp", f"{self.jars}/*", "kafka.tools.StorageTool", "format",
                         "-t", "ZmVycnktdGVzdC1rYWZrYQ", "--standalone", "-c",
-                        str(self.dir / "server.properties")],
+                        str(self.dir / "server.properties"), *scram],
                        check=True, stdout=subprocess.DEVNULL, timeout=120)
         self.proc: subprocess.Popen | None = None
         self.start()
@@ -114,6 +137,12 @@ class Kafka:
     def sasl_brokers(self) -> str:
         """The listener that wants SASL PLAIN (`SASL_USER`)."""
         return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def tls_brokers(self) -> str:
+        """The listener that wants TLS (its certificate from `self.ca`)
+        and SASL: SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN (`SASL_USER`)."""
+        return f"127.0.0.1:{self.tls_port}"
 
     def start(self) -> None:
         log = self.dir / "server.log"

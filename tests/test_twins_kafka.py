@@ -578,45 +578,81 @@ def test_a_kafka_sources_commands_wait_for_the_acknowledgements_it_requests(brok
     assert brewed(ditto, "test-thing-1") == "8"
 
 
+def _modifies_through(ditto: Ditto, kafka: Kafka, name: str, connection: dict,
+                      value: str) -> None:
+    """Stores `connection` (given a source and a target of its own
+    topics) and checks that a command read by its source lands and that
+    the target produces the event."""
+    source_topic = f"{name}-commands-{uuid.uuid4().hex[:8]}"
+    events_topic = f"{name}-events-{uuid.uuid4().hex[:8]}"
+    connection = {**connection, "targets": [modified_events_target(events_topic)]}
+    connection["sources"] = [{**connection["sources"][0], "addresses": [source_topic], "qos": 1}]
+    created = ditto.put(f"/connections/{name}", connection)
+    assert created.status_code == 201, created.text
+    assert ditto.put(f"/things/{NS}:test-thing-1", BREWER).status_code in (201, 204)
+    produce(kafka, source_topic, [(f"{NS}:test-thing-1", modify("test-thing-1", value))])
+    eventually(lambda: brewed(ditto, "test-thing-1") == value)
+    [record] = read_records(kafka, events_topic, 1)
+    assert json.loads(record.value())["value"] == value
+
+
+def _fails(ditto: Ditto, name: str, connection: dict) -> str:
+    """Stores `connection` and returns the detail of its failed status."""
+    assert ditto.put(f"/connections/{name}", connection).status_code == 201
+    status = eventually(lambda: (answer := ditto.get(f"/connections/{name}/status").json())
+                        ["liveStatus"] == "failed" and answer)
+    assert SASL_PASSWORD not in json.dumps(status)
+    return status["clientStatus"][0]["statusDetails"]
+
+
 def test_a_connection_authenticates_with_sasl_plain(broker_factory, kafka):
     """Ditto's `tcp://user:password@host:port` with `saslMechanism: plain`:
     the source's consumer and the target's producer authenticate on a
     listener that wants SASL. A wrong password fails the connection, and
     its status does not show the password."""
     ditto = _ditto(broker_factory())
-    source_topic = f"sasl-commands-{uuid.uuid4().hex[:8]}"
-    events_topic = f"sasl-events-{uuid.uuid4().hex[:8]}"
-    target = modified_events_target(events_topic)
-    connection = kafka_connection(kafka.sasl_brokers, source_topic, qos=1, targets=[target])
+    connection = kafka_connection(kafka.sasl_brokers, "unused")
     connection["uri"] = f"tcp://{SASL_USER}:{SASL_PASSWORD}@{kafka.sasl_brokers}"
     connection["specificConfig"] = {"saslMechanism": "plain"}
-    assert ditto.put("/connections/sasl", connection).status_code == 201
-    assert ditto.put(f"/things/{NS}:test-thing-1", BREWER).status_code == 201
-    produce(kafka, source_topic, [(f"{NS}:test-thing-1", modify("test-thing-1", "21"))])
-    eventually(lambda: brewed(ditto, "test-thing-1") == "21")
-    [record] = read_records(kafka, events_topic, 1)
-    assert json.loads(record.value())["value"] == "21"
-
+    _modifies_through(ditto, kafka, "sasl", connection, "21")
     wrong = {**connection, "uri": f"tcp://{SASL_USER}:not-the-secret@{kafka.sasl_brokers}"}
-    assert ditto.put("/connections/wrong", wrong).status_code == 201
-    status = eventually(lambda: (answer := ditto.get("/connections/wrong/status").json())
-                        ["liveStatus"] == "failed" and answer)
-    assert "not-the-secret" not in json.dumps(status)
-    assert "uthenticat" in status["clientStatus"][0]["statusDetails"], status
+    details = _fails(ditto, "wrong", wrong)
+    assert "uthenticat" in details and "not-the-secret" not in details, details
 
 
-def test_an_edge_route_produces_with_sasl_plain(broker_factory, kafka):
+def test_a_connection_authenticates_with_scram_over_tls(broker_factory, kafka):
+    """Ditto's `ssl://user:password@host:port` with its `ca` (PEM text)
+    and `saslMechanism: scram-sha-512`: the source's consumer and the
+    target's producer connect over TLS to a listener that wants SCRAM.
+    Without the `ca` the broker's certificate (from the test's own CA) is
+    not trusted, and the connection fails with an SSL error."""
+    ditto = _ditto(broker_factory())
+    connection = kafka_connection(kafka.tls_brokers, "unused")
+    connection["uri"] = f"ssl://{SASL_USER}:{SASL_PASSWORD}@{kafka.tls_brokers}"
+    connection["specificConfig"] = {"saslMechanism": "scram-sha-512"}
+    connection["validateCertificates"] = True
+    connection["ca"] = kafka.ca.read_text()
+    _modifies_through(ditto, kafka, "tls", connection, "34")
+    untrusted = {key: value for key, value in connection.items() if key != "ca"}
+    assert "SSL" in _fails(ditto, "untrusted", untrusted)
+
+
+@pytest.mark.parametrize("security", ["sasl-plain", "tls-scram"])
+def test_an_edge_route_authenticates_to_kafka(broker_factory, kafka, security):
     """The edge `kafka` endpoint (docs/routes.md) has the same client as
-    the connections above: with `sasl_mechanism = "plain"` a route's
-    messages reach the listener that wants SASL, and the password is in
-    no log line."""
-    topic = f"edge-sasl-{uuid.uuid4().hex[:8]}"
+    the connections above: with SASL PLAIN on the listener that wants it,
+    or with `tls`, the cluster's CA and SCRAM on the TLS listener, a
+    route's messages reach Kafka, and the password is in no log line."""
+    topic = f"edge-{security}-{uuid.uuid4().hex[:8]}"
+    settings = {
+        "sasl-plain": {"brokers": kafka.sasl_brokers, "sasl_mechanism": "plain"},
+        "tls-scram": {"brokers": kafka.tls_brokers, "tls": True, "tls_ca_file": str(kafka.ca),
+                      "sasl_mechanism": "scram-sha-256"},
+    }[security]
     edge = broker_factory({
         "routes": {"up": {"route": "FROM telemetry/# INTO lake"}},
-        "endpoints": {"lake": {
-            "type": "kafka", "brokers": kafka.sasl_brokers, "topic": topic,
-            "sasl_mechanism": "plain", "sasl_username": SASL_USER,
-            "sasl_password": SASL_PASSWORD}},
+        "endpoints": {"lake": {"type": "kafka", "topic": topic, "sasl_username": SASL_USER,
+                               "sasl_password": SASL_PASSWORD, **settings}},
     })
     device = edge.client(5, "device")
     assert device.publish("telemetry/room-1", b'{"t": 21.5}', qos=1) == 0

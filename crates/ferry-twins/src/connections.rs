@@ -33,6 +33,7 @@ mod push;
 mod source;
 mod stats;
 mod template;
+mod tls;
 mod uri;
 mod window;
 

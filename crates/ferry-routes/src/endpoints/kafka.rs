@@ -17,11 +17,11 @@
 
 mod config;
 mod record;
+mod security;
 
-pub use config::{
-    is_valid_kafka_topic, Compression, KafkaConfigError, KafkaEndpointConfig, SaslPlain,
-};
+pub use config::{is_valid_kafka_topic, Compression, KafkaConfigError, KafkaEndpointConfig};
 pub use record::{HEADER_CONTENT_TYPE, HEADER_QOS, HEADER_TOPIC};
+pub use security::{KafkaSecurity, KafkaTls, Pem, Sasl, SaslMechanism};
 
 use crate::sink::{Sent, Sink, SinkError};
 use config::Checked;

@@ -39,9 +39,7 @@ pub fn start(
     } else {
         let mut config =
             spec::producer_config(&kafka.bootstrap_servers, &kafka.client_id).client_config("");
-        if let Some(sasl) = &kafka.sasl {
-            sasl.apply(&mut config);
-        }
+        kafka.security.apply(&mut config);
         config.set_log_level(RDKafkaLogLevel::Warning);
         match config.create::<FutureProducer>() {
             Ok(producer) => Some(producer),

@@ -136,17 +136,8 @@ impl MqttSpec {
                 )))
             }
         };
-        if object.get("validateCertificates").and_then(Value::as_bool) == Some(false) && uri.tls {
-            return Err(DittoError::connection_invalid(
-                "validateCertificates false is not supported by Ferry: a broker's certificate is always checked (against the system's CA certificates).",
-            ));
-        }
-        let inline_pem = InlinePem { ca: ca(object)?, client: client_certificate(object)? };
-        if !uri.tls && inline_pem != InlinePem::default() {
-            return Err(DittoError::connection_invalid(
-                "'ca' and 'credentials' are for TLS: the uri must be ssl://host:port.",
-            ));
-        }
+        let tls = super::tls::TlsSettings::parse(object, uri.tls)?;
+        let inline_pem = InlinePem { ca: tls.ca, client: tls.client };
         let subscribe = sources
             .iter()
             .flat_map(|source| {
@@ -194,42 +185,6 @@ impl MqttSpec {
             client,
         })
     }
-}
-
-/// The connection's `ca`: PEM certificates the broker's must chain to,
-/// instead of the system's.
-fn ca(object: &Map<String, Value>) -> Result<Option<String>, DittoError> {
-    match object.get("ca") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(pem)) => Ok(Some(pem.clone())),
-        Some(_) => Err(DittoError::connection_invalid("'ca' is not a string of PEM certificates.")),
-    }
-}
-
-/// The connection's `credentials`, Ditto's `client-cert` (the only kind
-/// an MQTT connection takes): a PEM certificate chain and its key.
-fn client_certificate(object: &Map<String, Value>) -> Result<Option<(String, Secret)>, DittoError> {
-    let credentials = match object.get("credentials") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(credentials)) => credentials,
-        Some(_) => return Err(DittoError::connection_invalid("'credentials' is not an object.")),
-    };
-    match credentials.get("type").and_then(Value::as_str) {
-        Some("client-cert") => {}
-        other => {
-            return Err(DittoError::connection_invalid(format!(
-            "The credentials type {} is not supported by an MQTT connection: only 'client-cert'.",
-            other.map_or("(none)".to_owned(), |kind| format!("'{kind}'"))
-        )))
-        }
-    }
-    let pem = |field: &str| match credentials.get(field) {
-        Some(Value::String(pem)) => Ok(pem.clone()),
-        _ => Err(DittoError::connection_invalid(format!(
-            "The client-cert credentials have no '{field}' (PEM)."
-        ))),
-    };
-    Ok(Some((pem("cert")?, Secret::new(pem("key")?))))
 }
 
 impl MqttTarget {

@@ -3,11 +3,13 @@
 //! `validate` runs when the configuration is read, so a mistake names its
 //! key and changes nothing.
 
+use super::security::{KafkaSecurity, KafkaTls, Pem, Sasl, SaslMechanism};
 use crate::endpoints::topic::TopicTemplate;
 use crate::secret::Secret;
 use crate::units::{Size, Span};
 use rdkafka::ClientConfig;
 use serde::Deserialize;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// `[endpoints.NAME]` with `type = "kafka"`: produce each routed message
@@ -20,7 +22,8 @@ use std::time::Duration;
 /// topic = "telemetry"
 /// key = "{topic[1]}"
 /// compression = "zstd"
-/// sasl_mechanism = "plain"
+/// tls = true
+/// sasl_mechanism = "scram-sha-512"
 /// sasl_username = "edge-1"
 /// sasl_password = "…"
 /// ```
@@ -57,41 +60,29 @@ pub struct KafkaEndpointConfig {
     /// 1,000,000, Kafka's own default for topics.
     #[serde(default = "default_max_message_bytes")]
     pub max_message_bytes: Size,
-    /// `plain`: authenticate with SASL PLAIN (`SASL_PLAINTEXT`) as
-    /// `sasl_username` with `sasl_password`. The credentials cross the
-    /// network as they are, so only for a network Ferry and the cluster
-    /// trust: this build's Kafka client has no TLS library, which SCRAM
-    /// and `SASL_SSL` need.
+    /// Talk to the brokers over TLS, checking their certificates
+    /// (against `tls_ca_file`, or the system's CA certificates).
+    #[serde(default)]
+    pub tls: bool,
+    /// PEM CA certificates the brokers' must chain to (with `tls`).
+    #[serde(default)]
+    pub tls_ca_file: Option<PathBuf>,
+    /// A PEM client certificate and its key, for brokers that want mutual
+    /// TLS (with `tls`).
+    #[serde(default)]
+    pub tls_cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_key_file: Option<PathBuf>,
+    /// `plain`, `scram-sha-256` or `scram-sha-512`: authenticate as
+    /// `sasl_username` with `sasl_password`. PLAIN sends the password as
+    /// it is: use it with `tls`, or on a network Ferry and the cluster
+    /// trust.
     #[serde(default)]
     pub sasl_mechanism: Option<String>,
     #[serde(default)]
     pub sasl_username: Option<String>,
     #[serde(default)]
     pub sasl_password: Option<Secret>,
-}
-
-/// SASL PLAIN credentials, for the endpoint's producer and the twins'
-/// Kafka connections alike. `Debug` shows the user, never the password.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SaslPlain {
-    username: String,
-    password: Secret,
-}
-
-impl SaslPlain {
-    pub fn new(username: String, password: Secret) -> SaslPlain {
-        SaslPlain { username, password }
-    }
-
-    /// The librdkafka settings that authenticate a client with these
-    /// credentials.
-    pub fn apply(&self, config: &mut ClientConfig) {
-        config
-            .set("security.protocol", "SASL_PLAINTEXT")
-            .set("sasl.mechanism", "PLAIN")
-            .set("sasl.username", &self.username)
-            .set("sasl.password", self.password.expose());
-    }
 }
 
 /// The compression codec of the record batches the producer sends.
@@ -182,37 +173,62 @@ impl KafkaEndpointConfig {
             client_id: None,
             message_timeout: default_message_timeout(),
             max_message_bytes: default_max_message_bytes(),
+            tls: false,
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
             sasl_mechanism: None,
             sasl_username: None,
             sasl_password: None,
         }
     }
 
-    /// The SASL credentials, if any: `sasl_mechanism = "plain"` with both
-    /// a user and a password, or none of the three.
-    pub fn sasl(&self) -> Result<Option<SaslPlain>, KafkaConfigError> {
-        let mechanism = self.sasl_mechanism.as_deref().map(str::to_ascii_lowercase);
-        match (mechanism.as_deref(), &self.sasl_username, &self.sasl_password) {
-            (None, None, None) => Ok(None),
-            (None, _, _) => Err(wrong(
-                "sasl_mechanism",
-                "must be \"plain\" where sasl_username or sasl_password is set",
-            )),
-            (Some("plain"), Some(username), Some(password)) if !username.is_empty() => {
-                Ok(Some(SaslPlain::new(username.clone(), password.clone())))
+    /// TLS and SASL as set: a mechanism with both a user and a password,
+    /// or none of the three; files only with `tls`, a key with its
+    /// certificate, each one that exists.
+    pub fn security(&self) -> Result<KafkaSecurity, KafkaConfigError> {
+        let file = |key: &'static str, path: &Option<PathBuf>| match path {
+            None => Ok(None),
+            Some(_) if !self.tls => Err(wrong(key, "is for TLS: set tls = true")),
+            Some(path) if !path.is_file() => {
+                Err(wrong(key, format!("{} is not a readable file", path.display())))
             }
-            (Some("plain"), Some(username), _) if !username.is_empty() => {
-                Err(wrong("sasl_password", "is needed with sasl_mechanism = \"plain\""))
+            Some(path) => Ok(Some(Pem::File(path.clone()))),
+        };
+        let ca = file("tls_ca_file", &self.tls_ca_file)?;
+        let client = match (
+            file("tls_cert_file", &self.tls_cert_file)?,
+            file("tls_key_file", &self.tls_key_file)?,
+        ) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            (Some(_), None) => return Err(wrong("tls_key_file", "is needed with tls_cert_file")),
+            (None, Some(_)) => return Err(wrong("tls_cert_file", "is needed with tls_key_file")),
+        };
+        let tls = self.tls.then_some(KafkaTls { ca, client });
+        let sasl = match (self.sasl_mechanism.as_deref(), &self.sasl_username, &self.sasl_password) {
+            (None, None, None) => None,
+            (None, _, _) => {
+                return Err(wrong(
+                    "sasl_mechanism",
+                    "must be set where sasl_username or sasl_password is: plain, scram-sha-256 or scram-sha-512",
+                ))
             }
-            (Some("plain"), _, _) => {
-                Err(wrong("sasl_username", "is needed with sasl_mechanism = \"plain\""))
+            (Some(name), username, password) => {
+                let mechanism = SaslMechanism::parse(name).ok_or_else(|| {
+                    wrong("sasl_mechanism", format!("{name:?} is not plain, scram-sha-256 or scram-sha-512"))
+                })?;
+                let username = username
+                    .clone()
+                    .filter(|username| !username.is_empty())
+                    .ok_or_else(|| wrong("sasl_username", "is needed with sasl_mechanism"))?;
+                let password = password
+                    .clone()
+                    .ok_or_else(|| wrong("sasl_password", "is needed with sasl_mechanism"))?;
+                Some(Sasl { mechanism, username, password })
             }
-            (Some(scram @ ("scram-sha-256" | "scram-sha-512")), _, _) => Err(wrong(
-                "sasl_mechanism",
-                format!("{scram} is not in this build: its Kafka client has no TLS library, which SCRAM needs; use \"plain\""),
-            )),
-            (Some(other), _, _) => Err(wrong("sasl_mechanism", format!("{other:?} is not \"plain\""))),
-        }
+        };
+        Ok(KafkaSecurity { tls, sasl })
     }
 
     /// Checks every setting; the error names the first key at fault.
@@ -246,7 +262,7 @@ impl KafkaEndpointConfig {
                 format!("must be {MAX_MESSAGE_BYTES_MIN} to {MAX_MESSAGE_BYTES_MAX} bytes"),
             ));
         }
-        self.sasl()?;
+        self.security()?;
         Ok(Checked { topic, fixed_topic, key, message_timeout })
     }
 
@@ -287,8 +303,8 @@ impl KafkaEndpointConfig {
             .set("queue.buffering.max.messages", "20000")
             .set("queue.buffering.max.kbytes", "32768");
         // Checked by `validate` before any producer is made.
-        if let Ok(Some(sasl)) = self.sasl() {
-            sasl.apply(&mut config);
+        if let Ok(security) = self.security() {
+            security.apply(&mut config);
         }
         config
     }
@@ -387,8 +403,12 @@ mod tests {
         assert_eq!(blamed(&[("sasl_username", "edge")]), "sasl_mechanism");
         assert_eq!(blamed(&[("sasl_mechanism", "plain"), ("sasl_password", "p")]), "sasl_username");
         assert_eq!(blamed(&[("sasl_mechanism", "plain"), ("sasl_username", "e")]), "sasl_password");
-        assert_eq!(blamed(&[("sasl_mechanism", "scram-sha-256")]), "sasl_mechanism");
+        assert_eq!(blamed(&[("sasl_mechanism", "scram-sha-256")]), "sasl_username");
         assert_eq!(blamed(&[("sasl_mechanism", "gssapi")]), "sasl_mechanism");
+        assert_eq!(blamed(&[("tls_ca_file", "/etc/hostname")]), "tls_ca_file");
+        assert_eq!(blamed(&[("tls", "true"), ("tls_ca_file", "/no/such.pem")]), "tls_ca_file");
+        let client = [("tls", "true"), ("tls_cert_file", "/etc/hostname")];
+        assert_eq!(blamed(&client), "tls_key_file");
     }
 
     #[test]
@@ -405,12 +425,26 @@ mod tests {
         assert_eq!(producer.get("sasl.username"), Some("edge-1"));
         assert_eq!(producer.get("sasl.password"), Some("hunter2"));
         assert!(!format!("{config:?}").contains("hunter2"));
-        assert!(!format!("{:?}", config.sasl().unwrap()).contains("hunter2"));
-        assert_eq!(config_without_sasl().get("security.protocol"), None);
+        assert!(!format!("{:?}", config.security().unwrap()).contains("hunter2"));
+        let plaintext = self::config(&[]).unwrap().client_config("lake");
+        assert_eq!(plaintext.get("security.protocol"), Some("PLAINTEXT"));
     }
 
-    fn config_without_sasl() -> ClientConfig {
-        config(&[]).unwrap().client_config("lake")
+    #[test]
+    fn tls_with_scram_and_a_ca_file() {
+        let settings = [
+            ("tls", "true"),
+            ("tls_ca_file", "/etc/hostname"),
+            ("sasl_mechanism", "scram-sha-512"),
+            ("sasl_username", "edge-1"),
+            ("sasl_password", "hunter2"),
+        ];
+        let config = config(&settings).unwrap();
+        config.validate().unwrap();
+        let producer = config.client_config("lake");
+        assert_eq!(producer.get("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(producer.get("sasl.mechanism"), Some("SCRAM-SHA-512"));
+        assert_eq!(producer.get("ssl.ca.location"), Some("/etc/hostname"));
     }
 
     #[test]

@@ -341,9 +341,7 @@ fn make(
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "3000")
         .set("reconnect.backoff.max.ms", "1000");
-    if let Some(sasl) = &kafka.sasl {
-        sasl.apply(&mut config);
-    }
+    kafka.security.apply(&mut config);
     // Warnings and errors only: librdkafka's debug lines are many per
     // request.
     config.set_log_level(RDKafkaLogLevel::Warning);

@@ -1,18 +1,21 @@
 //! A `kafka` connection as Ditto's connectivity API writes it: where the
-//! cluster is (`uri` `tcp://host:port` or `specificConfig.
-//! bootstrapServers`), its sources (topics of Ditto protocol commands)
-//! and its targets' topics, and SASL PLAIN credentials (`tcp://user:
-//! password@host:port` with `specificConfig.saslMechanism: plain`). What
-//! Ferry cannot honour is refused with Ditto's configuration error naming
-//! it: TLS (`ssl://`) and SCRAM need a Kafka client built with a TLS
-//! library, which this one is not.
+//! cluster is (`uri` `tcp://host:port` or `ssl://host:port`, or
+//! `specificConfig.bootstrapServers`), its sources (topics of Ditto
+//! protocol commands) and its targets' topics, and how it authenticates:
+//! SASL (`ssl://user:password@host:port` with `specificConfig.
+//! saslMechanism` `plain`, `scram-sha-256` or `scram-sha-512`), over TLS
+//! with the connection's `ca` and client-cert `credentials` (`tls.rs`).
+//! What Ferry cannot honour is refused with Ditto's configuration error
+//! naming it.
 
 use super::super::model::text;
 use super::super::source::{SourceKind, SourceSpec, MAX_SOURCES};
 use super::super::template::{AddressTemplate, HeaderMapping};
 use super::super::uri::credentials;
 use crate::error::DittoError;
-use ferry_routes::endpoints::kafka::{KafkaEndpointConfig, SaslPlain};
+use ferry_routes::endpoints::kafka::{
+    KafkaEndpointConfig, KafkaSecurity, KafkaTls, Pem, Sasl, SaslMechanism,
+};
 use ferry_routes::Secret;
 use serde_json::{Map, Value};
 
@@ -29,10 +32,9 @@ pub struct KafkaSpec {
     /// Where each target publishes, in the order of the connection's
     /// targets.
     pub destinations: Vec<Destination>,
-    /// The credentials the producer and the consumers authenticate with
-    /// (SASL PLAIN, sent as they are: only for a network the cluster and
-    /// Ferry trust, Ditto's `tcp://` with a `saslMechanism`).
-    pub sasl: Option<SaslPlain>,
+    /// TLS and the SASL credentials the producer and the consumers
+    /// connect with.
+    pub security: KafkaSecurity,
 }
 
 /// A Kafka target's `address`: `topic` or `topic/key` (Ditto's form).
@@ -62,15 +64,16 @@ impl KafkaSpec {
             Some(servers) => servers.to_owned(),
             None => uri_servers(text(object, "uri")?)?,
         };
-        // Ditto's SASL and TLS settings would need credentials Ferry does
-        // not pass on yet; refusing them beats connecting in the clear.
-        if object.get("uri").and_then(Value::as_str).is_some_and(|uri| uri.starts_with("ssl://")) {
-            return Err(DittoError::connection_invalid(
-                "Kafka over TLS (ssl://) is not supported by Ferry yet; use tcp://host:port.",
-            ));
-        }
         let uri = object.get("uri").and_then(Value::as_str).unwrap_or_default();
-        let sasl = sasl(uri, setting("saslMechanism"))?;
+        let tls = uri.starts_with("ssl://");
+        let settings = super::super::tls::TlsSettings::parse(object, tls)?;
+        let tls = tls.then(|| KafkaTls {
+            ca: settings.ca.map(|pem| Pem::Text(Secret::new(pem))),
+            client: settings
+                .client
+                .map(|(cert, key)| (Pem::Text(Secret::new(cert)), Pem::Text(key))),
+        });
+        let security = KafkaSecurity { tls, sasl: sasl(uri, setting("saslMechanism"))? };
         let group_id = setting("groupId")
             .filter(|group| !group.is_empty())
             .map_or_else(|| format!("ferry-connection-{id}"), str::to_owned);
@@ -110,7 +113,7 @@ impl KafkaSpec {
             client_id: format!("ferry-connection-{id}"),
             sources,
             destinations,
-            sasl,
+            security,
         })
     }
 }
@@ -118,25 +121,24 @@ impl KafkaSpec {
 /// The uri's credentials with `saslMechanism`. A mechanism without
 /// credentials (the Ditto benchmark's connection) authenticates nothing,
 /// as in Ditto.
-fn sasl(uri: &str, mechanism: Option<&str>) -> Result<Option<SaslPlain>, DittoError> {
+fn sasl(uri: &str, mechanism: Option<&str>) -> Result<Option<Sasl>, DittoError> {
     let (Some(username), password) = credentials(uri) else { return Ok(None) };
     let Some(password) = password else {
         return Err(DittoError::connection_invalid(
             "The Kafka uri names a user but no password (tcp://user:password@host:port).",
         ));
     };
-    match mechanism.map(str::to_ascii_lowercase).as_deref() {
-        Some("plain") => Ok(Some(SaslPlain::new(username, Secret::new(password)))),
-        Some(scram @ ("scram-sha-256" | "scram-sha-512")) => Err(DittoError::connection_invalid(format!(
-            "The saslMechanism '{scram}' is not in this build of Ferry: its Kafka client has no TLS library, which SCRAM needs; use plain."
-        ))),
-        Some(other) => Err(DittoError::connection_invalid(format!(
-            "The saslMechanism '{other}' is not one of plain, scram-sha-256, scram-sha-512."
-        ))),
-        None => Err(DittoError::connection_invalid(
-            "A Kafka uri with credentials needs specificConfig.saslMechanism (plain).",
-        )),
-    }
+    let Some(mechanism) = mechanism else {
+        return Err(DittoError::connection_invalid(
+            "A Kafka uri with credentials needs specificConfig.saslMechanism (plain, scram-sha-256 or scram-sha-512).",
+        ));
+    };
+    let mechanism = SaslMechanism::parse(mechanism).ok_or_else(|| {
+        DittoError::connection_invalid(format!(
+            "The saslMechanism '{mechanism}' is not one of plain, scram-sha-256, scram-sha-512."
+        ))
+    })?;
+    Ok(Some(Sasl { mechanism, username, password: Secret::new(password) }))
 }
 
 /// The edge Kafka endpoint's producer settings for `servers` (acks=all,
@@ -239,27 +241,34 @@ mod tests {
         assert!(spec.destinations[0].key.is_some());
     }
 
+    /// The librdkafka settings of a connection.
+    fn client_settings(connection: Value) -> rdkafka::ClientConfig {
+        let mut config = rdkafka::ClientConfig::new();
+        kafka(connection).security.apply(&mut config);
+        config
+    }
+
     #[test]
-    fn credentials_in_the_uri_authenticate_with_sasl_plain() {
+    fn credentials_in_the_uri_authenticate_with_sasl() {
         let mut connection = seed_connection();
         connection["uri"] = json!("tcp://ditto:p%40ss@k1:9092,k2:9092");
         connection["specificConfig"] = json!({"saslMechanism": "PLAIN"});
-        let spec = kafka(connection);
+        let spec = kafka(connection.clone());
         assert_eq!(spec.bootstrap_servers, "k1:9092,k2:9092");
-        let sasl = spec.sasl.as_ref().expect("credentials");
-        let mut config = rdkafka::ClientConfig::new();
-        sasl.apply(&mut config);
+        assert!(
+            !format!("{:?}", spec.security).contains("p@ss"),
+            "the password stays out of Debug"
+        );
+        let config = client_settings(connection);
         assert_eq!(config.get("sasl.username"), Some("ditto"));
         assert_eq!(config.get("sasl.password"), Some("p@ss"));
         assert_eq!(config.get("security.protocol"), Some("SASL_PLAINTEXT"));
-        assert!(!format!("{sasl:?}").contains("p@ss"), "the password stays out of Debug");
         // The benchmark's mechanism without credentials authenticates nothing.
-        assert!(kafka(seed_connection()).sasl.is_none());
+        assert_eq!(client_settings(seed_connection()).get("security.protocol"), Some("PLAINTEXT"));
 
         for (specific, says) in [
             (json!({}), "needs specificConfig.saslMechanism"),
             (json!({"saslMechanism": "gssapi"}), "not one of"),
-            (json!({"saslMechanism": "scram-sha-512"}), "TLS library"),
         ] {
             let mut connection = seed_connection();
             connection["uri"] = json!("tcp://ditto:secret@k1:9092");
@@ -268,6 +277,25 @@ mod tests {
             assert!(error.message.contains(says), "{}", error.message);
             assert!(!error.message.contains("secret"), "{}", error.message);
         }
+    }
+
+    #[test]
+    fn ssl_uris_connect_over_tls_with_the_connections_ca_and_scram() {
+        let mut connection = seed_connection();
+        connection["uri"] = json!("ssl://ditto:secret@k1:9093");
+        connection["specificConfig"] = json!({"saslMechanism": "scram-sha-512"});
+        connection["ca"] = json!("-----BEGIN CERTIFICATE-----\n…");
+        let config = client_settings(connection.clone());
+        assert_eq!(config.get("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(config.get("sasl.mechanism"), Some("SCRAM-SHA-512"));
+        assert_eq!(config.get("ssl.ca.pem"), Some("-----BEGIN CERTIFICATE-----\n…"));
+        connection["validateCertificates"] = json!(false);
+        let refused = ConnectionSpec::parse("c", connection).unwrap_err();
+        assert!(refused.message.contains("validateCertificates"), "{}", refused.message);
+        let mut plain = seed_connection();
+        plain["ca"] = json!("-----BEGIN CERTIFICATE-----");
+        let refused = ConnectionSpec::parse("c", plain).unwrap_err();
+        assert!(refused.message.contains("ssl://"), "{}", refused.message);
     }
 
     #[test]
