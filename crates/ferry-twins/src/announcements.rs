@@ -35,7 +35,7 @@ use crate::service::Twins;
 use agenda::{Agenda, Due};
 use parking_lot::Mutex;
 use serde_json::json;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +59,11 @@ const EXPIRE_RETRY: Duration = Duration::from_secs(60);
 /// Policies read at a time while the agenda is filled at start.
 const LOAD_PAGE: usize = 500;
 
+/// Announcements being sent at once, each with its retries: one waiting
+/// out its back-off holds a task for up to the grace period. Past the
+/// bound an announcement is dropped with a warning.
+const MAX_ANNOUNCING: usize = 10_000;
+
 /// The agenda, and what fell due at once (deleted subjects' announcements)
 /// for the runner to send.
 #[derive(Default)]
@@ -67,6 +72,17 @@ pub struct Announcements {
     ready: Mutex<Vec<Due>>,
     changed: tokio::sync::Notify,
     sent: AtomicU64,
+    announcing: Arc<AtomicUsize>,
+}
+
+/// One of the [`MAX_ANNOUNCING`] announcements in flight, given back
+/// when its task ends.
+struct Announcing(Arc<AtomicUsize>);
+
+impl Drop for Announcing {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Announcements {
@@ -111,7 +127,18 @@ impl Twins {
             for due in due {
                 match due {
                     Due::Announce { policy_id, subject, delete_at } => {
-                        tokio::spawn(self.clone().announce_deletion(policy_id, subject, delete_at));
+                        let announcing = announcements.announcing.clone();
+                        if announcing.fetch_add(1, Ordering::Relaxed) >= MAX_ANNOUNCING {
+                            announcing.fetch_sub(1, Ordering::Relaxed);
+                            tracing::warn!(policy = %policy_id, subject = %subject.id, max = MAX_ANNOUNCING, "policy announcement dropped: too many being sent");
+                            continue;
+                        }
+                        let slot = Announcing(announcing);
+                        let twins = self.clone();
+                        tokio::spawn(async move {
+                            let _slot = slot;
+                            twins.announce_deletion(policy_id, subject, delete_at).await;
+                        });
                     }
                     Due::Expire { policy_id, subject_id } => {
                         self.expire(&policy_id, &subject_id).await;
@@ -139,6 +166,11 @@ impl Twins {
             let Some(last) = page.last() else { return Ok(()) };
             after = last.id.clone();
             for record in &page {
+                // Written since the page was read: the write told the
+                // agenda of a newer revision already.
+                if self.cached_policy_revision(&record.id).is_some_and(|r| r > record.revision) {
+                    continue;
+                }
                 match crate::service::policy_of(record) {
                     Ok(policy) => self.policy_changed(&record.id, Some(&policy)),
                     Err(error) => {
@@ -174,7 +206,8 @@ impl Twins {
         let Some(settings) = subject.announcement.clone() else { return };
         let Some((namespace, name)) = policy_id.split_once(':') else { return };
         let subject_ids = [subject.id.to_string()];
-        let give_up_at = subject.expiry.unwrap_or(delete_at).min(delete_at).plus(GRACE_PERIOD);
+        // Ditto's `isInGracePeriod`: from the expiry, else the deletion.
+        let give_up_at = subject.expiry.unwrap_or(delete_at).plus(GRACE_PERIOD);
         let timeout = settings
             .requested_acks_timeout
             .map_or(ACK_TIMEOUT_MAX, |timeout| timeout.as_duration().min(ACK_TIMEOUT_MAX));

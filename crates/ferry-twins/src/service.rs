@@ -170,6 +170,12 @@ impl Twins {
         &self.store
     }
 
+    /// The revision of the policy `id` in the cache, if it is there.
+    pub(crate) fn cached_policy_revision(&self, id: &str) -> Option<u64> {
+        let cached = self.policies.get(id).flatten()?;
+        Some(cached.policy.housekeeping.revision)
+    }
+
     /// The live channel's hub: subscribers and pending calls (`live.rs`).
     pub fn live(&self) -> &crate::live::Live {
         &self.live
