@@ -320,13 +320,9 @@ impl Policy {
         })
     }
 
-    /// Whether any subject has an `expiry` or an `announcement`: what the
-    /// announcements' agenda watches.
+    /// Whether any subject has an `expiry` or an `announcement`.
     pub fn has_timed_subjects(&self) -> bool {
-        self.entries
-            .iter()
-            .flat_map(|entry| entry.subjects.iter())
-            .any(|subject| subject.expiry.is_some() || subject.announcement.is_some())
+        self.entries.iter().flat_map(|entry| entry.subjects.iter()).any(Subject::is_timed)
     }
 
     /// Drops the subjects whose expiry has passed, as Ditto's policy

@@ -197,11 +197,9 @@ impl Agenda {
 /// the first entry's settings where several entries name one.
 fn timed_subjects(policy: &Policy) -> HashMap<&str, &Subject> {
     let mut subjects = HashMap::new();
-    for entry in policy.entries() {
-        for subject in entry.subjects.iter() {
-            if subject.expiry.is_some() || subject.announcement.is_some() {
-                subjects.entry(subject.id.as_str()).or_insert(subject);
-            }
+    for subject in policy.entries().flat_map(|entry| entry.subjects.iter()) {
+        if subject.is_timed() {
+            subjects.entry(subject.id.as_str()).or_insert(subject);
         }
     }
     subjects

@@ -110,6 +110,12 @@ impl Subject {
         Value::Object(object)
     }
 
+    /// Whether it has an `expiry` or an `announcement`: what the
+    /// announcements' agenda watches.
+    pub fn is_timed(&self) -> bool {
+        self.expiry.is_some() || self.announcement.is_some()
+    }
+
     pub fn is_expired(&self, now: Timestamp) -> bool {
         self.expiry.is_some_and(|expiry| expiry < now)
     }
