@@ -625,7 +625,8 @@ def test_a_connection_authenticates_with_scram_over_tls(broker_factory, kafka):
     and `saslMechanism: scram-sha-512`: the source's consumer and the
     target's producer connect over TLS to a listener that wants SCRAM.
     Without the `ca` the broker's certificate (from the test's own CA) is
-    not trusted, and the connection fails with an SSL error."""
+    not trusted, and the connection fails with an SSL error whose status
+    says why, in librdkafka's words, not only its code."""
     ditto = _ditto(broker_factory())
     connection = kafka_connection(kafka.tls_brokers, "unused")
     connection["uri"] = f"ssl://{SASL_USER}:{SASL_PASSWORD}@{kafka.tls_brokers}"
@@ -635,6 +636,8 @@ def test_a_connection_authenticates_with_scram_over_tls(broker_factory, kafka):
     _modifies_through(ditto, kafka, "tls", connection, "34")
     untrusted = {key: value for key, value in connection.items() if key != "ca"}
     assert "SSL" in _fails(ditto, "untrusted", untrusted)
+    eventually(lambda: "certificate verify failed" in ditto.get("/connections/untrusted/status")
+               .json()["clientStatus"][0]["statusDetails"])
 
 
 @pytest.mark.parametrize("security", ["sasl-plain", "tls-scram"])

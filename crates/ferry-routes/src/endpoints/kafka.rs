@@ -16,17 +16,18 @@
 //!   once, as across a restart of Ferry (a new producer session).
 
 mod config;
+mod context;
 mod record;
 mod security;
 
 pub use config::{is_valid_kafka_topic, Compression, KafkaConfigError, KafkaEndpointConfig};
+pub use context::{KafkaContext, LastReason};
 pub use record::{HEADER_CONTENT_TYPE, HEADER_QOS, HEADER_TOPIC};
 pub use security::{KafkaSecurity, KafkaTls, Pem, Sasl, SaslMechanism};
 
 use crate::sink::{Sent, Sink, SinkError};
 use config::Checked;
 use ferry_broker::endpoint::RoutedMessage;
-use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
@@ -46,7 +47,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// delivery reports before it counts as failed without them.
 const REPORT_MARGIN: Duration = Duration::from_secs(30);
 
-type KafkaProducer = FutureProducer<LogContext>;
+type KafkaProducer = FutureProducer<KafkaContext>;
 
 /// Why a `KafkaSink` cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +67,8 @@ pub struct KafkaSink {
     /// `None` before the first `connect` and after a fatal error, which
     /// leaves a producer unusable: the next `connect` makes a new one.
     producer: Option<KafkaProducer>,
+    /// What librdkafka last said of an error, for the failures' reasons.
+    last_reason: LastReason,
 }
 
 impl KafkaSink {
@@ -81,6 +84,7 @@ impl KafkaSink {
             client_config: config.client_config(name),
             checked,
             producer: None,
+            last_reason: LastReason::default(),
         };
         sink.producer = Some(sink.create().map_err(KafkaSinkError::Producer)?);
         Ok(sink)
@@ -91,7 +95,7 @@ impl KafkaSink {
         // Warnings and errors only: librdkafka's debug lines are many per
         // request.
         config.set_log_level(RDKafkaLogLevel::Warning);
-        config.create_with_context(LogContext { endpoint: self.name.clone() })
+        config.create_with_context(KafkaContext::new(self.name.clone(), self.last_reason.clone()))
     }
 
     /// The batch's records handed to the producer, each with its delivery
@@ -198,7 +202,11 @@ impl Sink for KafkaSink {
         .await;
         match metadata {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(SinkError::new(format!("kafka {}: {error}", self.brokers))),
+            Ok(Err(error)) => Err(SinkError::new(format!(
+                "kafka {}: {}",
+                self.brokers,
+                self.last_reason.explain(&error)
+            ))),
             Err(error) => Err(SinkError::new(format!("kafka {}: {error}", self.brokers))),
         }
     }
@@ -245,28 +253,12 @@ impl Sink for KafkaSink {
         let Some(error) = failure else {
             return Ok(sent);
         };
+        let error = self.last_reason.explain(&error);
         let fatal = self.check_fatal();
         let mut reason = format!("kafka {}: {error}", self.brokers);
         if let Some(fatal) = fatal {
             reason = format!("{reason} ({fatal})");
         }
         Err(SinkError::new(reason))
-    }
-}
-
-/// librdkafka's log lines and errors, as tracing events of the endpoint at
-/// debug level: while a broker is down librdkafka reports every reconnect
-/// attempt, and the flow already logs one line per change of state.
-struct LogContext {
-    endpoint: Arc<str>,
-}
-
-impl ClientContext for LogContext {
-    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
-        tracing::debug!(endpoint = %self.endpoint, ?level, facility, message, "librdkafka");
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        tracing::debug!(endpoint = %self.endpoint, %error, reason, "librdkafka error");
     }
 }

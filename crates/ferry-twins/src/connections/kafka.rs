@@ -18,10 +18,14 @@ pub use spec::KafkaSpec;
 use super::model::ConnectionSpec;
 use super::stats::ConnectionStats;
 use crate::service::Twins;
+use ferry_routes::endpoints::kafka::{KafkaContext, LastReason};
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::producer::FutureProducer;
 use std::sync::Arc;
 use tokio::task::AbortHandle;
+
+/// The connection's producer, whose errors its context explains.
+type Producer = FutureProducer<KafkaContext>;
 
 /// Starts the connection's consumers and its targets' producer; `member`
 /// names this Ferry among the consumer group's members.
@@ -34,6 +38,8 @@ pub fn start(
     events: Option<super::feed::Feed>,
 ) -> Vec<AbortHandle> {
     let replies = kafka.sources.iter().any(|source| source.reply_target.is_some());
+    // One for the connection's clients: its status is one.
+    let reasons = LastReason::default();
     let producer = if spec.targets.is_empty() && !replies {
         None
     } else {
@@ -41,7 +47,8 @@ pub fn start(
             spec::producer_config(&kafka.bootstrap_servers, &kafka.client_id).client_config("");
         kafka.security.apply(&mut config);
         config.set_log_level(RDKafkaLogLevel::Warning);
-        match config.create::<FutureProducer>() {
+        let context = KafkaContext::new(kafka.client_id.clone(), reasons.clone());
+        match config.create_with_context::<_, Producer>(context) {
             Ok(producer) => Some(producer),
             Err(error) => {
                 stats.set_failure(format!("cannot make the Kafka producer: {error}"));
@@ -56,6 +63,7 @@ pub fn start(
             kafka.clone(),
             stats.clone(),
             producer.clone(),
+            reasons.clone(),
             events,
         ),
         _ => Vec::new(),
@@ -71,6 +79,7 @@ pub fn start(
                 name,
                 stats.clone(),
                 replies.clone(),
+                reasons.clone(),
             );
             tasks.push(tokio::spawn(run).abort_handle());
         }

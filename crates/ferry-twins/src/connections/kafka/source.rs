@@ -30,18 +30,23 @@ use super::super::stats::{ConnectionStats, SourceStats};
 use super::super::window::{entity_of, Window};
 use super::target::ditto_headers;
 use super::KafkaSpec;
+use super::Producer;
 use crate::protocol::search::Searches;
 use crate::protocol::Envelope;
 use crate::service::Twins;
+use ferry_routes::endpoints::kafka::{KafkaContext, LastReason};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::MissedTickBehavior;
+
+/// A source's consumer, whose errors its context explains.
+type KafkaConsumer = StreamConsumer<KafkaContext>;
 
 /// librdkafka's prefetch queue per consumer, in KiB (its default is
 /// 64 MiB per partition): about 8,000 records of a kilobyte, seconds of
@@ -89,12 +94,13 @@ pub async fn run(
     index: usize,
     name: String,
     stats: Arc<ConnectionStats>,
-    replies: Option<FutureProducer>,
+    replies: Option<Producer>,
+    reasons: LastReason,
 ) {
     let source = &kafka.sources[index];
     let searches = Searches::new(twins.clone());
     loop {
-        let consumer = match make(&kafka, source, &name).map(Retiring::new) {
+        let consumer = match make(&kafka, source, &name, &reasons).map(Retiring::new) {
             Ok(consumer) => consumer,
             Err(error) => {
                 // A configuration librdkafka refuses: no retry mends it.
@@ -102,11 +108,19 @@ pub async fn run(
                 return;
             }
         };
-        let replying = replies.clone().map(|producer| Replying { producer, stats: stats.clone() });
+        let replying = replies.clone().map(|producer| Replying {
+            producer,
+            stats: stats.clone(),
+            reasons: reasons.clone(),
+        });
         let fatal =
             consume(&twins, &searches, &kafka, index, &consumer, &stats, replying.as_ref()).await;
         tracing::warn!(servers = %kafka.bootstrap_servers, error = %fatal, "a Kafka source's consumer failed for good; a new one takes its place");
-        stats.set_failure(format!("kafka {}: {fatal}", kafka.bootstrap_servers));
+        stats.set_failure(format!(
+            "kafka {}: {}",
+            kafka.bootstrap_servers,
+            reasons.explain(&fatal)
+        ));
         tokio::time::sleep(ERROR_PAUSE).await;
     }
 }
@@ -118,7 +132,7 @@ async fn consume(
     searches: &Searches,
     kafka: &Arc<KafkaSpec>,
     index: usize,
-    consumer: &StreamConsumer,
+    consumer: &KafkaConsumer,
     stats: &Arc<ConnectionStats>,
     replying: Option<&Replying>,
 ) -> KafkaError {
@@ -144,6 +158,7 @@ async fn consume(
                         return fatal;
                     }
                     Err(error) => {
+                        let error = consumer.context().last_reason().explain(&error);
                         stats.set_failure(format!("kafka {}: {error}", kafka.bootstrap_servers));
                         tokio::time::sleep(ERROR_PAUSE).await;
                         continue;
@@ -169,8 +184,9 @@ async fn consume(
 /// connection's producer.
 #[derive(Clone)]
 struct Replying {
-    producer: FutureProducer,
+    producer: Producer,
     stats: Arc<ConnectionStats>,
+    reasons: LastReason,
 }
 
 impl Replying {
@@ -194,14 +210,19 @@ impl Replying {
         match self.producer.send_result(record) {
             Ok(delivery) => {
                 let (stats, topic) = (self.stats.clone(), topic.to_owned());
+                let reasons = self.reasons.clone();
                 tokio::spawn(async move {
                     if let Ok(Err((error, _))) = delivery.await {
+                        let error = reasons.explain(&error);
                         stats.set_failure(format!("kafka reply to {topic}: {error}"));
                     }
                 });
             }
             // The producer's queue is full (the cluster is down or slow).
-            Err((error, _)) => self.stats.set_failure(format!("kafka reply to {topic}: {error}")),
+            Err((error, _)) => {
+                let error = self.reasons.explain(&error);
+                self.stats.set_failure(format!("kafka reply to {topic}: {error}"));
+            }
         }
     }
 }
@@ -258,7 +279,7 @@ async fn apply(
 /// Counts a record's outcome and, at least once, stores its offset for
 /// the next commit: every record before it is done too.
 fn finish(
-    consumer: &StreamConsumer,
+    consumer: &KafkaConsumer,
     source: &SourceSpec,
     figures: &SourceStats,
     stats: &ConnectionStats,
@@ -314,7 +335,8 @@ fn make(
     kafka: &KafkaSpec,
     source: &SourceSpec,
     name: &str,
-) -> Result<StreamConsumer, ConsumerError> {
+    reasons: &LastReason,
+) -> Result<KafkaConsumer, ConsumerError> {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", &kafka.bootstrap_servers)
@@ -345,7 +367,8 @@ fn make(
     // Warnings and errors only: librdkafka's debug lines are many per
     // request.
     config.set_log_level(RDKafkaLogLevel::Warning);
-    let consumer: StreamConsumer = config.create()?;
+    let consumer: KafkaConsumer =
+        config.create_with_context(KafkaContext::new(name, reasons.clone()))?;
     let topics: Vec<&str> = source.addresses.iter().map(String::as_str).collect();
     consumer.subscribe(&topics)?;
     Ok(consumer)
@@ -354,18 +377,18 @@ fn make(
 /// A consumer that is closed off the runtime's threads: closing one
 /// leaves its group and commits its stored offsets, which waits for the
 /// cluster's answer.
-struct Retiring(Option<StreamConsumer>);
+struct Retiring(Option<KafkaConsumer>);
 
 impl Retiring {
-    fn new(consumer: StreamConsumer) -> Retiring {
+    fn new(consumer: KafkaConsumer) -> Retiring {
         Retiring(Some(consumer))
     }
 }
 
 impl std::ops::Deref for Retiring {
-    type Target = StreamConsumer;
+    type Target = KafkaConsumer;
 
-    fn deref(&self) -> &StreamConsumer {
+    fn deref(&self) -> &KafkaConsumer {
         // Taken only in `drop`.
         self.0.as_ref().expect("a consumer until dropped")
     }

@@ -25,11 +25,13 @@ use super::super::outgoing::{self, Outgoing};
 use super::super::progress::Ticket;
 use super::super::stats::ConnectionStats;
 use super::KafkaSpec;
+use super::Producer;
 use crate::protocol::Envelope;
 use crate::service::Twins;
+use ferry_routes::endpoints::kafka::LastReason;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::producer::{DeliveryFuture, FutureRecord};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -51,16 +53,23 @@ pub fn start(
     spec: Arc<ConnectionSpec>,
     kafka: Arc<KafkaSpec>,
     stats: Arc<ConnectionStats>,
-    producer: FutureProducer,
+    producer: Producer,
+    reasons: LastReason,
     events: Feed,
 ) -> Vec<AbortHandle> {
     let (reports, waiting) = mpsc::channel(REPORTS);
     let (mut tasks, signals) = super::super::live::signals(&twins, &spec);
-    let out =
-        Arc::new(Out { twins: twins.clone(), kafka, stats: stats.clone(), producer, reports });
+    let out = Arc::new(Out {
+        twins: twins.clone(),
+        kafka,
+        stats: stats.clone(),
+        producer,
+        reasons: reasons.clone(),
+        reports,
+    });
     tasks.push(tokio::spawn(feed_live(out.clone(), signals)).abort_handle());
     tasks.push(tokio::spawn(feed(spec, out, events)).abort_handle());
-    tasks.push(tokio::spawn(count(twins, stats, waiting)).abort_handle());
+    tasks.push(tokio::spawn(count(twins, stats, waiting, reasons)).abort_handle());
     tasks
 }
 
@@ -69,7 +78,8 @@ struct Out {
     twins: Arc<Twins>,
     kafka: Arc<KafkaSpec>,
     stats: Arc<ConnectionStats>,
-    producer: FutureProducer,
+    producer: Producer,
+    reasons: LastReason,
     reports: mpsc::Sender<Report>,
 }
 
@@ -148,7 +158,8 @@ impl Out {
             // and counted.
             Err((error, _)) => {
                 figures.dropped.inc();
-                let failure = format!("kafka {}: {error}", destination.topic);
+                let failure =
+                    format!("kafka {}: {}", destination.topic, self.reasons.explain(&error));
                 if let Some(owed) = owed {
                     owed.settle(&self.twins, 503, Some(failure.clone().into()));
                 }
@@ -183,6 +194,7 @@ async fn count(
     twins: Arc<Twins>,
     stats: Arc<ConnectionStats>,
     mut waiting: mpsc::Receiver<Report>,
+    reasons: LastReason,
 ) {
     while let Some(Report { target, delivery, owed, _ticket }) = waiting.recv().await {
         let figures = &stats.targets[target];
@@ -194,7 +206,7 @@ async fn count(
             }
             Ok(Err((error, _))) => {
                 figures.failed.inc();
-                let failure = format!("kafka: {error}");
+                let failure = format!("kafka: {}", reasons.explain(&error));
                 stats.set_failure(failure.clone());
                 (503, Some(failure))
             }
