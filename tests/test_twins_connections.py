@@ -195,18 +195,22 @@ def test_events_not_yet_delivered_are_pushed_after_a_restart(broker_factory, rec
     receiver.answers = [503] * 1000
     rooms = [f"room-{n}" for n in range(20)]
     for room in rooms:
-        assert ditto.put(f"/things/{TID}/attributes/room", room).status_code == 204
+        assert ditto.put(f"/things/{TID}/attributes/room", room,
+                         headers={"correlation-id": f"move-to-{room}"}).status_code == 204
     assert json.loads(receiver.next()[3])["value"] == rooms[0]
 
     b.restart(kill=kill)
     receiver.answers.clear()
     received = []
-    while not received or received[-1] != rooms[-1]:
+    while not received or received[-1][0] != rooms[-1]:
         _, _, _, body, status = receiver.next()
         if status == 204:
-            received.append(json.loads(body)["value"])
+            event = json.loads(body)
+            received.append((event["value"], event["headers"].get("correlation-id")))
     # At least once, in order: the first may come twice (it was on its way).
-    assert list(dict.fromkeys(received)) == rooms, received
+    # Read back from the journal, each still carries its command's
+    # correlation id, as Ditto's persisted events do.
+    assert list(dict.fromkeys(received)) == [(room, f"move-to-{room}") for room in rooms], received
     assert len(received) <= len(rooms) + 1, received
     ditto = _ditto(b)
     assert ditto.put(f"/things/{TID}/attributes/room", "live").status_code == 204

@@ -117,6 +117,10 @@ pub struct EventRecord {
     pub path: String,
     /// What was written there; `None` for a deletion.
     pub value: Option<Arc<Value>>,
+    /// The `correlation-id` of the command that made the change, which
+    /// its event carries when replayed as when it was new (one of Ditto's
+    /// default `historical-headers-to-persist`).
+    pub correlation_id: Option<String>,
 }
 
 /// Groups committed in one transaction at most: enough to share an fsync

@@ -146,6 +146,7 @@ fn event(thing_id: &str, revision: u64, at: i64) -> EventRecord {
         action: "modified".into(),
         path: "/attributes/x".into(),
         value: Some(Arc::new(json!({"x": [revision, null, "s"]}))),
+        correlation_id: Some(format!("change-{revision}")),
     }
 }
 
@@ -161,7 +162,12 @@ async fn journal_conformance(store: &Store) {
         .await
         .unwrap();
     let [one] = committed.events[..] else { panic!("{committed:?}") };
-    let second = EventRecord { action: "deleted".into(), value: None, ..event("a:b", 2, 200) };
+    let second = EventRecord {
+        action: "deleted".into(),
+        value: None,
+        correlation_id: None,
+        ..event("a:b", 2, 200)
+    };
     let [two] =
         store.commit_journaled(vec![Write::Event(second.clone())]).await.unwrap().events[..]
     else {

@@ -37,6 +37,7 @@ impl Twins {
             action: event.action.as_str().to_owned(),
             path: event.path.to_string(),
             value: event.value.clone().map(Arc::new),
+            correlation_id: event.correlation_id.as_deref().map(str::to_owned),
         }))
     }
 
@@ -119,6 +120,6 @@ fn from_record(seq: u64, record: EventRecord) -> Result<ThingEvent, StoreError> 
             .map_err(|_| bad("policy id"))?,
         journal: Some(seq),
         acks: None,
-        correlation_id: None,
+        correlation_id: record.correlation_id.map(Arc::from),
     })
 }

@@ -366,6 +366,7 @@ impl Twins {
                     self.plan_change(caller, &current, resource, write, conditions, now).await?
                 }
             };
+            planned.event.correlation_id = conditions.correlation_id.clone();
             // In the change's own group: the journal holds what committed.
             planned.writes.extend(self.journal_entry(&planned.event));
             match self.store.commit_journaled(planned.writes).await {
@@ -391,7 +392,6 @@ impl Twins {
                     // Sent with the lock still held: the next write of this
                     // thing cannot announce itself before this one.
                     planned.event.acks = conditions.acks.clone();
-                    planned.event.correlation_id = conditions.correlation_id.clone();
                     let _ = self.events.send(planned.event);
                     if let Some(acks) = &conditions.acks {
                         self.acks.published(acks);

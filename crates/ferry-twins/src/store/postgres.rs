@@ -90,8 +90,11 @@ CREATE TABLE IF NOT EXISTS thing_events (
     at BIGINT NOT NULL,
     action TEXT NOT NULL,
     path TEXT NOT NULL,
-    value TEXT
+    value TEXT,
+    correlation_id TEXT
 );
+-- Added after the table: a journal written before has none.
+ALTER TABLE thing_events ADD COLUMN IF NOT EXISTS correlation_id TEXT;
 ";
 
 struct Job {
@@ -177,8 +180,8 @@ impl PostgresStore {
         let rows = self
             .reader()
             .query(
-                "SELECT seq, thing_id, policy_id, revision, timestamp, at, action, path, value \
-                 FROM thing_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+                "SELECT seq, thing_id, policy_id, revision, timestamp, at, action, path, value, \
+                 correlation_id FROM thing_events WHERE seq > $1 ORDER BY seq LIMIT $2",
                 &[&revision_to(after), &i64::try_from(limit).unwrap_or(i64::MAX)],
             )
             .await
@@ -195,6 +198,7 @@ impl PostgresStore {
                     action: row.get(6),
                     path: row.get(7),
                     value: value.map(Arc::new),
+                    correlation_id: row.get(9),
                 };
                 Ok((revision_from(row.get(0)), record))
             })
@@ -494,8 +498,8 @@ async fn apply(
                 event.value.as_deref().map(serde_json::to_string).transpose().map_err(backend)?;
             let seq: i64 = client
                 .query_one(
-                    "INSERT INTO thing_events (thing_id, policy_id, revision, timestamp, at, action, path, value) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
+                    "INSERT INTO thing_events (thing_id, policy_id, revision, timestamp, at, action, path, value, \
+                     correlation_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq",
                     &[
                         &event.thing_id,
                         &event.policy_id,
@@ -505,6 +509,7 @@ async fn apply(
                         &event.action,
                         &event.path,
                         &value,
+                        &event.correlation_id,
                     ],
                 )
                 .await

@@ -124,7 +124,8 @@ CREATE TABLE IF NOT EXISTS thing_events (
     at INTEGER NOT NULL,
     action TEXT NOT NULL,
     path TEXT NOT NULL,
-    value TEXT
+    value TEXT,
+    correlation_id TEXT
 );
 ";
 
@@ -217,8 +218,8 @@ impl SqliteStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |connection| {
             let mut statement = connection.prepare_cached(
-                "SELECT seq, thing_id, policy_id, revision, timestamp, at, action, path, value \
-                 FROM thing_events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                "SELECT seq, thing_id, policy_id, revision, timestamp, at, action, path, value, \
+                 correlation_id FROM thing_events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
             )?;
             let rows = statement.query_map(params![after, limit], |row| {
                 let value: Option<String> = row.get(8)?;
@@ -241,6 +242,7 @@ impl SqliteStore {
                     action: row.get(6)?,
                     path: row.get(7)?,
                     value,
+                    correlation_id: row.get(9)?,
                 };
                 Ok((row.get(0)?, record))
             })?;
@@ -399,6 +401,20 @@ fn create_schema(connection: &mut Connection) -> Result<(), StoreError> {
         transaction.execute_batch("DROP INDEX thing_index_str").map_err(backend)?;
     }
     transaction.execute_batch(SCHEMA).map_err(backend)?;
+    // Added after the journal: a journal written before has no column
+    // for it (SQLite's ADD COLUMN has no IF NOT EXISTS).
+    let correlation_missing = transaction
+        .query_row(
+            "SELECT COUNT(*) = 0 FROM pragma_table_info('thing_events') WHERE name = 'correlation_id'",
+            [],
+            |row| row.get::<_, bool>(0),
+        )
+        .map_err(backend)?;
+    if correlation_missing {
+        transaction
+            .execute_batch("ALTER TABLE thing_events ADD COLUMN correlation_id TEXT")
+            .map_err(backend)?;
+    }
     if lists_missing {
         transaction.execute(index::LISTS_FROM_INDEX, []).map_err(backend)?;
     }
@@ -556,8 +572,8 @@ fn apply(
             let value = event.value.as_deref().map(serde_json::to_string).transpose();
             transaction
                 .prepare_cached(
-                    "INSERT INTO thing_events (thing_id, policy_id, revision, timestamp, at, action, path, value) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    "INSERT INTO thing_events (thing_id, policy_id, revision, timestamp, at, action, path, value, \
+                     correlation_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 )
                 .and_then(|mut insert| {
                     insert.execute(params![
@@ -569,6 +585,7 @@ fn apply(
                         event.action,
                         event.path,
                         value.map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?,
+                        event.correlation_id,
                     ])
                 })
                 .map_err(backend)?;
@@ -820,6 +837,39 @@ mod tests {
             .unwrap();
         assert_eq!(store.thing("a:b").await.unwrap(), None);
         assert!(index_rows(&path).is_empty(), "the index goes with the thing");
+    }
+
+    #[tokio::test]
+    async fn a_journal_written_before_correlation_ids_were_kept_gains_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("twins.db");
+        let old_schema = SCHEMA.replace(",\n    correlation_id TEXT", "");
+        assert_ne!(old_schema, SCHEMA);
+        Connection::open(&path).unwrap().execute_batch(&old_schema).unwrap();
+        let event = |revision, correlation_id: Option<&str>| {
+            Write::Event(EventRecord {
+                thing_id: "ns:t".into(),
+                policy_id: None,
+                revision,
+                timestamp: "2026-11-28T00:00:00Z".into(),
+                at: 1_795_824_000,
+                action: "modified".into(),
+                path: "/attributes/x".into(),
+                value: Some(Arc::new(json!(revision))),
+                correlation_id: correlation_id.map(str::to_owned),
+            })
+        };
+        {
+            let store = SqliteStore::open(&path, false).unwrap();
+            store.commit(vec![event(1, Some("c-1"))]).await.unwrap();
+        }
+        // Opened again: the column is there, and not added twice.
+        let store = SqliteStore::open(&path, false).unwrap();
+        store.commit(vec![event(2, None)]).await.unwrap();
+        let found = store.events_after(0, 10).await.unwrap();
+        let ids: Vec<_> =
+            found.iter().map(|(_, record)| record.correlation_id.as_deref()).collect();
+        assert_eq!(ids, [Some("c-1"), None]);
     }
 
     #[tokio::test]
