@@ -73,7 +73,7 @@ pub struct ThingEvent {
     pub acks: Option<Arc<crate::acks::EventAcks>>,
     /// The change's command's `correlation-id`, which its event carries
     /// as Ditto's do, so a client can tell its own change among the
-    /// events; not kept in the journal.
+    /// events; kept in the journal, so a replayed event carries it too.
     pub correlation_id: Option<Arc<str>>,
 }
 
