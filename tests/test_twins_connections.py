@@ -206,11 +206,14 @@ def test_events_not_yet_delivered_are_pushed_after_a_restart(broker_factory, rec
         _, _, _, body, status = receiver.next()
         if status == 204:
             event = json.loads(body)
-            received.append((event["value"], event["headers"].get("correlation-id")))
+            headers = event["headers"]
+            received.append((event["value"], headers.get("correlation-id"),
+                             headers.get("ditto-originator")))
     # At least once, in order: the first may come twice (it was on its way).
     # Read back from the journal, each still carries its command's
-    # correlation id, as Ditto's persisted events do.
-    assert list(dict.fromkeys(received)) == [(room, f"move-to-{room}") for room in rooms], received
+    # correlation id and originator, as Ditto's persisted events do.
+    expected = [(room, f"move-to-{room}", "nginx:ditto") for room in rooms]
+    assert list(dict.fromkeys(received)) == expected, received
     assert len(received) <= len(rooms) + 1, received
     ditto = _ditto(b)
     assert ditto.put(f"/things/{TID}/attributes/room", "live").status_code == 204
@@ -296,7 +299,7 @@ def test_what_ferry_cannot_run_is_refused(broker_factory):
     unknown["targets"][0]["topics"] = ["_/_/policies/events"]
     _error(ditto.put("/connections/l", unknown), 400,
            "connectivity:connection.configuration.invalid")
-    bad = push_connection(1, address="POST:/{{ request:subjectId }}")
+    bad = push_connection(1, address="POST:/{{ jwt:sub }}")
     _error(ditto.put("/connections/b", bad), 400, "connectivity:connection.configuration.invalid")
     _error(ditto.put("/connections/a%20b", push_connection(1)), 400,
            "connectivity:connection.id.invalid")
@@ -396,6 +399,38 @@ def test_a_target_address_with_functions_shapes_or_withholds_what_it_sends(broke
            "connectivity:connection.configuration.invalid")
 
 
+def test_a_target_fills_dittos_connection_placeholders(tmp_path, broker_factory, receiver):
+    """The placeholders Ditto offers every connection, in a target's
+    address and headerMapping: the entity, the feature changed, who
+    changed it (also the event's `ditto-originator`), the topic's levels,
+    the resource and the time."""
+    passwords = make_password_file(tmp_path / "passwords",
+                                   {"ditto": "d-secret", "alice": "a-secret"})
+    b = broker_factory({"auth": {"password_file": str(passwords)}})
+    admin = _ditto(b).as_user("ditto", "d-secret")
+    alice = _ditto(b).as_user("alice", "a-secret")
+    connection = push_connection(
+        receiver.port, subjects=["nginx:alice"],
+        address="POST:/{{ entity:namespace }}/{{ entity:name }}/{{ feature:id }}/{{ topic:action-subject }}")
+    connection["targets"][0]["headerMapping"] = {
+        "x-originator": "{{ request:subjectId }}",
+        "x-resource": "{{ resource:type }} {{ resource:path }}",
+        "x-topic": "{{ topic:channel }} {{ topic:criterion }} {{ topic:subject | fn:default('-') }}",
+        "x-at": "{{ time:now_epoch_millis }}"}
+    assert admin.put("/connections/placed", connection).status_code == 201
+    assert alice.put(f"/things/{TID}", LAMP).status_code == 201
+
+    before = int(time.time() * 1000)
+    assert alice.put(f"/things/{TID}/features/lamp/properties/on", True).status_code == 204
+    method, path, headers, body, _ = receiver.next()
+    assert (method, path) == ("POST", "/org.acme/lamp-1/lamp/modified")
+    assert headers["x-originator"] == "nginx:alice"
+    assert headers["x-resource"] == "thing /features/lamp/properties/on"
+    assert headers["x-topic"] == "twin events -"
+    assert before <= int(headers["x-at"]) <= int(time.time() * 1000)
+    assert json.loads(body)["headers"]["ditto-originator"] == "nginx:alice"
+
+
 def mqtt_connection(uri: str, **target) -> dict:
     """An mqtt connection publishing modified events on the broker at
     `uri` (Ferry's own: a loopback address and its MQTT port)."""
@@ -459,7 +494,7 @@ def publishing_live_messages(broker_factory):
     connection = mqtt_connection(f"tcp://127.0.0.1:{b.port}", address="live/{{ thing:name }}",
                                  topics=["_/_/things/live/messages"],
                                  issuedAcknowledgementLabel="{{connection:id}}:published",
-                                 headerMapping={"subject": "{{ topic:action }}",
+                                 headerMapping={"subject": "{{ topic:subject }}",
                                                 "device": "{{ thing:name | fn:upper() }}"})
     assert ditto.put("/connections/to-mqtt", connection).status_code == 201
     return b, ditto
@@ -477,7 +512,9 @@ def test_an_mqtt_target_on_ferrys_broker_acknowledges_the_live_messages_it_publi
     assert taken.status_code == 202, taken.text
     message = device.get()
     assert message.topic == "live/lamp-1"
-    assert json.loads(message.payload)["headers"]["requested-acks"] == ["to-mqtt:published"]
+    sent = json.loads(message.payload)["headers"]
+    assert sent["requested-acks"] == ["to-mqtt:published"]
+    assert sent["ditto-originator"] == "nginx:ditto", "stamped with who sent it"
     # The target's headerMapping, as MQTT 5 user properties.
     assert sorted(message.props["UserProperty"]) == [("device", "LAMP-1"), ("subject", "switch")]
 

@@ -41,7 +41,7 @@ pub use signal::{Audience, Kind};
 
 use crate::acks::{weak_ack, Ack, EventAcks, Requested, Waiter};
 use crate::error::DittoError;
-use crate::protocol::{Channel, Criterion, Envelope, Group, Topic};
+use crate::protocol::{Channel, Criterion, Envelope, Group, Topic, ORIGINATOR};
 use crate::service::{Caller, Twins};
 use parking_lot::RwLock;
 use pending::{Outcomes, Pending};
@@ -425,6 +425,12 @@ impl Twins {
                 envelope.headers.insert("correlation-id".into(), id.clone().into());
                 id
             }
+        };
+        // Who sent it, stamped as Ditto stamps every signal; a sender's
+        // own `ditto-originator` is not believed.
+        match caller.subjects.first() {
+            Some(subject) => envelope.headers.insert(ORIGINATOR.into(), subject.as_str().into()),
+            None => envelope.headers.remove(ORIGINATOR),
         };
         let timeout = match sending.persistent {
             Some(ttl) => ttl,

@@ -28,7 +28,7 @@ mod topic;
 
 pub use commands::{error_response, id_enforcement_failed};
 pub(crate) use commands::{unknown_command, unknown_path};
-pub use envelope::{Envelope, MAX_ENVELOPE_BYTES};
+pub use envelope::{Envelope, MAX_ENVELOPE_BYTES, ORIGINATOR};
 pub use events::EventView;
 pub(crate) use topic::unknown_topic_path;
 pub use topic::{Channel, Criterion, Group, Topic};

@@ -121,6 +121,9 @@ pub struct EventRecord {
     /// its event carries when replayed as when it was new (one of Ditto's
     /// default `historical-headers-to-persist`).
     pub correlation_id: Option<String>,
+    /// Who made the change: the first subject of the command's caller,
+    /// Ditto's `ditto-originator` (the other default historical header).
+    pub originator: Option<String>,
 }
 
 /// Groups committed in one transaction at most: enough to share an fsync

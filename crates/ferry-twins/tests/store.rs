@@ -147,6 +147,7 @@ fn event(thing_id: &str, revision: u64, at: i64) -> EventRecord {
         path: "/attributes/x".into(),
         value: Some(Arc::new(json!({"x": [revision, null, "s"]}))),
         correlation_id: Some(format!("change-{revision}")),
+        originator: Some("nginx:ditto".into()),
     }
 }
 
@@ -166,6 +167,7 @@ async fn journal_conformance(store: &Store) {
         action: "deleted".into(),
         value: None,
         correlation_id: None,
+        originator: None,
         ..event("a:b", 2, 200)
     };
     let [two] =

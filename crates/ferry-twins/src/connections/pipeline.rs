@@ -41,7 +41,8 @@ impl Element {
         value.map_or(Element::Unresolved, Element::one)
     }
 
-    fn of(values: Vec<String>) -> Element {
+    /// The values, or none when there are none.
+    pub fn of(values: Vec<String>) -> Element {
         if values.is_empty() {
             Element::Unresolved
         } else {

@@ -5,8 +5,10 @@
 
 use super::pipeline::{self, Element, Part, TemplateError};
 use crate::error::DittoError;
-use crate::protocol::Envelope;
+use crate::protocol::{Envelope, ORIGINATOR};
+use crate::rql::{Placeholders, TimePlaceholders};
 use serde_json::Value;
+use std::time::SystemTime;
 
 /// A piece of a template's text: literal text, or the trimmed name
 /// between `{{` and `}}`.
@@ -43,23 +45,46 @@ pub struct AddressTemplate {
     parts: Vec<Part<Placeholder>>,
 }
 
-/// The placeholders of a target's address or header (Ditto's `thing:`,
-/// `topic:` and `header:` placeholders), filled from the signal sent.
+/// The placeholders of a target's address or header, Ditto's for
+/// connections, filled from the signal sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Placeholder {
     /// One of the signal's Ditto headers (`correlation-id`).
     Header(String),
-    ThingId,
-    ThingNamespace,
-    ThingName,
+    /// `thing:id`, or `entity:id`, which is the same for a thing's signal
+    /// and the policy's id for a policy's.
+    EntityId,
+    EntityNamespace,
+    EntityName,
+    /// The feature the signal is about: the one in its path, or, for a
+    /// change of the whole thing or of all its features, each feature in
+    /// its value.
+    FeatureId,
+    /// `request:subjectId`: who caused the signal (`ditto-originator`).
+    RequestSubject,
     TopicFull,
     TopicNamespace,
     TopicEntityName,
     TopicGroup,
     TopicChannel,
     TopicCriterion,
+    /// None for a message, whose last level is its subject.
     TopicAction,
+    /// A message's subject; none for other signals.
+    TopicSubject,
+    TopicActionSubject,
+    /// `thing`, `policy` or `message`.
+    ResourceType,
+    ResourcePath,
+    TimeNow,
+    TimeNowEpochMillis,
 }
+
+/// The supported placeholders, for the error that refuses another.
+const SUPPORTED: &str = "header:<name>, entity:id|namespace|name, thing:id|namespace|name, \
+    feature:id, request:subjectId, \
+    topic:full|namespace|entityName|group|channel|criterion|action|subject|action-subject, \
+    resource:type|path or time:now|now_epoch_millis";
 
 impl AddressTemplate {
     /// `field` names the setting in the error (`address`, `headerMapping`).
@@ -67,7 +92,7 @@ impl AddressTemplate {
         let parts = pipeline::parse_template(text, field, &Placeholder::parse).map_err(|error| match error {
             TemplateError::Unclosed(error) => error,
             TemplateError::Placeholder(name) => DittoError::connection_invalid(format!(
-                "The placeholder '{name}' of the {field} '{text}' is not supported: use header:<name>, thing:id, thing:namespace, thing:name or topic:full|namespace|entityName|group|channel|criterion|action."
+                "The placeholder '{name}' of the {field} '{text}' is not supported: use {SUPPORTED}."
             )),
             TemplateError::Invalid(why) => DittoError::connection_invalid(format!(
                 "The {field} '{text}' is not a valid expression: {why}."
@@ -177,9 +202,11 @@ impl Placeholder {
             return Some(Placeholder::Header(header.to_ascii_lowercase()));
         }
         Some(match name {
-            "thing:id" => Placeholder::ThingId,
-            "thing:namespace" => Placeholder::ThingNamespace,
-            "thing:name" => Placeholder::ThingName,
+            "thing:id" | "entity:id" => Placeholder::EntityId,
+            "thing:namespace" | "entity:namespace" => Placeholder::EntityNamespace,
+            "thing:name" | "entity:name" => Placeholder::EntityName,
+            "feature:id" => Placeholder::FeatureId,
+            "request:subjectId" => Placeholder::RequestSubject,
             "topic:full" => Placeholder::TopicFull,
             "topic:namespace" => Placeholder::TopicNamespace,
             "topic:entityName" => Placeholder::TopicEntityName,
@@ -187,24 +214,97 @@ impl Placeholder {
             "topic:channel" => Placeholder::TopicChannel,
             "topic:criterion" => Placeholder::TopicCriterion,
             "topic:action" => Placeholder::TopicAction,
+            "topic:subject" => Placeholder::TopicSubject,
+            "topic:action-subject" => Placeholder::TopicActionSubject,
+            "resource:type" => Placeholder::ResourceType,
+            "resource:path" => Placeholder::ResourcePath,
+            "time:now" => Placeholder::TimeNow,
+            "time:now_epoch_millis" => Placeholder::TimeNowEpochMillis,
             _ => return None,
         })
     }
 
     fn value(&self, signal: &Envelope) -> Element {
-        let topic = signal.topic.as_str();
-        let level = |index: usize| topic.split('/').nth(index).unwrap_or_default();
+        let topic = Levels::of(&signal.topic);
+        let message = topic.criterion == "messages";
+        let present = |level: &str| Element::from_option(Some(level).filter(|l| !l.is_empty()));
         match self {
             Placeholder::Header(name) => Element::from_option(signal.header(name)),
-            Placeholder::ThingId => Element::one(format!("{}:{}", level(0), level(1))),
-            Placeholder::ThingNamespace | Placeholder::TopicNamespace => Element::one(level(0)),
-            Placeholder::ThingName | Placeholder::TopicEntityName => Element::one(level(1)),
-            Placeholder::TopicFull => Element::one(topic),
-            Placeholder::TopicGroup => Element::one(level(2)),
-            Placeholder::TopicChannel => Element::one(level(3)),
-            Placeholder::TopicCriterion => Element::one(level(4)),
-            Placeholder::TopicAction => Element::one(level(5)),
+            Placeholder::EntityId => Element::one(format!("{}:{}", topic.namespace, topic.name)),
+            Placeholder::EntityNamespace | Placeholder::TopicNamespace => present(topic.namespace),
+            Placeholder::EntityName | Placeholder::TopicEntityName => present(topic.name),
+            Placeholder::FeatureId => feature_ids(signal),
+            Placeholder::RequestSubject => Element::from_option(signal.header(ORIGINATOR)),
+            Placeholder::TopicFull => Element::one(signal.topic.as_str()),
+            Placeholder::TopicGroup => present(topic.group),
+            Placeholder::TopicChannel => Element::from_option(topic.channel),
+            Placeholder::TopicCriterion => present(topic.criterion),
+            Placeholder::TopicAction if message => Element::Unresolved,
+            Placeholder::TopicSubject if !message => Element::Unresolved,
+            Placeholder::TopicAction
+            | Placeholder::TopicSubject
+            | Placeholder::TopicActionSubject => present(topic.last),
+            Placeholder::ResourceType => Element::one(match topic.group {
+                "policies" => "policy",
+                _ if message => "message",
+                _ => "thing",
+            }),
+            Placeholder::ResourcePath => Element::one(signal.path.as_str()),
+            Placeholder::TimeNow => time("now"),
+            Placeholder::TimeNowEpochMillis => time("now_epoch_millis"),
         }
+    }
+}
+
+/// `time:{name}` now, written as in RQL filters.
+fn time(name: &str) -> Element {
+    Element::from_option(TimePlaceholders::at(SystemTime::now()).resolve("time", name))
+}
+
+/// A signal's topic cut into Ditto's levels, without copying: policies
+/// have no channel, and a message's subject is the rest, slashes and all.
+struct Levels<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    group: &'a str,
+    channel: Option<&'a str>,
+    criterion: &'a str,
+    /// The action, or a message's subject.
+    last: &'a str,
+}
+
+impl<'a> Levels<'a> {
+    fn of(topic: &'a str) -> Levels<'a> {
+        let mut levels = topic.splitn(4, '/');
+        let mut next = || levels.next().unwrap_or_default();
+        let (namespace, name, group, rest) = (next(), next(), next(), next());
+        let (channel, rest) = match group {
+            "policies" => (None, rest),
+            _ => match rest.split_once('/') {
+                Some((channel, rest)) => (Some(channel), rest),
+                None => (Some(rest), ""),
+            },
+        };
+        let (criterion, last) = rest.split_once('/').unwrap_or((rest, ""));
+        Levels { namespace, name, group, channel, criterion, last }
+    }
+}
+
+/// Ditto's `feature:id`: the feature in the signal's path
+/// (`/features/lamp/properties/on`, `/features/lamp/inbox/messages/x`);
+/// for the whole thing or all of its features, every feature in the
+/// value, in its order.
+fn feature_ids(signal: &Envelope) -> Element {
+    let mut segments = signal.path.split('/').filter(|segment| !segment.is_empty());
+    let features = match (segments.next(), segments.next()) {
+        (Some("features"), Some(feature)) => return Element::one(feature),
+        (Some("features"), None) => signal.value.as_ref(),
+        (None, _) => signal.value.as_ref().and_then(|thing| thing.get("features")),
+        _ => None,
+    };
+    match features.and_then(Value::as_object) {
+        Some(features) => Element::of(features.keys().cloned().collect()),
+        None => Element::Unresolved,
     }
 }
 
@@ -268,6 +368,62 @@ mod tests {
     }
 
     #[test]
+    fn every_placeholder_ditto_offers_a_connection_is_filled() {
+        let render = |template: &str, signal: &Envelope| {
+            AddressTemplate::parse(template, "address").unwrap().render_raw(signal).ok()
+        };
+        let mut event = Envelope::new(
+            "org.acme/lamp/things/twin/events/modified",
+            "/features/light/properties/on",
+        );
+        event.headers.insert(ORIGINATOR.into(), "nginx:ditto".into());
+        let all = "{{entity:id}} {{entity:namespace}} {{entity:name}} {{feature:id}} \
+                   {{request:subjectId}} {{topic:channel}} {{topic:criterion}} \
+                   {{topic:action-subject}} {{resource:type}} {{resource:path}}";
+        assert_eq!(
+            render(all, &event).unwrap(),
+            "org.acme:lamp org.acme lamp light nginx:ditto twin events modified thing \
+             /features/light/properties/on"
+        );
+        assert_eq!(render("{{ topic:subject }}", &event), None, "an event has no subject");
+
+        let message = Envelope::new(
+            "org.acme/lamp/things/live/messages/switch/on",
+            "/features/light/inbox/messages/switch/on",
+        );
+        assert_eq!(
+            render(
+                "{{topic:subject}} {{topic:action-subject}} {{resource:type}} {{feature:id}}",
+                &message
+            )
+            .unwrap(),
+            "switch/on switch/on message light"
+        );
+        assert_eq!(render("{{ topic:action }}", &message), None, "a message has no action");
+        assert_eq!(render("{{ request:subjectId }}", &message), None, "no originator header");
+
+        let mut created = Envelope::new("org.acme/lamp/things/twin/events/created", "/");
+        created.value = Some(serde_json::json!({"features": {"light": {}, "fan": {}}}));
+        assert_eq!(render("{{ feature:id }}", &created).unwrap(), "light", "the first of them");
+        created.value = Some(serde_json::json!({"attributes": {}}));
+        assert_eq!(render("{{ feature:id }}", &created), None);
+
+        let announcement =
+            Envelope::new("org.acme/lamp-policy/policies/announcements/subjectDeletion", "/");
+        assert_eq!(
+            render("{{entity:id}} {{topic:channel | fn:default('none')}} {{topic:criterion}} {{resource:type}}", &announcement)
+                .unwrap(),
+            "org.acme:lamp-policy none announcements policy"
+        );
+
+        let millis: u128 = render("{{ time:now_epoch_millis }}", &event).unwrap().parse().unwrap();
+        let now = SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+        assert!(millis <= now && now - millis < 60_000, "{millis} against {now}");
+        let iso = render("{{ time:now }}", &event).unwrap();
+        assert!(iso.ends_with('Z') && iso.contains('T'), "{iso}");
+    }
+
+    #[test]
     fn functions_shape_or_withhold_the_address() {
         let event = Envelope::new("org.acme/Lamp 1/things/twin/events/modified", "/");
         let lower = AddressTemplate::parse("t/{{ thing:name | fn:lower() }}", "address").unwrap();
@@ -286,7 +442,7 @@ mod tests {
 
     #[test]
     fn unknown_or_unclosed_placeholders_are_refused() {
-        for bad in ["/{{ feature:id }}", "/{{ thing:id ", "/{{ thing:id | fn:nope() }}"] {
+        for bad in ["/{{ policy:id }}", "/{{ thing:id ", "/{{ thing:id | fn:nope() }}"] {
             let error = AddressTemplate::parse(bad, "address").unwrap_err();
             assert_eq!(error.error, "connectivity:connection.configuration.invalid", "{bad}");
         }

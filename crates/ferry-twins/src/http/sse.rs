@@ -384,6 +384,7 @@ mod tests {
             journal: Some(n),
             acks: None,
             correlation_id: None,
+            originator: None,
         };
         twins.announce(event(11));
         twins.announce(event(10));

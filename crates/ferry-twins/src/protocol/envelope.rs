@@ -18,6 +18,10 @@ use serde_json::{Map, Value};
 /// one thing and its policy.
 pub const MAX_ENVELOPE_BYTES: usize = 1024 * 1024;
 
+/// The header naming who caused a signal: the first subject of the
+/// command's caller, as Ditto stamps commands, events and live messages.
+pub const ORIGINATOR: &str = "ditto-originator";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     pub topic: String,

@@ -64,6 +64,9 @@ impl EventView {
         if let Some(id) = &event.correlation_id {
             envelope.headers.insert("correlation-id".into(), id.as_ref().into());
         }
+        if let Some(originator) = &event.originator {
+            envelope.headers.insert(super::ORIGINATOR.into(), originator.as_ref().into());
+        }
         envelope.revision = Some(event.revision);
         envelope.timestamp = Some(event.timestamp.to_string());
         Some(envelope)

@@ -75,6 +75,10 @@ pub struct ThingEvent {
     /// as Ditto's do, so a client can tell its own change among the
     /// events; kept in the journal, so a replayed event carries it too.
     pub correlation_id: Option<Arc<str>>,
+    /// Who made the change (the first subject of its command's caller),
+    /// which its event carries as Ditto's `ditto-originator`; kept in the
+    /// journal like the correlation id.
+    pub originator: Option<Arc<str>>,
 }
 
 /// The next event of `feed` for `reader`, `None` once the feed is

@@ -38,6 +38,7 @@ impl Twins {
             path: event.path.to_string(),
             value: event.value.clone().map(Arc::new),
             correlation_id: event.correlation_id.as_deref().map(str::to_owned),
+            originator: event.originator.as_deref().map(str::to_owned),
         }))
     }
 
@@ -121,5 +122,6 @@ fn from_record(seq: u64, record: EventRecord) -> Result<ThingEvent, StoreError> 
         journal: Some(seq),
         acks: None,
         correlation_id: record.correlation_id.map(Arc::from),
+        originator: record.originator.map(Arc::from),
     })
 }

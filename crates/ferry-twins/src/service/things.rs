@@ -367,6 +367,7 @@ impl Twins {
                 }
             };
             planned.event.correlation_id = conditions.correlation_id.clone();
+            planned.event.originator = caller.subjects.first().map(|subject| Arc::from(&**subject));
             // In the change's own group: the journal holds what committed.
             planned.writes.extend(self.journal_entry(&planned.event));
             match self.store.commit_journaled(planned.writes).await {
@@ -805,6 +806,7 @@ fn event(
         journal: None,
         acks: None,
         correlation_id: None,
+        originator: None,
     }
 }
 

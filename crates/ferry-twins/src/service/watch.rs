@@ -386,6 +386,7 @@ mod tests {
             journal: None,
             acks: None,
             correlation_id: None,
+            originator: None,
         }
     }
 

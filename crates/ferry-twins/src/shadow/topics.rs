@@ -602,6 +602,7 @@ mod tests {
             journal: None,
             acks: None,
             correlation_id: None,
+            originator: None,
         }
     }
 

@@ -91,10 +91,12 @@ CREATE TABLE IF NOT EXISTS thing_events (
     action TEXT NOT NULL,
     path TEXT NOT NULL,
     value TEXT,
-    correlation_id TEXT
+    correlation_id TEXT,
+    originator TEXT
 );
--- Added after the table: a journal written before has none.
+-- Added after the table: a journal written before has neither.
 ALTER TABLE thing_events ADD COLUMN IF NOT EXISTS correlation_id TEXT;
+ALTER TABLE thing_events ADD COLUMN IF NOT EXISTS originator TEXT;
 ";
 
 struct Job {
@@ -181,7 +183,7 @@ impl PostgresStore {
             .reader()
             .query(
                 "SELECT seq, thing_id, policy_id, revision, timestamp, at, action, path, value, \
-                 correlation_id FROM thing_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+                 correlation_id, originator FROM thing_events WHERE seq > $1 ORDER BY seq LIMIT $2",
                 &[&revision_to(after), &i64::try_from(limit).unwrap_or(i64::MAX)],
             )
             .await
@@ -199,6 +201,7 @@ impl PostgresStore {
                     path: row.get(7),
                     value: value.map(Arc::new),
                     correlation_id: row.get(9),
+                    originator: row.get(10),
                 };
                 Ok((revision_from(row.get(0)), record))
             })
@@ -499,7 +502,7 @@ async fn apply(
             let seq: i64 = client
                 .query_one(
                     "INSERT INTO thing_events (thing_id, policy_id, revision, timestamp, at, action, path, value, \
-                     correlation_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq",
+                     correlation_id, originator) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq",
                     &[
                         &event.thing_id,
                         &event.policy_id,
@@ -510,6 +513,7 @@ async fn apply(
                         &event.path,
                         &value,
                         &event.correlation_id,
+                        &event.originator,
                     ],
                 )
                 .await

@@ -61,6 +61,10 @@ const READER_PRAGMAS: &str = "PRAGMA cache_size = -8192;";
 
 /// The schema, created on first open. `things.seq` is the key the index
 /// rows refer to: shorter than the id and stable while the thing lives.
+/// The journal's columns added after it was first released, all `TEXT`:
+/// opening a journal written before them adds them.
+const JOURNAL_COLUMNS_ADDED_LATER: [&str; 2] = ["correlation_id", "originator"];
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS things (
     seq INTEGER PRIMARY KEY,
@@ -125,7 +129,8 @@ CREATE TABLE IF NOT EXISTS thing_events (
     action TEXT NOT NULL,
     path TEXT NOT NULL,
     value TEXT,
-    correlation_id TEXT
+    correlation_id TEXT,
+    originator TEXT
 );
 ";
 
@@ -219,7 +224,7 @@ impl SqliteStore {
         self.read(move |connection| {
             let mut statement = connection.prepare_cached(
                 "SELECT seq, thing_id, policy_id, revision, timestamp, at, action, path, value, \
-                 correlation_id FROM thing_events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                 correlation_id, originator FROM thing_events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
             )?;
             let rows = statement.query_map(params![after, limit], |row| {
                 let value: Option<String> = row.get(8)?;
@@ -243,6 +248,7 @@ impl SqliteStore {
                     path: row.get(7)?,
                     value,
                     correlation_id: row.get(9)?,
+                    originator: row.get(10)?,
                 };
                 Ok((row.get(0)?, record))
             })?;
@@ -401,19 +407,21 @@ fn create_schema(connection: &mut Connection) -> Result<(), StoreError> {
         transaction.execute_batch("DROP INDEX thing_index_str").map_err(backend)?;
     }
     transaction.execute_batch(SCHEMA).map_err(backend)?;
-    // Added after the journal: a journal written before has no column
-    // for it (SQLite's ADD COLUMN has no IF NOT EXISTS).
-    let correlation_missing = transaction
-        .query_row(
-            "SELECT COUNT(*) = 0 FROM pragma_table_info('thing_events') WHERE name = 'correlation_id'",
-            [],
-            |row| row.get::<_, bool>(0),
-        )
-        .map_err(backend)?;
-    if correlation_missing {
-        transaction
-            .execute_batch("ALTER TABLE thing_events ADD COLUMN correlation_id TEXT")
+    // Added after the journal: a journal written before has no columns
+    // for them (SQLite's ADD COLUMN has no IF NOT EXISTS).
+    for column in JOURNAL_COLUMNS_ADDED_LATER {
+        let missing = transaction
+            .query_row(
+                "SELECT COUNT(*) = 0 FROM pragma_table_info('thing_events') WHERE name = ?1",
+                [column],
+                |row| row.get::<_, bool>(0),
+            )
             .map_err(backend)?;
+        if missing {
+            transaction
+                .execute_batch(&format!("ALTER TABLE thing_events ADD COLUMN {column} TEXT"))
+                .map_err(backend)?;
+        }
     }
     if lists_missing {
         transaction.execute(index::LISTS_FROM_INDEX, []).map_err(backend)?;
@@ -573,7 +581,7 @@ fn apply(
             transaction
                 .prepare_cached(
                     "INSERT INTO thing_events (thing_id, policy_id, revision, timestamp, at, action, path, value, \
-                     correlation_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                     correlation_id, originator) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 )
                 .and_then(|mut insert| {
                     insert.execute(params![
@@ -586,6 +594,7 @@ fn apply(
                         event.path,
                         value.map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?,
                         event.correlation_id,
+                        event.originator,
                     ])
                 })
                 .map_err(backend)?;
@@ -840,13 +849,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_journal_written_before_correlation_ids_were_kept_gains_them() {
+    async fn a_journal_written_before_its_later_columns_gains_them() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("twins.db");
-        let old_schema = SCHEMA.replace(",\n    correlation_id TEXT", "");
+        let old_schema = SCHEMA.replace(",\n    correlation_id TEXT,\n    originator TEXT", "");
         assert_ne!(old_schema, SCHEMA);
         Connection::open(&path).unwrap().execute_batch(&old_schema).unwrap();
-        let event = |revision, correlation_id: Option<&str>| {
+        let event = |revision, headers: Option<(&str, &str)>| {
             Write::Event(EventRecord {
                 thing_id: "ns:t".into(),
                 policy_id: None,
@@ -856,20 +865,23 @@ mod tests {
                 action: "modified".into(),
                 path: "/attributes/x".into(),
                 value: Some(Arc::new(json!(revision))),
-                correlation_id: correlation_id.map(str::to_owned),
+                correlation_id: headers.map(|(id, _)| id.to_owned()),
+                originator: headers.map(|(_, who)| who.to_owned()),
             })
         };
         {
             let store = SqliteStore::open(&path, false).unwrap();
-            store.commit(vec![event(1, Some("c-1"))]).await.unwrap();
+            store.commit(vec![event(1, Some(("c-1", "nginx:ditto")))]).await.unwrap();
         }
-        // Opened again: the column is there, and not added twice.
+        // Opened again: the columns are there, and not added twice.
         let store = SqliteStore::open(&path, false).unwrap();
         store.commit(vec![event(2, None)]).await.unwrap();
         let found = store.events_after(0, 10).await.unwrap();
-        let ids: Vec<_> =
-            found.iter().map(|(_, record)| record.correlation_id.as_deref()).collect();
-        assert_eq!(ids, [Some("c-1"), None]);
+        let headers: Vec<_> = found
+            .iter()
+            .map(|(_, record)| (record.correlation_id.as_deref(), record.originator.as_deref()))
+            .collect();
+        assert_eq!(headers, [(Some("c-1"), Some("nginx:ditto")), (None, None)]);
     }
 
     #[tokio::test]
