@@ -38,7 +38,10 @@ pub fn start(
     events: Option<super::feed::Feed>,
 ) -> Vec<AbortHandle> {
     let replies = kafka.sources.iter().any(|source| source.reply_target.is_some());
-    // One for the connection's clients: its status is one.
+    // Shared by the connection's clients, as its status is: the reason
+    // librdkafka gave last, whichever client it came from, explains the
+    // next failure. Handed to the producer's users beside it, because a
+    // `FutureProducer` does not lend out the context it wraps.
     let reasons = LastReason::default();
     let producer = if spec.targets.is_empty() && !replies {
         None
