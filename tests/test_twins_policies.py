@@ -117,6 +117,41 @@ def test_another_user_reads_what_is_granted_and_writes_nothing(tmp_path, broker_
     assert hidden.status_code == 404 and hidden.json()["error"] == "policies:policy.notfound"
 
 
+def test_request_subject_id_names_whoever_writes(tmp_path, broker_factory, twin_store):
+    """Ditto's `{{ request:subjectId }}` as a subject id, in a policy, an
+    entry, a subject's path and a thing's inline policy: replaced by the
+    writer's own subject, so a creator names itself without knowing how
+    its login maps to a subject."""
+    alice, bob, _ = _users(tmp_path, broker_factory, twin_store)
+    me = "{{ request:subjectId }}"
+    created = alice.put(f"/policies/{PID}", {"entries": {"OWNER": _owner(me)}})
+    assert created.status_code == 201, created.text
+    assert created.json()["entries"]["OWNER"]["subjects"] == {"nginx:alice": {"type": "generated"}}
+    assert alice.get(f"/policies/{PID}/entries/OWNER/subjects").json() == {
+        "nginx:alice": {"type": "generated"}}
+
+    # alice lets bob in by his own placeholder: he writes his subject.
+    guest = _entry("nginx:bob", {"policy:/entries/GUEST": (["READ", "WRITE"], [])})
+    assert alice.put(f"/policies/{PID}/entries/GUEST", guest).status_code == 201
+    added = bob.put(f"/policies/{PID}/entries/GUEST/subjects/{me}", {"type": "by-path"})
+    assert added.status_code == 204, added.text
+    assert bob.get(f"/policies/{PID}/entries/GUEST/subjects").json() == {
+        "nginx:bob": {"type": "by-path"}}, "his own, replaced: not a second one"
+    replaced = bob.put(f"/policies/{PID}/entries/GUEST",
+                       _entry(me, {"policy:/entries/GUEST": (["READ", "WRITE"], [])}))
+    assert replaced.status_code == 204, replaced.text
+    assert bob.get(f"/policies/{PID}/entries/GUEST").json()["subjects"] == {
+        "nginx:bob": {"type": "generated"}}
+
+    thing = {"_policy": {"entries": {"OWNER": _owner(me)}}, "attributes": {"by": me}}
+    made = bob.put("/things/org.acme:bobs", thing)
+    assert made.status_code == 201, made.text
+    assert made.json()["attributes"] == {"by": me}, "only subject ids are replaced"
+    assert bob.get("/policies/org.acme:bobs/entries/OWNER/subjects").json() == {
+        "nginx:bob": {"type": "generated"}}
+    assert alice.get("/things/org.acme:bobs").status_code == 404
+
+
 def test_a_revoke_beats_a_grant_at_the_same_level(tmp_path, broker_factory, twin_store):
     alice, bob, _ = _users(tmp_path, broker_factory, twin_store)
     policy = {"entries": {

@@ -46,6 +46,7 @@ mod entry;
 mod errors;
 mod imports;
 mod label;
+pub mod requester;
 mod resource;
 mod subject;
 mod timestamp;

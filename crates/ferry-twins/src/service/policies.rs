@@ -11,11 +11,12 @@ use crate::error::DittoError;
 use crate::id::PolicyId;
 use crate::pointer::JsonPointer;
 use crate::policy::{
-    Label, Permission, Policy, PolicyImport, PolicyImports, ResourceKey, SubjectId, Timestamp,
-    Written,
+    requester, Label, Permission, Policy, PolicyImport, PolicyImports, ResourceKey, SubjectId,
+    Timestamp, Written,
 };
 use crate::store::{Expect, PolicyRecord, StoreError, Write};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// A policy's addressable parts.
@@ -71,6 +72,33 @@ impl PolicyResource {
                 }
             }
         })
+    }
+
+    /// This resource and `body` as `requester` writes them: Ditto's
+    /// `{{ request:subjectId }}` in the subject ids they name replaced by
+    /// the requester (`policy/requester.rs`).
+    fn written_by<'a>(
+        &'a self,
+        body: &'a Value,
+        requester: &str,
+    ) -> Result<(Cow<'a, PolicyResource>, Cow<'a, Value>), DittoError> {
+        let holds = match self {
+            PolicyResource::Policy => requester::Holds::Policy,
+            PolicyResource::Entries => requester::Holds::Entries,
+            PolicyResource::Entry(_) => requester::Holds::Entry,
+            PolicyResource::Subjects(_) => requester::Holds::Subjects,
+            PolicyResource::Subject(label, id) => {
+                let resource = match requester::in_subject_id(id.as_str(), requester) {
+                    Cow::Borrowed(_) => Cow::Borrowed(self),
+                    Cow::Owned(id) => {
+                        Cow::Owned(PolicyResource::Subject(label.clone(), SubjectId::parse(&id)?))
+                    }
+                };
+                return Ok((resource, Cow::Borrowed(body)));
+            }
+            _ => return Ok((Cow::Borrowed(self), Cow::Borrowed(body))),
+        };
+        Ok((Cow::Borrowed(self), requester::in_body(body, holds, requester)))
     }
 
     /// `rest` after `imports`: the imports, one import or its entries.
@@ -258,6 +286,11 @@ impl Twins {
         resource: &PolicyResource,
         body: &Value,
     ) -> Result<(Written, Value), DittoError> {
+        let (resource, body) = match caller.subjects.first() {
+            Some(requester) => resource.written_by(body, requester)?,
+            None => (Cow::Borrowed(resource), Cow::Borrowed(body)),
+        };
+        let (resource, body) = (&*resource, &*body);
         // Before the permission on the importing policy, as Ditto's
         // pre-enforcer runs before its enforcement.
         let imports = resource.imports_written(policy_id, body);

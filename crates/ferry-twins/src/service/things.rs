@@ -37,13 +37,14 @@ use crate::error::DittoError;
 use crate::fields::FieldSelector;
 use crate::id::{PolicyId, ThingId};
 use crate::pointer::JsonPointer;
-use crate::policy::{Enforcer, Permission, Policy, SubjectId, Timestamp};
+use crate::policy::{requester, Enforcer, Permission, Policy, SubjectId, Timestamp};
 use crate::rql::{Filter, Scope, Semantics, TimePlaceholders};
 use crate::store::{Expect, PolicyRecord, StoreError, ThingRecord, Write};
 use crate::thing::{
     CompactThing, EntityTag, MetadataHeaders, Thing, ThingBody, ThingLimits, ThingResource,
 };
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The fields of a thing a caller gets even where the policy hides the
@@ -567,6 +568,10 @@ impl Twins {
         body: Value,
         now: Timestamp,
     ) -> Result<(Policy, Arc<CachedPolicy>), DittoError> {
+        let body = match caller.subjects.first() {
+            Some(requester) => requester::in_body(&body, requester::Holds::Policy, requester),
+            None => Cow::Borrowed(&body),
+        };
         let mut policy = Policy::create(policy_id, &body, &self.config.policy_limits, now)
             .map_err(|error| {
                 if error.error == "policies:policy.modificationinvalid" {
