@@ -24,23 +24,26 @@ pub enum Holds {
 }
 
 /// `id` with each `{{ request:subjectId }}` (spaces inside the braces
-/// optional) replaced by `requester`.
+/// optional) replaced by `requester`; borrowed when it names none.
 pub fn in_subject_id<'a>(id: &'a str, requester: &str) -> Cow<'a, str> {
-    if !id.contains("{{") {
-        return Cow::Borrowed(id);
-    }
-    let mut out = String::with_capacity(id.len() + requester.len());
+    let mut out = String::new();
     let mut rest = id;
+    let mut replaced = false;
     while let Some(start) = rest.find("{{") {
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else { break };
-        out.push_str(&rest[..start]);
+        let whole = start + 2 + end + 2;
         if after[..end].trim() == "request:subjectId" {
+            out.push_str(&rest[..start]);
             out.push_str(requester);
+            replaced = true;
         } else {
-            out.push_str(&rest[start..start + 2 + end + 2]);
+            out.push_str(&rest[..whole]);
         }
-        rest = &after[end + 2..];
+        rest = &rest[whole..];
+    }
+    if !replaced {
+        return Cow::Borrowed(id);
     }
     out.push_str(rest);
     Cow::Owned(out)
@@ -51,53 +54,49 @@ pub fn in_subject_id<'a>(id: &'a str, requester: &str) -> Cow<'a, str> {
 /// write. What does not have the expected shape is left for the policy's
 /// own checks to refuse.
 pub fn in_body<'a>(body: &'a Value, holds: Holds, requester: &str) -> Cow<'a, Value> {
-    if !mentions_placeholder(body, holds) {
-        return Cow::Borrowed(body);
-    }
-    let mut body = body.clone();
-    substitute(&mut body, holds, requester);
-    Cow::Owned(body)
+    substituted(body, holds, requester).map_or(Cow::Borrowed(body), Cow::Owned)
 }
 
-fn mentions_placeholder(body: &Value, holds: Holds) -> bool {
-    let Value::Object(members) = body else { return false };
+/// One walk down to the subjects: `None` when nothing below changes, else
+/// a copy of `body` with what changed put in.
+fn substituted(body: &Value, holds: Holds, requester: &str) -> Option<Value> {
+    let Value::Object(members) = body else { return None };
+    let with = |key: &str, inner: Holds| {
+        let changed = substituted(members.get(key)?, inner, requester)?;
+        let mut copy = members.clone();
+        copy.insert(key.to_owned(), changed);
+        Some(Value::Object(copy))
+    };
     match holds {
-        Holds::Policy => {
-            members.get("entries").is_some_and(|e| mentions_placeholder(e, Holds::Entries))
-        }
-        Holds::Entries => members.values().any(|entry| mentions_placeholder(entry, Holds::Entry)),
-        Holds::Entry => {
-            members.get("subjects").is_some_and(|s| mentions_placeholder(s, Holds::Subjects))
-        }
-        Holds::Subjects => members.keys().any(|id| id.contains("{{")),
-    }
-}
-
-fn substitute(body: &mut Value, holds: Holds, requester: &str) {
-    let Value::Object(members) = body else { return };
-    match holds {
-        Holds::Policy => {
-            if let Some(entries) = members.get_mut("entries") {
-                substitute(entries, Holds::Entries, requester);
-            }
-        }
+        Holds::Policy => with("entries", Holds::Entries),
+        Holds::Entry => with("subjects", Holds::Subjects),
         Holds::Entries => {
-            for entry in members.values_mut() {
-                substitute(entry, Holds::Entry, requester);
+            let changed: Vec<(&String, Value)> = members
+                .iter()
+                .filter_map(|(label, entry)| {
+                    Some((label, substituted(entry, Holds::Entry, requester)?))
+                })
+                .collect();
+            if changed.is_empty() {
+                return None;
             }
-        }
-        Holds::Entry => {
-            if let Some(subjects) = members.get_mut("subjects") {
-                substitute(subjects, Holds::Subjects, requester);
+            let mut copy = members.clone();
+            for (label, entry) in changed {
+                copy.insert(label.clone(), entry);
             }
+            Some(Value::Object(copy))
         }
         Holds::Subjects => {
+            let names = |id: &String| matches!(in_subject_id(id, requester), Cow::Owned(_));
+            if !members.keys().any(names) {
+                return None;
+            }
             // Rebuilt in order: a subject's place in its entry is kept.
-            let subjects = std::mem::take(members);
-            *members = subjects
-                .into_iter()
-                .map(|(id, subject)| (in_subject_id(&id, requester).into_owned(), subject))
+            let subjects = members
+                .iter()
+                .map(|(id, subject)| (in_subject_id(id, requester).into_owned(), subject.clone()))
                 .collect::<Map<String, Value>>();
+            Some(Value::Object(subjects))
         }
     }
 }
