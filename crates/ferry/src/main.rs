@@ -29,6 +29,17 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Keeps the heap in 4 KiB pages. Why: mimalloc asks for transparent huge
+/// pages on its arenas, and the kernel then backs each one touched with a
+/// whole 2 MiB, though a fleet's idle connections are a few hundred bytes
+/// each, scattered. Measured with 19,000 idle connections: 1,182–1,342
+/// bytes of RSS per connection and 30 MiB before any came with huge pages,
+/// 990–1,005 bytes and 20 MiB without. The flag is the process's: it holds
+/// for memory the allocator took before `main` too, from its next fault.
+fn small_pages_only() -> std::io::Result<()> {
+    Ok(rustix::thread::disable_transparent_huge_pages(true)?)
+}
+
 /// How often each core gives the free pages of its heap back.
 const FREE_PAGES_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -141,6 +152,7 @@ fn main() -> anyhow::Result<()> {
         Command::Passwd(args) => passwd::run(args),
         Command::Routes(args) => routes_cli::run(args),
         Command::Serve(args) => {
+            let small_pages = small_pages_only();
             let mut config = match &args.config {
                 Some(path) => Config::load(path)?,
                 None => Config::default(),
@@ -168,6 +180,9 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|| PathBuf::from("command line (no --config file)"));
             config.validate(&source)?;
             logging::init(&config.log).context("invalid log configuration")?;
+            if let Err(error) = small_pages {
+                tracing::debug!(%error, "transparent huge pages stay allowed");
+            }
             serve::run(config, args.config)
         }
     }
