@@ -103,8 +103,6 @@ pub struct Broker {
     pub(crate) services: Services,
     /// Connections admitted and not yet closed, over every listener.
     pub(crate) open_connections: AtomicUsize,
-    /// Each connection attached to a session, for the admin API.
-    pub(crate) connections_attached: crate::connection_info::Connections,
     pub(crate) connection_rate: Mutex<TokenBucket>,
     pub(crate) shed_log: ShedLog,
     /// Set while resident memory is above `max_memory_bytes`.
@@ -243,7 +241,6 @@ impl Broker {
             routing: Default::default(),
             services: Default::default(),
             open_connections: AtomicUsize::new(0),
-            connections_attached: Default::default(),
             connection_rate: Mutex::new(TokenBucket::new(
                 f64::from(config.max_connection_rate),
                 f64::from(config.max_connection_rate),

@@ -1464,7 +1464,7 @@ impl Client {
     /// over), and a connection waiting to take it over may go on.
     pub(crate) fn finish(self, broker: &Arc<Broker>, close: Close) {
         let session = self.session.clone();
-        broker.connections_attached.detach(&session, &self.info);
+        session.detach_connection(&self.info);
         self.end(broker, close);
         session.settled();
     }

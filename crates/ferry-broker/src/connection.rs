@@ -19,7 +19,7 @@ use crate::client::Client;
 use crate::close::Close;
 use crate::connection_info::ConnectionInfo;
 use crate::listener::{Admission, Origin};
-use crate::park::{Lot, Resume};
+use crate::park::{Lot, Resume, Ticket};
 use crate::session::Session;
 use crate::transport::Transport;
 use bytes::BytesMut;
@@ -74,7 +74,7 @@ pub(crate) async fn serve<S: Transport>(mut stream: S, origin: Box<Origin>, brok
     };
     // Here rather than in `Client::accept`, whose future may be dropped
     // (the connect timeout) after the client was made: `finish` undoes it.
-    broker.connections_attached.attach(&client.session, &client.info);
+    client.session.attach_connection(&client.info);
     flush(&mut stream, &mut wbuf).await;
     // Most connections then sit idle: hold no buffers while they do.
     wbuf = BytesMut::new();
@@ -114,7 +114,7 @@ enum Ended {
     /// Idle, with a ticket of the lot of this core in its session's waker
     /// (and, until its socket leaves the reactor, the socket's): it moves
     /// there, and `leave` arms the lot's watch of its socket.
-    Parking(Arc<Lot>, u64),
+    Parking(Arc<Lot>, Ticket),
 }
 
 /// An idle connection, waiting in its core's parking lot without a task
@@ -144,11 +144,11 @@ impl Resume for Parked {
     }
 }
 
-/// Moves an idle connection into `lot` under `key`, its socket out of the
-/// reactor and watched by the lot.
+/// Moves an idle connection into `lot` under `ticket`, its socket out of
+/// the reactor and watched by the lot.
 fn leave(
     lot: &Lot,
-    key: u64,
+    ticket: Ticket,
     stream: TcpStream,
     client: Client,
     admission: Admission,
@@ -163,8 +163,8 @@ fn leave(
     broker.stats.clients_parked.inc();
     let _tracked = broker.connections.token();
     let parked = Box::new(Parked { socket, client, admission, _tracked });
-    match lot.watch(parked.socket.as_fd(), key) {
-        Ok(()) => lot.park(key, parked),
+    match lot.watch(parked.socket.as_fd(), ticket) {
+        Ok(()) => lot.park(ticket, parked),
         Err(error) => {
             // Unwatched, its input would never resume it: it goes on
             // with a task instead.
@@ -200,8 +200,8 @@ async fn attend<S: Transport>(
     let close = loop {
         match run(&mut client, &broker, &mut stream, &mut rbuf, &mut wbuf, start).await {
             Ended::Closed(close) => break close,
-            Ended::Parking(lot, key) => match stream.into_tcp() {
-                Ok(stream) => return leave(&lot, key, stream, client, admission, broker),
+            Ended::Parking(lot, ticket) => match stream.into_tcp() {
+                Ok(stream) => return leave(&lot, ticket, stream, client, admission, broker),
                 // Only transports that park give their socket up, and only
                 // they end in `Parking`; were it otherwise, the connection
                 // would go on, as if woken.
@@ -249,7 +249,7 @@ fn conclude(client: Client, broker: &Arc<Broker>, close: Close, wbuf: &mut Bytes
         }
     }
     let info = &client.info;
-    close.log_disconnect(info.address, &client.session.client_id, &info.listener.name);
+    close.log_disconnect(info.address(), &client.session.client_id, &info.listener.name);
     broker.stats.disconnections[close.index()].inc();
     client.finish(broker, close);
 }
@@ -362,9 +362,9 @@ async fn run<S: Transport>(
                 && !stall_armed
                 && client.is_quiet();
             match if idle { park(&*stream, &session, woken.as_mut()) } else { Parking::No } {
-                Parking::Go(lot, key) => {
+                Parking::Go(lot, ticket) => {
                     session.liveness.parked();
-                    return Ended::Parking(lot, key);
+                    return Ended::Parking(lot, ticket);
                 }
                 Parking::Woken => {
                     session.liveness.forget_park();
@@ -487,8 +487,8 @@ async fn run<S: Transport>(
 
 /// Whether an idle connection may park now.
 enum Parking {
-    /// Its wakers are in place: it moves to `Lot` under the key.
-    Go(Arc<Lot>, u64),
+    /// Its ticket is in place: it moves to `Lot` under it.
+    Go(Arc<Lot>, Ticket),
     /// Its session woke it meanwhile; it stays, with that to handle.
     Woken,
     /// Input is waiting, or this thread runs no lot; it stays.
@@ -497,21 +497,21 @@ enum Parking {
 
 /// Leaves a ticket's waker with the socket's registration in the reactor
 /// (which wakes it if input comes before the socket leaves for the lot's
-/// epoll, in `leave`) and with the session, unless either has something
-/// for the connection already. After `No` or
+/// epoll, in `leave`) and the ticket with the session, unless either has
+/// something for the connection already. After `No` or
 /// `Woken` the socket holds the ticket's waker, not the task's; the task's
 /// next poll of the socket puts its own back (an idle connection has no
 /// read buffer, so that poll asks for readiness).
 fn park<S: Transport>(stream: &S, session: &Session, woken: Pin<&mut Notified<'_>>) -> Parking {
     let Some(lot) = Lot::current() else { return Parking::No };
     let ticket = lot.ticket();
-    if stream.poll_read_ready(&mut Context::from_waker(&ticket.waker)).is_ready() {
+    if stream.poll_read_ready(&mut Context::from_waker(&ticket.waker())).is_ready() {
         return Parking::No;
     }
-    if !session.wake.park(&ticket.waker, woken) {
+    if !session.wake.park(ticket, woken) {
         return Parking::Woken;
     }
-    Parking::Go(lot, ticket.key)
+    Parking::Go(lot, ticket)
 }
 
 /// A new connection waits to take the session over: applies what the
@@ -715,8 +715,13 @@ mod tests {
         // still fits mimalloc's 448-byte class. 320: the occasional parts
         // (waiters, timers, replies in line, inbound QoS 2 ids, the pending
         // will) went into a box of their own, made when needed: with its
-        // counts the session fits the 384-byte class.
-        assert!(session <= 320, "Session is {session} bytes");
+        // counts the session fits the 384-byte class. 304: a parked
+        // connection's ticket replaced its waker and flag, and with its
+        // counts the session fits the 320-byte class.
+        assert!(session <= 304, "Session is {session} bytes");
+        // 112: with its `Arc` counts, a 128-byte allocation.
+        let info = std::mem::size_of::<crate::connection_info::ConnectionInfo>();
+        assert!(info <= 112, "ConnectionInfo is {info} bytes");
         let inflight = std::mem::size_of::<crate::session::Inflight>();
         assert!(inflight <= 16, "an in-flight entry is {inflight} bytes");
     }

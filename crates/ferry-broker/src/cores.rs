@@ -69,7 +69,7 @@ impl Cores {
                         Lot::new()
                     };
                     let lot = match made {
-                        Ok(lot) => Some(Arc::new(lot)),
+                        Ok(lot) => Some(lot),
                         Err(error) => {
                             // Its idle connections then keep their tasks.
                             tracing::error!(%error, core = index, "no parking lot");

@@ -172,7 +172,7 @@ impl ClientQuery {
             && self
                 .address
                 .as_deref()
-                .is_none_or(|prefix| info.address.to_string().starts_with(prefix))
+                .is_none_or(|prefix| info.address().to_string().starts_with(prefix))
             && self.protocol.as_deref().is_none_or(|wanted| protocol_name(info.version) == wanted)
     }
 }
@@ -187,7 +187,7 @@ impl Broker {
         ClientView {
             client_id: session.client_id.to_string(),
             username: info.username.as_deref().map(str::to_owned),
-            address: info.address,
+            address: info.address(),
             protocol: protocol_name(info.version),
             keep_alive_secs: info.keep_alive_secs,
             clean_start: info.clean_start,
@@ -205,10 +205,15 @@ impl Broker {
 
     /// Connected clients that `query` selects, by client id.
     pub fn clients(&self, query: &ClientQuery, paging: Paging) -> Page<ClientView> {
-        let selected: Vec<_> = self
-            .connections_attached
-            .all()
+        // The sessions first, the map's lock let go before each session's
+        // is taken, as everywhere.
+        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        let selected: Vec<_> = sessions
             .into_iter()
+            .filter_map(|session| {
+                let info = session.connection()?;
+                Some((session, info))
+            })
             .filter(|(session, info)| query.matches(&session.client_id, info))
             .collect();
         let page = paging.cut(selected, |(session, _)| session.client_id.clone());
@@ -226,7 +231,7 @@ impl Broker {
     /// connected.
     pub fn client(&self, client_id: &str) -> Option<(ClientView, Vec<SubscriptionView>)> {
         let session = self.sessions.lock().get(client_id).cloned()?;
-        let info = self.connections_attached.of(session.id)?;
+        let info = session.connection()?;
         let view = self.client_view(&session, &info);
         let subscriptions = self.subscriptions_of(&session);
         Some((view, subscriptions))
@@ -252,7 +257,7 @@ impl Broker {
     /// client's socket is just closed. False when it is not connected.
     pub fn disconnect_client(&self, client_id: &str, reason: &str) -> bool {
         let Some(session) = self.sessions.lock().get(client_id).cloned() else { return false };
-        let Some(info) = self.connections_attached.of(session.id) else { return false };
+        let Some(info) = session.connection() else { return false };
         info.request_close(reason);
         session.wake.notify_one();
         true

@@ -3,12 +3,13 @@
 //! Why: a connection's task is a kilobyte (its future and tokio's header
 //! around it) for as long as the connection lives, and most of a fleet's
 //! connections are idle nearly all of the time. A parked connection is its
-//! state alone (`connection::Parked`, about 150 bytes) and a waker of 32.
+//! state alone (`connection::Parked`, about 150 bytes) and its ticket, a
+//! number that its session keeps in place of a waker.
 //!
 //! Its socket leaves the core's reactor, whose registration of it is 256
 //! bytes more, and is watched by the lot's own epoll instead: one
 //! `EPOLLONESHOT` entry, which the kernel keeps outside the process's
-//! memory and which wakes the ticket's key once when input arrives. Its
+//! memory and which wakes the ticket once when input arrives. Its
 //! session's wake-up (`wakeup.rs`) wakes it for everything else. Woken, it
 //! is taken out of the lot and resumed with a task of its own again, on
 //! the same core, its socket back in the reactor. A park and a resume cost
@@ -18,25 +19,31 @@
 //! An entry stays in the lot's epoll, disarmed, after its connection is
 //! resumed, so the next park only re-arms it (the kernel drops it when the
 //! socket closes). One armed for a connection that its session resumed
-//! fires once more, later, for a key with nothing parked under it: a
-//! wasted look, never a wrong resume, as keys are never reused.
+//! fires once more, later, for a ticket with nothing parked under it: a
+//! wasted look, never a wrong resume, as tickets are never reused.
+//!
+//! A ticket names its lot by number (`LOTS`), so waking it, from any
+//! thread, takes no pointer and no allocation of its own: a waker per
+//! parked connection was 32 bytes, a pointer to the lot in the session 8
+//! more than the ticket.
 //!
 //! One lot per core (`cores.rs`), found by the core's connections through
 //! a thread-local. The lot knows nothing of connections: it holds
 //! anything that can [`Resume`].
 
 use futures_util::task::AtomicWaker;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use rustix::event::{epoll, Timespec};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::poll_fn;
 use std::io;
 use std::mem::MaybeUninit;
+use std::num::NonZeroU64;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::task::{Poll, Wake, Waker};
+use std::sync::{Arc, Weak};
+use std::task::{Poll, RawWaker, RawWakerVTable, Waker};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -45,25 +52,40 @@ use tokio::io::Interest;
 /// the stack.
 const EVENTS_PER_WAIT: usize = 256;
 
+/// A ticket's low bits are its serial, unique in the process for 2^48
+/// parkings (nine years at a million a second); its high 16 its lot's
+/// number, so at most 65,535 lots live at once (one per core per broker).
+const SERIAL_BITS: u32 = 48;
+
+/// Every lot alive, at its number less one. A slot whose lot was dropped
+/// is given to the next lot made; a ticket of the old one then wakes a
+/// serial that the new lot never parks under.
+static LOTS: RwLock<Vec<Weak<Lot>>> = RwLock::new(Vec::new());
+
+/// The next ticket's serial, shared by every lot so that no two tickets in
+/// the process are ever the same.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(0);
+
 /// What waits in the lot: resumed once, on the lot's core, when its
-/// ticket's waker is woken.
+/// ticket is woken.
 pub(crate) trait Resume: Send {
     fn resume(self: Box<Self>);
 }
 
 pub(crate) struct Lot {
+    /// Its number, shifted into a ticket's high bits.
+    number: u64,
     parked: Mutex<HashMap<u64, Box<dyn Resume>>>,
     /// Watches the parked connections' sockets: each entry's data is the
-    /// key it was armed for. Itself registered with the core's reactor,
+    /// ticket it was armed for. Itself registered with the core's reactor,
     /// which says when it has events.
     epoll: AsyncFd<OwnedFd>,
-    /// Keys whose tickets were woken, from any thread. Bounded: a ticket is
+    /// Tickets that were woken, from any thread. Bounded: a ticket is
     /// woken at most twice by the reactor (before its socket left it and
     /// by the lot's epoll) and once by its session, per parking.
     woken: Mutex<Vec<u64>>,
     /// The lot's own task.
     task: AtomicWaker,
-    next_key: AtomicU64,
 }
 
 thread_local! {
@@ -71,45 +93,91 @@ thread_local! {
     static CURRENT: RefCell<Option<Arc<Lot>>> = const { RefCell::new(None) };
 }
 
-/// A parking place, reserved: its key and the waker that resumes
-/// whatever is parked under it.
-pub(crate) struct Ticket {
-    pub key: u64,
-    pub waker: Waker,
+/// A parking place, reserved: it names its lot and resumes whatever is
+/// parked under it when woken. Never zero, so that zero can mean "none".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ticket(NonZeroU64);
+
+// A ticket travels in a waker's data pointer.
+const _: () = assert!(usize::BITS == u64::BITS);
+
+/// The waker of a ticket: its data pointer is the ticket's number, never
+/// dereferenced.
+static TICKET_WAKER: RawWakerVTable =
+    RawWakerVTable::new(clone_ticket_waker, wake_ticket, wake_ticket, forget_ticket_waker);
+
+fn clone_ticket_waker(data: *const ()) -> RawWaker {
+    RawWaker::new(data, &TICKET_WAKER)
 }
 
-struct TicketWaker {
-    lot: Arc<Lot>,
-    key: u64,
+fn wake_ticket(data: *const ()) {
+    if let Some(ticket) = Ticket::from_bits(data.addr() as u64) {
+        ticket.wake();
+    }
 }
 
-impl Wake for TicketWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
+fn forget_ticket_waker(_: *const ()) {}
+
+impl Ticket {
+    pub(crate) fn from_bits(bits: u64) -> Option<Ticket> {
+        NonZeroU64::new(bits).map(Ticket)
     }
 
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.lot.woken.lock().push(self.key);
-        self.lot.task.wake();
+    pub(crate) fn bits(self) -> u64 {
+        self.0.get()
+    }
+
+    /// Resumes whatever is parked under this ticket, or will be; nothing
+    /// if its lot is gone.
+    pub(crate) fn wake(self) {
+        let Some(index) = ((self.bits() >> SERIAL_BITS) as usize).checked_sub(1) else { return };
+        // The registry's lock is let go before the lot is used, and before
+        // it is dropped, should this be its last holder.
+        let lot = LOTS.read().get(index).and_then(Weak::upgrade);
+        if let Some(lot) = lot {
+            lot.woken.lock().push(self.bits());
+            lot.task.wake();
+        }
+    }
+
+    /// This ticket as a waker, for what wakes with one (the reactor).
+    pub(crate) fn waker(self) -> Waker {
+        let data = std::ptr::without_provenance(self.bits() as usize);
+        // SAFETY: the vtable's functions never dereference the data
+        // pointer, which only carries the ticket's bits (no wider than a
+        // pointer, asserted above); cloning copies them, dropping does
+        // nothing, and waking works from any thread (the registry and the
+        // lot's queue are locked), as `Waker` requires.
+        unsafe { Waker::from_raw(RawWaker::new(data, &TICKET_WAKER)) }
     }
 }
 
 impl Lot {
     /// A lot for the core whose runtime this thread is in.
-    pub(crate) fn new() -> io::Result<Lot> {
+    pub(crate) fn new() -> io::Result<Arc<Lot>> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         // SAFETY: the OwnedFd is open and moves into the AsyncFd, which
         // owns it until dropped, so it stays open and its as_raw_fd is the
         // same descriptor for the registration's whole life.
         let epoll = unsafe { AsyncFd::register_with_interest(epoll, Interest::READABLE) }
             .map_err(|refused| refused.into_parts().1)?;
-        Ok(Lot {
+        let mut lots = LOTS.write();
+        let index = lots.iter().position(|lot| lot.strong_count() == 0).unwrap_or(lots.len());
+        if index >= (1 << (u64::BITS - SERIAL_BITS)) - 1 {
+            return Err(io::Error::other("65,535 parking lots already"));
+        }
+        let lot = Arc::new(Lot {
+            number: (index as u64 + 1) << SERIAL_BITS,
             parked: Mutex::default(),
             epoll,
             woken: Mutex::default(),
             task: AtomicWaker::new(),
-            next_key: AtomicU64::new(0),
-        })
+        });
+        match lots.get_mut(index) {
+            Some(slot) => *slot = Arc::downgrade(&lot),
+            None => lots.push(Arc::downgrade(&lot)),
+        }
+        Ok(lot)
     }
 
     /// Makes `lot` the one this thread's connections park in.
@@ -122,26 +190,25 @@ impl Lot {
         CURRENT.with(|current| current.borrow().clone())
     }
 
-    /// A key for the next parking, and its waker. Parking under it is
-    /// optional: a waker whose key has nothing parked wakes nothing.
-    pub(crate) fn ticket(self: &Arc<Self>) -> Ticket {
-        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
-        let waker = Waker::from(Arc::new(TicketWaker { lot: self.clone(), key }));
-        Ticket { key, waker }
+    /// A ticket for the next parking. Parking under it is optional: a
+    /// ticket with nothing parked under it wakes nothing.
+    pub(crate) fn ticket(&self) -> Ticket {
+        let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed) & ((1 << SERIAL_BITS) - 1);
+        Ticket(NonZeroU64::new(self.number | serial).expect("a lot's number is never zero"))
     }
 
-    /// Parks `parked` under `key` until the key's waker is woken. Wakes
-    /// that came before this are not lost: the lot's task, on this same
-    /// thread, looks at them only after this returns.
-    pub(crate) fn park(&self, key: u64, parked: Box<dyn Resume>) {
-        self.parked.lock().insert(key, parked);
+    /// Parks `parked` under `ticket` until the ticket is woken. Wakes that
+    /// came before this are not lost: the lot's task, on this same thread,
+    /// looks at them only after this returns.
+    pub(crate) fn park(&self, ticket: Ticket, parked: Box<dyn Resume>) {
+        self.parked.lock().insert(ticket.bits(), parked);
     }
 
-    /// Wakes `key`'s ticket once when `socket` becomes readable or closes
-    /// (at once if it already is). For a socket out of the reactor, whose
-    /// input nothing else watches.
-    pub(crate) fn watch(&self, socket: BorrowedFd<'_>, key: u64) -> io::Result<()> {
-        let data = epoll::EventData::new_u64(key);
+    /// Wakes `ticket` once when `socket` becomes readable or closes (at
+    /// once if it already is). For a socket out of the reactor, whose input
+    /// nothing else watches.
+    pub(crate) fn watch(&self, socket: BorrowedFd<'_>, ticket: Ticket) -> io::Result<()> {
+        let data = epoll::EventData::new_u64(ticket.bits());
         let flags = epoll::EventFlags::IN | epoll::EventFlags::RDHUP | epoll::EventFlags::ONESHOT;
         let lot = self.epoll.get_ref();
         match epoll::modify(lot, socket, data, flags) {
@@ -158,21 +225,21 @@ impl Lot {
 
     /// Resumes what was woken, for as long as the core runs.
     pub(crate) async fn run(self: Arc<Self>) {
-        let mut keys = Vec::new();
+        let mut tickets = Vec::new();
         loop {
             poll_fn(|cx| {
                 self.task.register(cx.waker());
-                std::mem::swap(&mut keys, &mut *self.woken.lock());
-                self.take_socket_events(cx, &mut keys);
-                if keys.is_empty() {
+                std::mem::swap(&mut tickets, &mut *self.woken.lock());
+                self.take_socket_events(cx, &mut tickets);
+                if tickets.is_empty() {
                     Poll::Pending
                 } else {
                     Poll::Ready(())
                 }
             })
             .await;
-            for key in keys.drain(..) {
-                let parked = self.parked.lock().remove(&key);
+            for ticket in tickets.drain(..) {
+                let parked = self.parked.lock().remove(&ticket);
                 if let Some(parked) = parked {
                     parked.resume();
                 }
@@ -180,9 +247,9 @@ impl Lot {
         }
     }
 
-    /// Adds the keys of the sockets that became readable since the last
+    /// Adds the tickets of the sockets that became readable since the last
     /// look, and leaves the lot's task registered for the next.
-    fn take_socket_events(&self, cx: &mut std::task::Context<'_>, keys: &mut Vec<u64>) {
+    fn take_socket_events(&self, cx: &mut std::task::Context<'_>, tickets: &mut Vec<u64>) {
         let no_wait = Timespec { tv_sec: 0, tv_nsec: 0 };
         let mut events = [const { MaybeUninit::<epoll::Event>::uninit() }; EVENTS_PER_WAIT];
         while let Poll::Ready(Ok(mut ready)) = self.epoll.poll_read_ready(cx) {
@@ -194,7 +261,7 @@ impl Lot {
                     return;
                 }
             };
-            keys.extend(taken.iter().map(|event| event.data.u64()));
+            tickets.extend(taken.iter().map(|event| event.data.u64()));
             if taken.len() < EVENTS_PER_WAIT {
                 // Drained: the reactor says when there are more.
                 ready.clear_ready();
@@ -202,9 +269,8 @@ impl Lot {
         }
     }
 
-    /// Takes out everything parked, to drop it on the core that owns it.
-    /// Parked connections hold their sessions, whose wakers hold the lot:
-    /// a cycle, which this breaks.
+    /// Takes out everything parked, to drop it on the core that owns it
+    /// (a parked socket's drop belongs with the core's reactor).
     pub(crate) fn clear(&self) -> Vec<Box<dyn Resume>> {
         self.parked.lock().drain().map(|(_, parked)| parked).collect()
     }
@@ -225,23 +291,52 @@ mod tests {
 
     #[tokio::test]
     async fn a_woken_ticket_resumes_once_and_a_stale_one_nothing() {
-        let lot = Arc::new(Lot::new().unwrap());
+        let lot = Lot::new().unwrap();
         tokio::spawn(lot.clone().run());
         let resumed = Arc::new(AtomicUsize::new(0));
         let ticket = lot.ticket();
-        // Woken before it is parked, as a reactor on another thread may.
-        ticket.waker.wake_by_ref();
-        lot.park(ticket.key, Box::new(Counted(resumed.clone())));
-        // Woken again by its second waker before the lot ran.
-        ticket.waker.wake_by_ref();
-        let unused = lot.ticket();
-        unused.waker.wake();
+        // Woken before it is parked, through a clone of its waker on
+        // another thread, as the reactor may.
+        let waker = ticket.waker();
+        std::thread::spawn({
+            let waker = waker.clone();
+            move || waker.wake_by_ref()
+        })
+        .join()
+        .unwrap();
+        lot.park(ticket, Box::new(Counted(resumed.clone())));
+        // Woken again, by its session, before the lot ran.
+        ticket.wake();
+        waker.wake();
+        lot.ticket().wake();
         while lot.len() > 0 {
             tokio::task::yield_now().await;
         }
         tokio::task::yield_now().await;
         assert_eq!(resumed.load(Ordering::Relaxed), 1);
         assert!(lot.woken.lock().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_ticket_of_a_dropped_lot_resumes_nothing_in_the_lot_after_it() {
+        let gone = Lot::new().unwrap();
+        let stale = gone.ticket();
+        drop(gone);
+        stale.wake();
+        // Likely at the dropped lot's number, unless another test's lot
+        // took it first.
+        let lot = Lot::new().unwrap();
+        tokio::spawn(lot.clone().run());
+        let resumed = Arc::new(AtomicUsize::new(0));
+        lot.park(lot.ticket(), Box::new(Counted(resumed.clone())));
+        stale.wake();
+        stale.waker().wake_by_ref();
+        while !lot.woken.lock().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(resumed.load(Ordering::Relaxed), 0);
+        assert_eq!(lot.len(), 1);
+        drop(lot.clear());
     }
 
     /// Waits, yielding to the lot's task and the reactor, until `lot` has
@@ -258,26 +353,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_watched_socket_resumes_its_key_on_input_and_rearms() {
+    async fn a_watched_socket_resumes_its_ticket_on_input_and_rearms() {
         use std::io::Write;
         use std::os::fd::AsFd;
-        let lot = Arc::new(Lot::new().unwrap());
+        let lot = Lot::new().unwrap();
         tokio::spawn(lot.clone().run());
         let (mut peer, socket) = std::os::unix::net::UnixStream::pair().unwrap();
         let resumed = Arc::new(AtomicUsize::new(0));
 
         let first = lot.ticket();
-        lot.watch(socket.as_fd(), first.key).unwrap();
-        lot.park(first.key, Box::new(Counted(resumed.clone())));
+        lot.watch(socket.as_fd(), first).unwrap();
+        lot.park(first, Box::new(Counted(resumed.clone())));
         peer.write_all(b"x").unwrap();
         emptied(&lot).await;
         assert_eq!(resumed.load(Ordering::Relaxed), 1);
 
-        // The fired entry is re-armed under a new key, and input already
+        // The fired entry is re-armed under a new ticket, and input already
         // waiting (the byte, unread) wakes it at once.
         let second = lot.ticket();
-        lot.watch(socket.as_fd(), second.key).unwrap();
-        lot.park(second.key, Box::new(Counted(resumed.clone())));
+        lot.watch(socket.as_fd(), second).unwrap();
+        lot.park(second, Box::new(Counted(resumed.clone())));
         emptied(&lot).await;
         assert_eq!(resumed.load(Ordering::Relaxed), 2);
     }
