@@ -61,8 +61,9 @@ pub(crate) enum Pace {
     /// Not held back.
     #[default]
     Free,
-    /// Input paused until `target` releases it.
-    Blocked { target: Arc<Session>, since_ms: u64 },
+    /// Input paused until `target` releases it, since the time in the
+    /// session's `Liveness` (where the keep-alive sweeper reads it too).
+    Blocked { target: Arc<Session> },
     /// Released by `target`, with `left` messages to go before it checks
     /// whether to yield to the next waiter.
     Turn { target: Arc<Session>, left: u32 },

@@ -27,7 +27,6 @@ use ferry_auth::{
 };
 use ferry_mqtt::{ByteStr, Packet, PubAck, QoS, ReasonCode, RetainHandling, SubscriptionOptions};
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -89,7 +88,7 @@ pub struct Broker {
     stored_replies: Mutex<Vec<(Acknowledgement, ReasonCode)>>,
     pub(crate) subscriptions: RwLock<TopicTree<u64, Subscription>>,
     pub(crate) retained: RwLock<RetainedStore<Arc<Message>>>,
-    pub(crate) sessions: Mutex<HashMap<Arc<str>, Arc<Session>>>,
+    pub(crate) sessions: Mutex<crate::sessions::Sessions>,
     pub(crate) next_session_id: AtomicU64,
     /// Read on every drain, so a plain flag rather than the watch's lock.
     shutting_down: AtomicBool,
@@ -231,7 +230,7 @@ impl Broker {
             stored_replies: Mutex::new(Vec::new()),
             subscriptions: RwLock::new(TopicTree::new()),
             retained: RwLock::new(RetainedStore::new()),
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Mutex::default(),
             next_session_id: AtomicU64::new(1),
             shutting_down: AtomicBool::new(false),
             shutdown: watch::channel(false).0,
@@ -430,6 +429,7 @@ impl Broker {
                 state.set_will(None);
                 state.generation += 1;
                 state.clear_replies();
+                state.forget_close_request();
                 let expiry_changed = state.expiry_secs != expiry_secs;
                 state.expiry_secs = expiry_secs;
                 let generation = state.generation;
@@ -450,7 +450,7 @@ impl Broker {
         let session = Arc::new(Session::new(id, client_id.clone(), expiry_secs));
         session.lock().generation = 1;
         session.set_online(true);
-        sessions.insert(client_id.clone(), session.clone());
+        sessions.insert(session.clone());
         let stored = self.persist_expiry(&session, expiry_secs);
         Attached { session, session_present: false, generation: 1, stored }
     }
@@ -576,6 +576,7 @@ impl Broker {
             }
             session.set_online(false);
             state.release_waiters();
+            state.forget_close_request();
             state.shed();
             let orphans = state.take_shared_deliveries();
             if self.store_for(session).is_some() {

@@ -43,7 +43,7 @@ type AliasMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
 
 /// Both directions' topic aliases, boxed together and made on first use:
 /// most clients never use one, and two empty tables inline cost every
-/// idle connection 64 bytes.
+/// idle connection 64 bytes. Kept with the client's other `Particulars`.
 #[derive(Default)]
 struct Aliases {
     /// Topic aliases the client set toward us.
@@ -62,7 +62,6 @@ pub(crate) struct Client {
     send_window: u16,
     /// The client's maximum packet size; larger messages are not sent to it.
     max_outgoing_packet_bytes: u32,
-    aliases: Option<Box<Aliases>>,
     outbound_alias_max: u16,
     /// False when a v5 client asked for no reason strings (Request Problem Information 0).
     problem_information: bool,
@@ -99,9 +98,10 @@ enum Acknowledge {
 }
 
 /// What only some clients carry, boxed together so that the others pay
-/// one pointer for both.
+/// one pointer for all.
 #[derive(Default)]
 struct Particulars {
+    aliases: Option<Box<Aliases>>,
     /// `None` for an anonymous client, whose principal is its client id
     /// alone (made only when an ACL asks).
     principal: Option<Arc<Principal>>,
@@ -336,10 +336,11 @@ impl Client {
         });
         attached.session.liveness.arm(now_ms, keep_alive, credentials_end_ms);
         let will = connect.will.map(|will| PendingWill::from_connect(will, attached.session.id));
+        let particulars = Particulars::of(principal, config);
         let info = Arc::new(ConnectionInfo::new(
             origin.peer,
             origin.listener.clone(),
-            principal.username.clone(),
+            particulars.as_ref().and_then(|particulars| particulars.principal.clone()),
             version,
             keep_alive_secs,
             connect.clean_start,
@@ -364,7 +365,6 @@ impl Client {
                 .unwrap_or(u16::MAX)
                 .min(config.max_inflight_messages),
             max_outgoing_packet_bytes: connect.properties.maximum_packet_size.unwrap_or(u32::MAX),
-            aliases: None,
             outbound_alias_max: connect
                 .properties
                 .topic_alias_maximum
@@ -375,7 +375,7 @@ impl Client {
             replies_held: 0,
             delivered: Vec::new(),
             ending: false,
-            particulars: Particulars::of(principal, config),
+            particulars,
             info,
         };
         if attached.session_present && broker.authorization.is_active() {
@@ -501,7 +501,7 @@ impl Client {
                 ));
             }
             if publish.topic.is_empty() {
-                match self.aliases.as_ref().and_then(|aliases| aliases.inbound.get(&alias)) {
+                match self.aliases().and_then(|aliases| aliases.inbound.get(&alias)) {
                     Some(topic) => publish.topic = topic.clone(),
                     None => {
                         return Err(Close::protocol(
@@ -511,8 +511,9 @@ impl Client {
                     }
                 }
             } else {
-                let aliases = self.aliases.get_or_insert_with(Box::default);
-                aliases.inbound.insert(alias, publish.topic.clone());
+                Particulars::aliases(&mut self.particulars)
+                    .inbound
+                    .insert(alias, publish.topic.clone());
             }
         }
         if publish.retain && !broker.config.retain_available {
@@ -995,7 +996,7 @@ impl Client {
     fn block(&mut self, broker: &Broker, target: Arc<Session>) {
         let since_ms = broker.now_ms().max(1);
         self.session.liveness.set_blocked_since(since_ms);
-        self.pace = Pace::Blocked { target, since_ms };
+        self.pace = Pace::Blocked { target };
     }
 
     /// After a turn: waits again, at the back, if `target` is still above
@@ -1035,9 +1036,10 @@ impl Client {
     /// Resumes input once the congested subscriber released us (our turn),
     /// went away, or kept us waiting too long (it is then marked stalled).
     pub(crate) fn check_blocked(&mut self, broker: &Broker) {
-        let Pace::Blocked { target, since_ms } = &self.pace else { return };
+        let Pace::Blocked { target } = &self.pace else { return };
+        let since_ms = self.session.liveness.blocked_since_ms();
         let waited_too_long =
-            broker.now_ms().saturating_sub(*since_ms) >= backpressure::MAX_WAIT.as_millis() as u64;
+            broker.now_ms().saturating_sub(since_ms) >= backpressure::MAX_WAIT.as_millis() as u64;
         let target = target.clone();
         let released = {
             let mut state = target.lock();
@@ -1307,10 +1309,10 @@ impl Client {
         if self.session.liveness.credentials_expired() {
             return Err(Close::CredentialsExpired);
         }
-        if let Some(reason) = self.info.close_requested() {
+        let mut state = self.session.lock();
+        if let Some(reason) = state.close_requested(self.generation) {
             return Err(Close::Administrative(reason.to_owned()));
         }
-        let mut state = self.session.lock();
         if state.ended || state.generation != self.generation {
             return Err(Close::TakenOver);
         }
@@ -1375,8 +1377,9 @@ impl Client {
                 continue;
             }
             if let Some((alias, true)) = alias {
-                let aliases = self.aliases.get_or_insert_with(Box::default);
-                aliases.outbound.insert(delivery.message.topic.clone(), alias);
+                Particulars::aliases(&mut self.particulars)
+                    .outbound
+                    .insert(delivery.message.topic.clone(), alias);
             }
             broker.stats.count_sent(delivery.qos, delivery.message.payload.len());
             broker
@@ -1408,11 +1411,15 @@ impl Client {
 
     /// The alias to use for `topic`: an existing one, a new one while the
     /// client's maximum allows (sent with the topic once), or none.
+    fn aliases(&self) -> Option<&Aliases> {
+        self.particulars.as_ref()?.aliases.as_deref()
+    }
+
     fn outbound_alias(&self, topic: &ByteStr) -> Option<(u16, bool)> {
         if self.outbound_alias_max == 0 {
             return None;
         }
-        let outbound = self.aliases.as_ref().map(|aliases| &aliases.outbound);
+        let outbound = self.aliases().map(|aliases| &aliases.outbound);
         if let Some(alias) = outbound.and_then(|outbound| outbound.get(topic)) {
             return Some((*alias, false));
         }
@@ -1503,11 +1510,19 @@ fn delivery_over(
 }
 
 impl Particulars {
+    /// The client's topic aliases, made now if it had none (a field
+    /// apart from the client, whose session may be locked meanwhile).
+    fn aliases(particulars: &mut Option<Box<Particulars>>) -> &mut Aliases {
+        let particulars = particulars.get_or_insert_with(Box::default);
+        particulars.aliases.get_or_insert_with(Box::default)
+    }
+
     fn of(principal: Principal, config: &BrokerConfig) -> Option<Box<Particulars>> {
         let proven = principal.username.is_some()
             || principal.certificate.is_some()
             || !principal.groups.is_empty();
         let particulars = Particulars {
+            aliases: None,
             principal: proven.then(|| Arc::new(principal)),
             limits: PublishLimits::from_config(config, Instant::now()),
         };

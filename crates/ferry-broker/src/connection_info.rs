@@ -1,6 +1,5 @@
 //! What the admin API sees of one live connection: where it came from,
-//! what it said in its CONNECT, its traffic so far, and an administrator's
-//! request to close it.
+//! what it said in its CONNECT, and its traffic so far.
 //!
 //! Shared by the connection's task, which alone writes the counters, and
 //! its session (`Session::connection`), through which `inspect.rs` finds
@@ -9,21 +8,23 @@
 //! touching a cache line another connection writes.
 
 use crate::listener::Listener;
+use ferry_auth::Principal;
 use ferry_mqtt::ProtocolVersion;
 use std::net::{Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// One connection's particulars and traffic.
 #[derive(Debug)]
 pub(crate) struct ConnectionInfo {
     /// The peer's address, an IPv4 one mapped into IPv6: 18 bytes where a
-    /// `SocketAddr` takes 32, which puts this, with its `Arc` counts, in a
-    /// 128-byte allocation rather than a 160 (held by every connection).
+    /// `SocketAddr` takes 32 (held by every connection, so this one is
+    /// held to a size budget: `connection::tests`).
     address: ([u8; 16], u16),
     pub listener: Arc<Listener>,
-    /// The proven user name, if any.
-    pub username: Option<Arc<str>>,
+    /// Who the client proved to be, shared with its `Client`; `None` for
+    /// an anonymous one. One pointer where its user name alone took two.
+    principal: Option<Arc<Principal>>,
     pub version: ProtocolVersion,
     /// The keep-alive in force (the server's, when it overrode the
     /// client's), in seconds.
@@ -37,16 +38,13 @@ pub(crate) struct ConnectionInfo {
     pub messages_in: AtomicU64,
     /// PUBLISH packets sent to the client.
     pub messages_out: AtomicU64,
-    /// Set once by an administrator's disconnect, with its reason; the
-    /// connection reads it when its session wakes it.
-    closing: OnceLock<Box<str>>,
 }
 
 impl ConnectionInfo {
     pub(crate) fn new(
         address: SocketAddr,
         listener: Arc<Listener>,
-        username: Option<Arc<str>>,
+        principal: Option<Arc<Principal>>,
         version: ProtocolVersion,
         keep_alive_secs: u16,
         clean_start: bool,
@@ -58,7 +56,7 @@ impl ConnectionInfo {
         ConnectionInfo {
             address: (ip.octets(), address.port()),
             listener,
-            username,
+            principal,
             version,
             keep_alive_secs,
             clean_start,
@@ -67,8 +65,12 @@ impl ConnectionInfo {
             bytes_out: AtomicU64::new(0),
             messages_in: AtomicU64::new(0),
             messages_out: AtomicU64::new(0),
-            closing: OnceLock::new(),
         }
+    }
+
+    /// The proven user name, if any.
+    pub(crate) fn username(&self) -> Option<&str> {
+        self.principal.as_ref()?.username.as_deref()
     }
 
     /// The peer's address, as the socket gave it (without an IPv6 scope).
@@ -83,18 +85,6 @@ impl ConnectionInfo {
 
     pub(crate) fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
-    }
-
-    /// Asks the connection to close with `reason`; false if it was asked
-    /// already.
-    pub(crate) fn request_close(&self, reason: &str) -> bool {
-        self.closing.set(reason.into()).is_ok()
-    }
-
-    /// The reason an administrator gave for closing this connection, once
-    /// one did.
-    pub(crate) fn close_requested(&self) -> Option<&str> {
-        self.closing.get().map(|reason| &**reason)
     }
 }
 

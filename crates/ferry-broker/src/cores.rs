@@ -18,7 +18,7 @@
 //! Each core also keeps a parking lot (`park.rs`) for its idle
 //! connections, which then wait there without a task.
 
-use crate::park::Lot;
+use crate::seat::Seat;
 use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,16 +41,6 @@ struct Core {
     thread: Option<JoinHandle<()>>,
 }
 
-/// A connection's place on a core: counted there until it drops, however
-/// the connection ends (cancellation at shutdown included).
-pub(crate) struct Seat(Arc<AtomicUsize>);
-
-impl Drop for Seat {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 impl Cores {
     /// Starts `count` threads (at least one), `ferry-core-{i}`, each running
     /// a single-threaded runtime with I/O and timers.
@@ -66,7 +56,7 @@ impl Cores {
                     // In the runtime: the lot registers with its reactor.
                     let made = {
                         let _inside = runtime.enter();
-                        Lot::new()
+                        crate::connection::open_lot()
                     };
                     let lot = match made {
                         Ok(lot) => Some(lot),
@@ -76,10 +66,6 @@ impl Cores {
                             None
                         }
                     };
-                    if let Some(lot) = &lot {
-                        Lot::install(lot.clone());
-                        runtime.spawn(lot.clone().run());
-                    }
                     // Spawned tasks run while the thread blocks on this; the
                     // runtime's drop then cancels whatever is left.
                     let _ = runtime.block_on(stopped);
@@ -120,8 +106,7 @@ impl Cores {
             .iter()
             .min_by_key(|core| core.connections.load(Ordering::Relaxed))
             .expect("Cores::start makes at least one core");
-        core.connections.fetch_add(1, Ordering::Relaxed);
-        (&core.handle, Seat(core.connections.clone()))
+        (&core.handle, Seat::taken(&core.connections))
     }
 
     /// Stops every core's runtime, cancelling what still runs on it, and

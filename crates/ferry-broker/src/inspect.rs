@@ -165,10 +165,7 @@ fn subscription_view(
 impl ClientQuery {
     fn matches(&self, client_id: &str, info: &ConnectionInfo) -> bool {
         self.client_id_prefix.as_deref().is_none_or(|prefix| client_id.starts_with(prefix))
-            && self
-                .username
-                .as_deref()
-                .is_none_or(|wanted| info.username.as_deref() == Some(wanted))
+            && self.username.as_deref().is_none_or(|wanted| info.username() == Some(wanted))
             && self
                 .address
                 .as_deref()
@@ -186,7 +183,7 @@ impl Broker {
         };
         ClientView {
             client_id: session.client_id.to_string(),
-            username: info.username.as_deref().map(str::to_owned),
+            username: info.username().map(str::to_owned),
             address: info.address(),
             protocol: protocol_name(info.version),
             keep_alive_secs: info.keep_alive_secs,
@@ -257,8 +254,10 @@ impl Broker {
     /// client's socket is just closed. False when it is not connected.
     pub fn disconnect_client(&self, client_id: &str, reason: &str) -> bool {
         let Some(session) = self.sessions.lock().get(client_id).cloned() else { return false };
-        let Some(info) = session.connection() else { return false };
-        info.request_close(reason);
+        if session.connection().is_none() {
+            return false;
+        }
+        session.lock().request_close(reason);
         session.wake.notify_one();
         true
     }

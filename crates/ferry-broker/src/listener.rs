@@ -4,7 +4,7 @@
 //! that use them are in `accept.rs`.
 
 use crate::broker::Broker;
-use crate::cores::Seat;
+use crate::seat::Seat;
 use crate::tls::{IdentityUse, Tls};
 use ferry_auth::{Credentials, Identity, ListenerAuth, Principal};
 use ferry_mqtt::Connect;

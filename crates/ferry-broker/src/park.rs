@@ -3,8 +3,9 @@
 //! Why: a connection's task is a kilobyte (its future and tokio's header
 //! around it) for as long as the connection lives, and most of a fleet's
 //! connections are idle nearly all of the time. A parked connection is its
-//! state alone (`connection::Parked`, about 150 bytes) and its ticket, a
-//! number that its session keeps in place of a waker.
+//! state alone (`connection::Parked`, about 150 bytes), kept in a place of
+//! the lot (`places.rs`), and its ticket, a number its session keeps in
+//! place of a waker.
 //!
 //! Its socket leaves the core's reactor, whose registration of it is 256
 //! bytes more, and is watched by the lot's own epoll instead: one
@@ -19,29 +20,31 @@
 //! An entry stays in the lot's epoll, disarmed, after its connection is
 //! resumed, so the next park only re-arms it (the kernel drops it when the
 //! socket closes). One armed for a connection that its session resumed
-//! fires once more, later, for a ticket with nothing parked under it: a
-//! wasted look, never a wrong resume, as tickets are never reused.
+//! fires once more, later, for a ticket whose place has moved on to a new
+//! generation: a wasted look, never a wrong resume.
 //!
-//! A ticket names its lot by number (`LOTS`), so waking it, from any
-//! thread, takes no pointer and no allocation of its own: a waker per
-//! parked connection was 32 bytes, a pointer to the lot in the session 8
-//! more than the ticket.
+//! A ticket names its lot by number (`LOTS`), and its place, so waking
+//! it, from any thread, takes no pointer and no allocation of its own: a
+//! waker per parked connection was 32 bytes, a pointer to the lot in the
+//! session 8 more than the ticket, and a map from ticket to a boxed
+//! connection ~41 more.
 //!
-//! One lot per core (`cores.rs`), found by the core's connections through
-//! a thread-local. The lot knows nothing of connections: it holds
-//! anything that can [`Resume`].
+//! One lot per core, made by `cores.rs` and found by the core's
+//! connections through a thread-local of theirs. The lot knows nothing of
+//! connections: it holds anything that can [`Resume`].
+
+mod places;
 
 use futures_util::task::AtomicWaker;
 use parking_lot::{Mutex, RwLock};
+use places::{Places, Spot};
 use rustix::event::{epoll, Timespec};
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::future::poll_fn;
 use std::io;
 use std::mem::MaybeUninit;
 use std::num::NonZeroU64;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Poll, RawWaker, RawWakerVTable, Waker};
 use tokio::io::unix::AsyncFd;
@@ -52,56 +55,60 @@ use tokio::io::Interest;
 /// the stack.
 const EVENTS_PER_WAIT: usize = 256;
 
-/// A ticket's low bits are its serial, unique in the process for 2^48
-/// parkings (nine years at a million a second); its high 16 its lot's
-/// number, so at most 65,535 lots live at once (one per core per broker).
-const SERIAL_BITS: u32 = 48;
+/// A ticket's bits, from the high end: its lot's number (16; so at most
+/// 65,535 lots live at once, one per core per broker), its place's
+/// generation (16) and its place's index (32).
+const LOT_SHIFT: u32 = 48;
+const GENERATION_SHIFT: u32 = 32;
 
-/// Every lot alive, at its number less one. A slot whose lot was dropped
-/// is given to the next lot made; a ticket of the old one then wakes a
-/// serial that the new lot never parks under.
-static LOTS: RwLock<Vec<Weak<Lot>>> = RwLock::new(Vec::new());
+/// Every lot alive, by its number less one: how a woken ticket reaches its
+/// lot. A slot whose lot was dropped is given to the next lot made; a
+/// ticket of the old one then names a place there whose generation it
+/// does not match.
+static LOTS: RwLock<Vec<Weak<Signal>>> = RwLock::new(Vec::new());
 
-/// The next ticket's serial, shared by every lot so that no two tickets in
-/// the process are ever the same.
-static NEXT_SERIAL: AtomicU64 = AtomicU64::new(0);
+/// Lots made so far: each one's places start at a generation of its own.
+static LOTS_MADE: AtomicU16 = AtomicU16::new(0);
 
 /// What waits in the lot: resumed once, on the lot's core, when its
 /// ticket is woken.
 pub(crate) trait Resume: Send {
-    fn resume(self: Box<Self>);
+    fn resume(self);
 }
 
-pub(crate) struct Lot {
-    /// Its number, shifted into a ticket's high bits.
-    number: u64,
-    parked: Mutex<HashMap<u64, Box<dyn Resume>>>,
-    /// Watches the parked connections' sockets: each entry's data is the
-    /// ticket it was armed for. Itself registered with the core's reactor,
-    /// which says when it has events.
-    epoll: AsyncFd<OwnedFd>,
-    /// Tickets that were woken, from any thread. Bounded: a ticket is
-    /// woken at most twice by the reactor (before its socket left it and
-    /// by the lot's epoll) and once by its session, per parking.
+/// The part of a lot that any thread may reach: its woken tickets.
+struct Signal {
+    /// Tickets that were woken. Bounded: a ticket is woken at most twice
+    /// by the reactor (before its socket left it and by the lot's epoll)
+    /// and once by its session, per parking.
     woken: Mutex<Vec<u64>>,
     /// The lot's own task.
     task: AtomicWaker,
 }
 
-thread_local! {
-    /// The lot of the core this thread runs; none outside the cores.
-    static CURRENT: RefCell<Option<Arc<Lot>>> = const { RefCell::new(None) };
+pub(crate) struct Lot<T> {
+    /// Its number, shifted into a ticket's high bits.
+    number: u64,
+    signal: Arc<Signal>,
+    /// Filled and emptied by the lot's own thread only; locked because
+    /// the lot is shared with its task.
+    places: Mutex<Places<T>>,
+    /// Watches the parked connections' sockets: each entry's data is the
+    /// ticket it was armed for. Itself registered with the core's reactor,
+    /// which says when it has events.
+    epoll: AsyncFd<OwnedFd>,
 }
 
-/// A parking place, reserved: it names its lot and resumes whatever is
-/// parked under it when woken. Never zero, so that zero can mean "none".
+/// A parking place, reserved: it names its lot and its place, and resumes
+/// whatever is parked there when woken. Never zero, so that zero can mean
+/// "none".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Ticket(NonZeroU64);
 
 // A ticket travels in a waker's data pointer.
 const _: () = assert!(usize::BITS == u64::BITS);
 
-/// The waker of a ticket: its data pointer is the ticket's number, never
+/// The waker of a ticket: its data pointer is the ticket's bits, never
 /// dereferenced.
 static TICKET_WAKER: RawWakerVTable =
     RawWakerVTable::new(clone_ticket_waker, wake_ticket, wake_ticket, forget_ticket_waker);
@@ -127,16 +134,19 @@ impl Ticket {
         self.0.get()
     }
 
+    fn spot(self) -> Spot {
+        Spot { index: self.bits() as u32, generation: (self.bits() >> GENERATION_SHIFT) as u16 }
+    }
+
     /// Resumes whatever is parked under this ticket, or will be; nothing
     /// if its lot is gone.
     pub(crate) fn wake(self) {
-        let Some(index) = ((self.bits() >> SERIAL_BITS) as usize).checked_sub(1) else { return };
-        // The registry's lock is let go before the lot is used, and before
-        // it is dropped, should this be its last holder.
-        let lot = LOTS.read().get(index).and_then(Weak::upgrade);
-        if let Some(lot) = lot {
-            lot.woken.lock().push(self.bits());
-            lot.task.wake();
+        let Some(index) = ((self.bits() >> LOT_SHIFT) as usize).checked_sub(1) else { return };
+        // The registry's lock is let go before the lot is used.
+        let signal = LOTS.read().get(index).and_then(Weak::upgrade);
+        if let Some(signal) = signal {
+            signal.woken.lock().push(self.bits());
+            signal.task.wake();
         }
     }
 
@@ -152,56 +162,48 @@ impl Ticket {
     }
 }
 
-impl Lot {
+impl<T: Resume> Lot<T> {
     /// A lot for the core whose runtime this thread is in.
-    pub(crate) fn new() -> io::Result<Arc<Lot>> {
+    pub(crate) fn new() -> io::Result<Arc<Lot<T>>> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         // SAFETY: the OwnedFd is open and moves into the AsyncFd, which
         // owns it until dropped, so it stays open and its as_raw_fd is the
         // same descriptor for the registration's whole life.
         let epoll = unsafe { AsyncFd::register_with_interest(epoll, Interest::READABLE) }
             .map_err(|refused| refused.into_parts().1)?;
+        let signal = Arc::new(Signal { woken: Mutex::default(), task: AtomicWaker::new() });
         let mut lots = LOTS.write();
         let index = lots.iter().position(|lot| lot.strong_count() == 0).unwrap_or(lots.len());
-        if index >= (1 << (u64::BITS - SERIAL_BITS)) - 1 {
+        if index >= (1 << (u64::BITS - LOT_SHIFT)) - 1 {
             return Err(io::Error::other("65,535 parking lots already"));
         }
-        let lot = Arc::new(Lot {
-            number: (index as u64 + 1) << SERIAL_BITS,
-            parked: Mutex::default(),
-            epoll,
-            woken: Mutex::default(),
-            task: AtomicWaker::new(),
-        });
         match lots.get_mut(index) {
-            Some(slot) => *slot = Arc::downgrade(&lot),
-            None => lots.push(Arc::downgrade(&lot)),
+            Some(slot) => *slot = Arc::downgrade(&signal),
+            None => lots.push(Arc::downgrade(&signal)),
         }
-        Ok(lot)
+        Ok(Arc::new(Lot {
+            number: (index as u64 + 1) << LOT_SHIFT,
+            signal,
+            places: Mutex::new(Places::new(LOTS_MADE.fetch_add(1, Ordering::Relaxed))),
+            epoll,
+        }))
     }
 
-    /// Makes `lot` the one this thread's connections park in.
-    pub(crate) fn install(lot: Arc<Lot>) {
-        CURRENT.with(|current| *current.borrow_mut() = Some(lot));
-    }
-
-    /// The lot of this thread's core, if it runs one.
-    pub(crate) fn current() -> Option<Arc<Lot>> {
-        CURRENT.with(|current| current.borrow().clone())
-    }
-
-    /// A ticket for the next parking. Parking under it is optional: a
-    /// ticket with nothing parked under it wakes nothing.
+    /// A ticket for the next parking, on this lot's thread. Parking under
+    /// it is optional, but nothing else may park in this lot before it
+    /// does: the ticket names the place the next parking takes.
     pub(crate) fn ticket(&self) -> Ticket {
-        let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed) & ((1 << SERIAL_BITS) - 1);
-        Ticket(NonZeroU64::new(self.number | serial).expect("a lot's number is never zero"))
+        let Spot { index, generation } = self.places.lock().next();
+        let bits = self.number | u64::from(generation) << GENERATION_SHIFT | u64::from(index);
+        Ticket(NonZeroU64::new(bits).expect("a lot's number is never zero"))
     }
 
-    /// Parks `parked` under `ticket` until the ticket is woken. Wakes that
-    /// came before this are not lost: the lot's task, on this same thread,
-    /// looks at them only after this returns.
-    pub(crate) fn park(&self, ticket: Ticket, parked: Box<dyn Resume>) {
-        self.parked.lock().insert(ticket.bits(), parked);
+    /// Parks `parked` under `ticket`, the last one this lot gave, until the
+    /// ticket is woken. Wakes that came before this are not lost: the
+    /// lot's task, on this same thread, looks at them only after this
+    /// returns.
+    pub(crate) fn park(&self, ticket: Ticket, parked: T) {
+        self.places.lock().fill(ticket.spot(), parked);
     }
 
     /// Wakes `ticket` once when `socket` becomes readable or closes (at
@@ -220,7 +222,7 @@ impl Lot {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.parked.lock().len()
+        self.places.lock().len()
     }
 
     /// Resumes what was woken, for as long as the core runs.
@@ -228,8 +230,8 @@ impl Lot {
         let mut tickets = Vec::new();
         loop {
             poll_fn(|cx| {
-                self.task.register(cx.waker());
-                std::mem::swap(&mut tickets, &mut *self.woken.lock());
+                self.signal.task.register(cx.waker());
+                std::mem::swap(&mut tickets, &mut *self.signal.woken.lock());
                 self.take_socket_events(cx, &mut tickets);
                 if tickets.is_empty() {
                     Poll::Pending
@@ -238,8 +240,8 @@ impl Lot {
                 }
             })
             .await;
-            for ticket in tickets.drain(..) {
-                let parked = self.parked.lock().remove(&ticket);
+            for ticket in tickets.drain(..).filter_map(Ticket::from_bits) {
+                let parked = self.places.lock().take(ticket.spot());
                 if let Some(parked) = parked {
                     parked.resume();
                 }
@@ -271,8 +273,8 @@ impl Lot {
 
     /// Takes out everything parked, to drop it on the core that owns it
     /// (a parked socket's drop belongs with the core's reactor).
-    pub(crate) fn clear(&self) -> Vec<Box<dyn Resume>> {
-        self.parked.lock().drain().map(|(_, parked)| parked).collect()
+    pub(crate) fn clear(&self) -> Vec<T> {
+        self.places.lock().drain()
     }
 }
 
@@ -284,14 +286,14 @@ mod tests {
     struct Counted(Arc<AtomicUsize>);
 
     impl Resume for Counted {
-        fn resume(self: Box<Self>) {
+        fn resume(self) {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     #[tokio::test]
     async fn a_woken_ticket_resumes_once_and_a_stale_one_nothing() {
-        let lot = Lot::new().unwrap();
+        let lot = Lot::<Counted>::new().unwrap();
         tokio::spawn(lot.clone().run());
         let resumed = Arc::new(AtomicUsize::new(0));
         let ticket = lot.ticket();
@@ -304,7 +306,7 @@ mod tests {
         })
         .join()
         .unwrap();
-        lot.park(ticket, Box::new(Counted(resumed.clone())));
+        lot.park(ticket, Counted(resumed.clone()));
         // Woken again, by its session, before the lot ran.
         ticket.wake();
         waker.wake();
@@ -314,24 +316,24 @@ mod tests {
         }
         tokio::task::yield_now().await;
         assert_eq!(resumed.load(Ordering::Relaxed), 1);
-        assert!(lot.woken.lock().is_empty());
+        assert!(lot.signal.woken.lock().is_empty());
     }
 
     #[tokio::test]
     async fn a_ticket_of_a_dropped_lot_resumes_nothing_in_the_lot_after_it() {
-        let gone = Lot::new().unwrap();
+        let gone = Lot::<Counted>::new().unwrap();
         let stale = gone.ticket();
         drop(gone);
         stale.wake();
         // Likely at the dropped lot's number, unless another test's lot
         // took it first.
-        let lot = Lot::new().unwrap();
+        let lot = Lot::<Counted>::new().unwrap();
         tokio::spawn(lot.clone().run());
         let resumed = Arc::new(AtomicUsize::new(0));
-        lot.park(lot.ticket(), Box::new(Counted(resumed.clone())));
+        lot.park(lot.ticket(), Counted(resumed.clone()));
         stale.wake();
         stale.waker().wake_by_ref();
-        while !lot.woken.lock().is_empty() {
+        while !lot.signal.woken.lock().is_empty() {
             tokio::task::yield_now().await;
         }
         assert_eq!(resumed.load(Ordering::Relaxed), 0);
@@ -341,7 +343,7 @@ mod tests {
 
     /// Waits, yielding to the lot's task and the reactor, until `lot` has
     /// nothing parked.
-    async fn emptied(lot: &Lot) {
+    async fn emptied(lot: &Lot<Counted>) {
         let emptied = async {
             while lot.len() > 0 {
                 tokio::task::yield_now().await;
@@ -356,14 +358,14 @@ mod tests {
     async fn a_watched_socket_resumes_its_ticket_on_input_and_rearms() {
         use std::io::Write;
         use std::os::fd::AsFd;
-        let lot = Lot::new().unwrap();
+        let lot = Lot::<Counted>::new().unwrap();
         tokio::spawn(lot.clone().run());
         let (mut peer, socket) = std::os::unix::net::UnixStream::pair().unwrap();
         let resumed = Arc::new(AtomicUsize::new(0));
 
         let first = lot.ticket();
         lot.watch(socket.as_fd(), first).unwrap();
-        lot.park(first, Box::new(Counted(resumed.clone())));
+        lot.park(first, Counted(resumed.clone()));
         peer.write_all(b"x").unwrap();
         emptied(&lot).await;
         assert_eq!(resumed.load(Ordering::Relaxed), 1);
@@ -372,7 +374,7 @@ mod tests {
         // waiting (the byte, unread) wakes it at once.
         let second = lot.ticket();
         lot.watch(socket.as_fd(), second).unwrap();
-        lot.park(second, Box::new(Counted(resumed.clone())));
+        lot.park(second, Counted(resumed.clone()));
         emptied(&lot).await;
         assert_eq!(resumed.load(Ordering::Relaxed), 2);
     }

@@ -79,7 +79,7 @@ impl Broker {
     /// the topic tree.
     fn install(&self, restored: &Restored) {
         let session = &restored.session;
-        self.sessions.lock().insert(session.client_id.clone(), session.clone());
+        self.sessions.lock().insert(session.clone());
         let mut tree = self.subscriptions.write();
         for stored in &restored.subscriptions {
             let filter = ByteStr::from(stored.filter.as_str());

@@ -173,6 +173,10 @@ struct Occasional {
     /// the client's packets came (acknowledgements must keep it, §4.6),
     /// each tagged with the generation of the connection it is for.
     replies: VecDeque<(u64, Reply)>,
+    /// An administrator's request that the connection of this generation
+    /// close, with the reason. Here rather than in the connection's
+    /// `ConnectionInfo`, where it cost every connection 24 bytes.
+    close_request: Option<(u64, Box<str>)>,
 }
 
 impl Occasional {
@@ -182,6 +186,7 @@ impl Occasional {
             && self.timers.is_empty()
             && self.waiters.is_empty()
             && self.replies.is_empty()
+            && self.close_request.is_none()
     }
 }
 
@@ -668,6 +673,30 @@ impl SessionState {
         self.occasional.get_or_insert_with(Box::default)
     }
 
+    /// Asks the connection attached now to close with `reason`, unless it
+    /// was asked already (the first reason stands).
+    pub(crate) fn request_close(&mut self, reason: &str) {
+        let generation = self.generation;
+        let occasional = self.occasional();
+        if occasional.close_request.as_ref().is_none_or(|(asked, _)| *asked != generation) {
+            occasional.close_request = Some((generation, reason.into()));
+        }
+    }
+
+    /// The reason an administrator gave for closing the connection of
+    /// `generation`, once one did.
+    pub(crate) fn close_requested(&self, generation: u64) -> Option<&str> {
+        let (asked, reason) = self.occasional.as_ref()?.close_request.as_ref()?;
+        (*asked == generation).then_some(&**reason)
+    }
+
+    /// The connection asked to close is gone, or another takes its place.
+    pub(crate) fn forget_close_request(&mut self) {
+        if let Some(occasional) = self.occasional.as_mut() {
+            occasional.close_request = None;
+        }
+    }
+
     /// Gives the occasional parts back if they are all empty: when the
     /// connection parks or leaves, so that a busy one does not make and
     /// free them per message.
@@ -808,6 +837,22 @@ mod tests {
 
     fn released(state: &mut SessionState, packet_id: u16, offset: u64) {
         state.inflight.push_back(Inflight::Release { packet_id, offset: NonZeroU64::new(offset) });
+    }
+
+    #[test]
+    fn a_close_request_is_for_the_connection_attached_when_it_was_made() {
+        let session = Session::new(1, "c1".into(), 0);
+        let mut state = session.lock();
+        state.generation = 4;
+        state.request_close("maintenance");
+        state.request_close("a second reason");
+        assert_eq!(state.close_requested(4), Some("maintenance"));
+        // A connection that took the session over is not asked.
+        assert_eq!(state.close_requested(5), None);
+        state.forget_close_request();
+        assert_eq!(state.close_requested(4), None);
+        state.shed();
+        assert!(state.occasional.is_none(), "nothing occasional is kept for an old request");
     }
 
     #[test]
