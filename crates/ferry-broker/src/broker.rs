@@ -396,7 +396,7 @@ impl Broker {
     /// map's lock is held only to copy the list, so CONNECTs wait for a
     /// copy of pointers, not for the visit.
     pub fn session_figures(&self) -> SessionFigures {
-        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        let sessions = self.sessions.lock().snapshot();
         let mut figures = SessionFigures::default();
         for session in sessions {
             if session.is_online() {

@@ -202,9 +202,7 @@ impl Broker {
 
     /// Connected clients that `query` selects, by client id.
     pub fn clients(&self, query: &ClientQuery, paging: Paging) -> Page<ClientView> {
-        // The sessions first, the map's lock let go before each session's
-        // is taken, as everywhere.
-        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        let sessions = self.sessions.lock().snapshot();
         let selected: Vec<_> = sessions
             .into_iter()
             .filter_map(|session| {
@@ -254,10 +252,9 @@ impl Broker {
     /// client's socket is just closed. False when it is not connected.
     pub fn disconnect_client(&self, client_id: &str, reason: &str) -> bool {
         let Some(session) = self.sessions.lock().get(client_id).cloned() else { return false };
-        if session.connection().is_none() {
+        if !session.lock().request_close(reason) {
             return false;
         }
-        session.lock().request_close(reason);
         session.wake.notify_one();
         true
     }
@@ -387,7 +384,7 @@ impl Broker {
             latency: stats.delivery_latency.get(),
             ..Overview::default()
         };
-        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        let sessions = self.sessions.lock().snapshot();
         for session in sessions {
             if session.is_online() {
                 overview.sessions_online += 1;

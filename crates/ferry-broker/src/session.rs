@@ -674,13 +674,18 @@ impl SessionState {
     }
 
     /// Asks the connection attached now to close with `reason`, unless it
-    /// was asked already (the first reason stands).
-    pub(crate) fn request_close(&mut self, reason: &str) {
+    /// was asked already (the first reason stands); false when none is
+    /// attached.
+    pub(crate) fn request_close(&mut self, reason: &str) -> bool {
+        if self.connection.is_none() {
+            return false;
+        }
         let generation = self.generation;
         let occasional = self.occasional();
         if occasional.close_request.as_ref().is_none_or(|(asked, _)| *asked != generation) {
             occasional.close_request = Some((generation, reason.into()));
         }
+        true
     }
 
     /// The reason an administrator gave for closing the connection of
@@ -842,6 +847,18 @@ mod tests {
     #[test]
     fn a_close_request_is_for_the_connection_attached_when_it_was_made() {
         let session = Session::new(1, "c1".into(), 0);
+        let listener = Arc::new(crate::listener::Listener::new(
+            "test".into(),
+            crate::listener::Protocol::Mqtt,
+            None,
+            ferry_auth::ListenerAuth::default(),
+            0,
+        ));
+        let address = "127.0.0.1:1".parse().unwrap();
+        let v5 = ferry_mqtt::ProtocolVersion::V5;
+        session.attach_connection(&Arc::new(ConnectionInfo::new(
+            address, listener, None, v5, 0, true,
+        )));
         let mut state = session.lock();
         state.generation = 4;
         state.request_close("maintenance");

@@ -45,6 +45,12 @@ impl Sessions {
         self.table.iter()
     }
 
+    /// Every session, held apart from the table: for walks that lock each
+    /// session, which must not happen under the table's lock.
+    pub(crate) fn snapshot(&self) -> Vec<Arc<Session>> {
+        self.table.iter().cloned().collect()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.table.len()
     }
