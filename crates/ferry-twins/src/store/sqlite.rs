@@ -21,6 +21,7 @@
 //! exchange for fewer fsyncs. The broker's `fsync` setting picks one.
 
 mod checkpointer;
+mod page_cache;
 
 use super::index::{self, Entry, Leaf, ListChanges};
 use super::search::sql::{self, Component, ComponentType, Dialect, Param, RECORD_COLUMNS};
@@ -149,7 +150,7 @@ impl SqliteStore {
     /// Opens (creating if need be) the store at `path`; `power_safe`
     /// chooses `synchronous = FULL` over `NORMAL`.
     pub fn open(path: &Path, power_safe: bool) -> Result<SqliteStore, StoreError> {
-        let mut writer = Connection::open(path).map_err(backend)?;
+        let mut writer = page_cache::open(path, OpenFlags::default()).map_err(backend)?;
         writer
             .execute_batch(&format!(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; {WRITER_PRAGMAS}",
@@ -350,7 +351,7 @@ impl SqliteStore {
             let connection = match pooled {
                 Some(connection) => connection,
                 None => {
-                    let connection = Connection::open_with_flags(
+                    let connection = page_cache::open(
                         &path,
                         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
                     )
@@ -779,7 +780,7 @@ mod tests {
     }
 
     fn index_rows(path: &Path) -> Vec<(String, Option<f64>, Option<String>)> {
-        let connection = Connection::open(path).unwrap();
+        let connection = page_cache::open(path, OpenFlags::default()).unwrap();
         let mut statement =
             connection.prepare("SELECT path, num, str FROM thing_index ORDER BY rowid").unwrap();
         statement
@@ -854,7 +855,7 @@ mod tests {
         let path = dir.path().join("twins.db");
         let old_schema = SCHEMA.replace(",\n    correlation_id TEXT,\n    originator TEXT", "");
         assert_ne!(old_schema, SCHEMA);
-        Connection::open(&path).unwrap().execute_batch(&old_schema).unwrap();
+        page_cache::open(&path, OpenFlags::default()).unwrap().execute_batch(&old_schema).unwrap();
         let event = |revision, headers: Option<(&str, &str)>| {
             Write::Event(EventRecord {
                 thing_id: "ns:t".into(),
@@ -910,6 +911,94 @@ mod tests {
         assert!(wal <= bound, "the WAL is {wal} bytes, over {bound}");
     }
 
+    /// The bytes the connection's page cache holds
+    /// (`SQLITE_DBSTATUS_CACHE_USED`).
+    fn cache_used(connection: &Connection) -> i64 {
+        let (mut current, mut highest) = (0, 0);
+        // SAFETY: the handle of a live connection, used on this thread
+        // only, and two live integers for the answer.
+        let status = unsafe {
+            rusqlite::ffi::sqlite3_db_status(
+                connection.handle(),
+                rusqlite::ffi::SQLITE_DBSTATUS_CACHE_USED,
+                &mut current,
+                &mut highest,
+                0,
+            )
+        };
+        assert_eq!(status, rusqlite::ffi::SQLITE_OK);
+        i64::from(current)
+    }
+
+    #[test]
+    fn commits_skip_the_page_cache_scan_and_a_rolled_back_growth_leaves_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let connection = page_cache::open(&dir.path().join("t.db"), OpenFlags::default()).unwrap();
+        assert!(
+            page_cache::install(),
+            "SQLite was initialised before the page cache was installed"
+        );
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; \
+                 CREATE TABLE t (n INTEGER PRIMARY KEY, v REAL, filler BLOB); CREATE INDEX t_v ON t (v);",
+            )
+            .unwrap();
+        let skipped = page_cache::skipped();
+        // Values all over the index, so that its pages split everywhere
+        // (and `balance_nonroot` parks pages beyond the end).
+        let mut x: u64 = 1;
+        let mut next = || {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (x >> 11) as f64
+        };
+        for _ in 0..100 {
+            let transaction = connection.unchecked_transaction().unwrap();
+            for _ in 0..50 {
+                transaction.execute("INSERT INTO t (v) VALUES (?1)", [next()]).unwrap();
+            }
+            transaction.commit().unwrap();
+        }
+        assert!(page_cache::skipped() > skipped, "no commit skipped the scan");
+        // A growth rolled back: the pages it added beyond the end must
+        // leave the cache. (In WAL mode a rollback clears the whole cache;
+        // with a rollback journal it is the truncate that drops them.)
+        connection.execute_batch("PRAGMA journal_mode = DELETE").unwrap();
+        let pages = |connection: &Connection| -> i64 {
+            connection.query_row("PRAGMA page_count", [], |row| row.get(0)).unwrap()
+        };
+        let before = pages(&connection);
+        let cached_before = cache_used(&connection);
+        let transaction = connection.unchecked_transaction().unwrap();
+        for _ in 0..500 {
+            transaction
+                .execute("INSERT INTO t (v, filler) VALUES (?1, zeroblob(2000))", [next()])
+                .unwrap();
+        }
+        transaction.rollback().unwrap();
+        assert_eq!(pages(&connection), before);
+        // ~250 pages of 4 KiB were added and dropped; what the index's
+        // pages changed back take stays within a few dozen of them.
+        let cached_after = cache_used(&connection);
+        assert!(
+            cached_after < cached_before + 200 * 1024,
+            "the cache held {cached_before} bytes before the growth and {cached_after} after its rollback"
+        );
+        let transaction = connection.unchecked_transaction().unwrap();
+        for _ in 0..500 {
+            transaction
+                .execute("INSERT INTO t (v, filler) VALUES (?1, randomblob(1000))", [next()])
+                .unwrap();
+        }
+        transaction.commit().unwrap();
+        let rows: i64 =
+            connection.query_row("SELECT count(*) FROM t", [], |row| row.get(0)).unwrap();
+        assert_eq!(rows, 5_500);
+        let check: String =
+            connection.query_row("PRAGMA integrity_check", [], |row| row.get(0)).unwrap();
+        assert_eq!(check, "ok");
+    }
+
     #[tokio::test]
     async fn what_was_committed_is_there_after_reopening() {
         let dir = tempfile::tempdir().unwrap();
@@ -953,7 +1042,7 @@ mod tests {
         let path = dir.path().join("twins.db");
         // A store as written before the index left `_metadata` out.
         {
-            let connection = Connection::open(&path).unwrap();
+            let connection = page_cache::open(&path, OpenFlags::default()).unwrap();
             connection
                 .execute_batch(&SCHEMA.replace(" AND path NOT GLOB '_metadata/*'", ""))
                 .unwrap();

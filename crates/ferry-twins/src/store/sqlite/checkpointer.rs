@@ -41,7 +41,8 @@ pub(super) const WAL_FILE_LIMIT: u64 = WAL_LIMIT as u64 * 2 * 4_096;
 /// Starts the checkpointer for the database at `path` and hands it the
 /// writer's commits.
 pub(super) fn start(writer: &mut Connection, path: &Path) -> Result<(), StoreError> {
-    let checkpointer = Connection::open(path).map_err(backend)?;
+    let checkpointer =
+        super::page_cache::open(path, rusqlite::OpenFlags::default()).map_err(backend)?;
     // A connection learns that the database is in WAL mode when it first
     // reads it; until then a checkpoint on it does nothing.
     checkpointer
