@@ -107,7 +107,7 @@ impl Thing {
             revision: 1,
             created: *now,
             modified: *now,
-            metadata: metadata::Metadata::from_map(&metadata),
+            metadata: metadata::Metadata::from_map(metadata),
         })
     }
 
@@ -472,7 +472,7 @@ impl Thing {
             measured.insert("_metadata".into(), clients);
         }
         limits.check(&measured)?;
-        self.metadata = metadata::Metadata::from_map(&meta);
+        self.metadata = metadata::Metadata::from_map(meta);
         Ok(())
     }
 
@@ -569,11 +569,17 @@ impl Thing {
     /// The thing as a store keeps it: the document with `_revision`,
     /// `_created`, `_modified` and `_metadata` after it.
     pub fn to_stored(&self) -> Value {
-        let mut stored = self.document.clone();
+        self.clone().into_stored()
+    }
+
+    /// [`Thing::to_stored`], taking the thing's document rather than
+    /// copying it.
+    pub fn into_stored(self) -> Value {
+        let mut stored = self.document;
         stored.insert("_revision".into(), Value::from(self.revision));
         stored.insert("_created".into(), Value::String(self.created.to_string()));
         stored.insert("_modified".into(), Value::String(self.modified.to_string()));
-        stored.insert("_metadata".into(), Value::Object(self.metadata.to_map()));
+        stored.insert("_metadata".into(), Value::Object(self.metadata.into_map()));
         Value::Object(stored)
     }
 
@@ -601,7 +607,7 @@ impl Thing {
             metadata: map
                 .get("_metadata")
                 .and_then(Value::as_object)
-                .map(metadata::Metadata::from_map)
+                .map(|meta| metadata::Metadata::from_map(meta.clone()))
                 .unwrap_or_default(),
             id,
         })

@@ -364,7 +364,7 @@ impl Twins {
                     if let ThingWrite::Post(_) = write {
                         return Err(DittoError::thing_conflict(thing_id).into());
                     }
-                    self.plan_change(caller, &current, resource, write, conditions, now).await?
+                    self.plan_change(caller, current, resource, write, conditions, now).await?
                 }
             };
             planned.event.correlation_id = conditions.correlation_id.clone();
@@ -380,11 +380,10 @@ impl Twins {
                     if let Some(policy) = &planned.timed_policy {
                         self.policy_changed(policy.policy_id(), Some(policy));
                     }
-                    let etag = match &planned.thing {
-                        Some(thing) => {
-                            self.things
-                                .insert(thing_id.as_str().to_owned(), Arc::new(thing.to_compact()));
-                            thing.entity_tag(resource)
+                    let etag = match planned.after {
+                        Some(After { compact, etag }) => {
+                            self.things.insert(thing_id.as_str().to_owned(), compact);
+                            etag
                         }
                         None => {
                             self.things.remove(thing_id.as_str());
@@ -535,7 +534,6 @@ impl Twins {
             conditions,
             limits,
         )?;
-        writes.push(Write::Thing { record: thing_record(&thing), expect: Expect::Absent });
         let document = thing.to_json(None, None);
         let event = event(
             &thing,
@@ -545,9 +543,11 @@ impl Twins {
             JsonPointer::root(),
             Some(document.clone()),
         );
+        let after = After::of(&thing, &ThingResource::Thing);
+        writes.push(Write::Thing { record: thing_record(thing), expect: Expect::Absent });
         Ok(Planned {
             writes,
-            thing: Some(Arc::new(thing)),
+            after: Some(after),
             policy: cached_policy,
             timed_policy,
             event,
@@ -636,15 +636,15 @@ impl Twins {
     async fn plan_change(
         &self,
         caller: &Caller,
-        current: &Arc<Thing>,
+        current: Arc<Thing>,
         resource: &ThingResource,
         write: ThingWrite<'_>,
         conditions: &Conditions,
         now: Timestamp,
     ) -> Result<Planned, Refused> {
         let thing_id = current.id();
-        let Some(enforcer) = self.enforcer_of(current).await? else {
-            return Err(policy_gone(current, true).into());
+        let Some(enforcer) = self.enforcer_of(&current).await? else {
+            return Err(policy_gone(&current, true).into());
         };
         let who = enforcer.caller(&caller.subjects, now);
         let pointer = resource.pointer();
@@ -663,23 +663,23 @@ impl Twins {
             if let ThingWrite::Delete = write { Category::Delete } else { Category::Modify };
         check_preconditions(conditions, current.entity_tag(resource).as_ref(), category)?;
         if let Some(filter) = &filter {
-            condition_holds(filter, current)?;
+            condition_holds(filter, &current)?;
         }
         let minimized;
         let write = match (conditions.if_equal, write) {
             (IfEqual::Update, write) => write,
             (_, ThingWrite::Put(value))
-                if if_equal::put_changes_nothing(current, resource, value) =>
+                if if_equal::put_changes_nothing(&current, resource, value) =>
             {
                 return Err(if_equal::skipped().into());
             }
             (_, ThingWrite::Merge(patch))
-                if if_equal::merge_changes_nothing(current, resource, patch) =>
+                if if_equal::merge_changes_nothing(&current, resource, patch) =>
             {
                 return Err(if_equal::skipped().into());
             }
             (IfEqual::SkipMinimizingMerge, ThingWrite::Merge(patch)) => {
-                match if_equal::minimized_patch(current, resource, patch) {
+                match if_equal::minimized_patch(&current, resource, patch) {
                     Some(patch) => {
                         minimized = patch;
                         ThingWrite::Merge(&minimized)
@@ -690,7 +690,9 @@ impl Twins {
             (_, write) => write,
         };
         let limits = &self.config.thing_limits;
-        let mut thing = Thing::clone(current);
+        let revision = current.revision();
+        // The cache made this thing for this write alone: taken, not copied.
+        let mut thing = Arc::unwrap_or_clone(current);
         let (written, action, value) = match write {
             ThingWrite::Put(value) => match thing.modify(resource, value, &now, limits)? {
                 crate::thing::Written::Created(stored) => {
@@ -707,19 +709,13 @@ impl Twins {
             }
             ThingWrite::Delete | ThingWrite::Post(_) => match thing.delete(resource, &now)? {
                 crate::thing::Deleted::Thing => {
-                    let expect = Expect::Revision(current.revision());
-                    let write = Write::DeleteThing { id: thing_id.as_str().to_owned(), expect };
-                    let event = event(
-                        current,
-                        current.revision() + 1,
-                        now,
-                        ThingAction::Deleted,
-                        pointer,
-                        None,
-                    );
+                    let expect = Expect::Revision(revision);
+                    let write = Write::DeleteThing { id: thing.id().as_str().to_owned(), expect };
+                    let event =
+                        event(&thing, revision + 1, now, ThingAction::Deleted, pointer, None);
                     return Ok(Planned {
                         writes: vec![write],
-                        thing: None,
+                        after: None,
                         policy: None,
                         timed_policy: None,
                         event,
@@ -730,11 +726,11 @@ impl Twins {
             },
         };
         with_metadata(&mut thing, resource, write, value.as_ref(), conditions, limits)?;
-        let record = thing_record(&thing);
-        let writes = vec![Write::Thing { record, expect: Expect::Revision(current.revision()) }];
         let event = event(&thing, thing.revision(), now, action, pointer, value);
-        let thing = Some(Arc::new(thing));
-        Ok(Planned { writes, thing, policy: None, timed_policy: None, event, written })
+        let after = Some(After::of(&thing, resource));
+        let writes =
+            vec![Write::Thing { record: thing_record(thing), expect: Expect::Revision(revision) }];
+        Ok(Planned { writes, after, policy: None, timed_policy: None, event, written })
     }
 }
 
@@ -783,13 +779,27 @@ fn merge_written(patch: &Value, whole_thing: bool) -> Value {
 struct Planned {
     writes: Vec<Write>,
     /// The thing after the write; `None` when it is deleted.
-    thing: Option<Arc<Thing>>,
+    after: Option<After>,
     policy: Option<(String, Arc<CachedPolicy>)>,
     /// The new policy, when it has subjects that expire or are announced:
     /// for the announcements' agenda once it is stored.
     timed_policy: Option<Policy>,
     event: ThingEvent,
     written: Written,
+}
+
+/// What a write leaves for the cache and the caller: the thing in the
+/// cache's form, and the written resource's entity tag. Taken before the
+/// thing goes into its record, which takes its document.
+struct After {
+    compact: Arc<CompactThing>,
+    etag: Option<EntityTag>,
+}
+
+impl After {
+    fn of(thing: &Thing, resource: &ThingResource) -> After {
+        After { compact: Arc::new(thing.to_compact()), etag: thing.entity_tag(resource) }
+    }
 }
 
 fn event(
@@ -815,14 +825,14 @@ fn event(
     }
 }
 
-fn thing_record(thing: &Thing) -> ThingRecord {
+fn thing_record(thing: Thing) -> ThingRecord {
     ThingRecord {
         id: thing.id().as_str().to_owned(),
         policy_id: thing.policy_id().map(|id| id.as_str().to_owned()),
         revision: thing.revision(),
         created: thing.created().to_string(),
         modified: thing.modified().to_string(),
-        doc: Arc::new(thing.to_stored()),
+        doc: Arc::new(thing.into_stored()),
     }
 }
 

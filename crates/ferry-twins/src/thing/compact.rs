@@ -22,7 +22,8 @@ pub struct CompactThing {
     revision: u64,
     created: Timestamp,
     modified: Timestamp,
-    metadata: Metadata,
+    /// `_metadata` serialized (`""` when empty).
+    metadata: Box<str>,
 }
 
 impl Thing {
@@ -35,7 +36,7 @@ impl Thing {
             revision: self.revision,
             created: self.created,
             modified: self.modified,
-            metadata: self.metadata.clone(),
+            metadata: self.metadata.serialized(),
         }
     }
 
@@ -49,7 +50,7 @@ impl Thing {
             revision: compact.revision,
             created: compact.created,
             modified: compact.modified,
-            metadata: compact.metadata.clone(),
+            metadata: Metadata::from_serialized(compact.metadata.clone()),
         })
     }
 }

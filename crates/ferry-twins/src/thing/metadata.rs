@@ -29,39 +29,93 @@ use crate::pointer::JsonPointer;
 use crate::policy::Timestamp;
 use serde_json::{Map, Value};
 
-/// A thing's `_metadata` as a cached thing holds it: serialized. Parsed,
-/// every level and every leaf of it is a JSON object of its own (an
-/// `IndexMap` of a few hundred bytes), which for a small thing is more
-/// memory than the thing itself; and it is read only by writes,
-/// `fields=_metadata` and shadows, which parse it for the moment.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Metadata(Box<str>);
+/// A thing's `_metadata`: serialized as a cached thing holds it, parsed
+/// once a write changes it. Parsed, every level and every leaf of it is a
+/// JSON object of its own (an `IndexMap` of a few hundred bytes), which for
+/// a small thing is more memory than the thing itself; and it is read only
+/// by writes, `fields=_metadata` and shadows. A write parses it once and
+/// keeps it parsed for the store's record, which takes the map, and the
+/// cache, which takes it serialized ([`Metadata::serialized`]).
+#[derive(Debug, Clone)]
+pub struct Metadata(Form);
+
+#[derive(Debug, Clone)]
+enum Form {
+    Serialized(Box<str>),
+    Parsed(Map<String, Value>),
+}
+
+impl Default for Metadata {
+    fn default() -> Metadata {
+        Metadata(Form::Serialized(Box::default()))
+    }
+}
+
+/// Two metadata are equal when they hold the same entries, whatever their
+/// form.
+impl PartialEq for Metadata {
+    fn eq(&self, other: &Metadata) -> bool {
+        match (&self.0, &other.0) {
+            (Form::Serialized(ours), Form::Serialized(theirs)) => ours == theirs,
+            _ => self.to_map() == other.to_map(),
+        }
+    }
+}
 
 impl Metadata {
-    pub fn from_map(map: &Map<String, Value>) -> Metadata {
-        if map.is_empty() {
-            return Metadata::default();
+    pub fn from_map(map: Map<String, Value>) -> Metadata {
+        Metadata(Form::Parsed(map))
+    }
+
+    /// The metadata in the form the cache keeps: `""` when empty.
+    pub fn from_serialized(text: Box<str>) -> Metadata {
+        Metadata(Form::Serialized(text))
+    }
+
+    /// The metadata serialized, as the cache keeps it: `""` when empty.
+    pub fn serialized(&self) -> Box<str> {
+        match &self.0 {
+            Form::Serialized(text) => text.clone(),
+            Form::Parsed(map) if map.is_empty() => Box::default(),
+            // A map of JSON values always serializes.
+            Form::Parsed(map) => serde_json::to_string(map).unwrap_or_default().into_boxed_str(),
         }
-        // A map of JSON values always serializes.
-        Metadata(serde_json::to_string(map).unwrap_or_default().into_boxed_str())
     }
 
     /// The metadata as a JSON object.
     pub fn to_map(&self) -> Map<String, Value> {
-        if self.0.is_empty() {
-            return Map::new();
+        match &self.0 {
+            Form::Serialized(text) => parse(text),
+            Form::Parsed(map) => map.clone(),
         }
-        // Written by `from_map`, so it parses; if it did not, the
-        // metadata would be lost rather than the thing.
-        serde_json::from_str(&self.0).unwrap_or_default()
     }
 
-    /// Changes the metadata in its parsed form.
-    pub fn update(&mut self, change: impl FnOnce(&mut Map<String, Value>)) {
-        let mut map = self.to_map();
-        change(&mut map);
-        *self = Metadata::from_map(&map);
+    /// The metadata as a JSON object, taken.
+    pub fn into_map(self) -> Map<String, Value> {
+        match self.0 {
+            Form::Serialized(text) => parse(&text),
+            Form::Parsed(map) => map,
+        }
     }
+
+    /// Changes the metadata in its parsed form, which it then keeps.
+    pub fn update(&mut self, change: impl FnOnce(&mut Map<String, Value>)) {
+        if let Form::Serialized(text) = &self.0 {
+            self.0 = Form::Parsed(parse(text));
+        }
+        if let Form::Parsed(map) = &mut self.0 {
+            change(map);
+        }
+    }
+}
+
+fn parse(text: &str) -> Map<String, Value> {
+    if text.is_empty() {
+        return Map::new();
+    }
+    // Written by `serialized`, so it parses; if it did not, the metadata
+    // would be lost rather than the thing.
+    serde_json::from_str(text).unwrap_or_default()
 }
 
 /// The key of the per-leaf modification time inside `_metadata`.
@@ -397,7 +451,7 @@ mod tests {
     fn serialized_metadata_reads_back_as_written_in_order() {
         let map = json!({"b": {"_modified": "t"}, "a": {"x": {"_modified": "u"}}});
         let map = map.as_object().unwrap().clone();
-        let mut meta = Metadata::from_map(&map);
+        let mut meta = Metadata::from_serialized(Metadata::from_map(map.clone()).serialized());
         assert_eq!(meta.to_map(), map);
         assert_eq!(meta.to_map().keys().collect::<Vec<_>>(), ["b", "a"]);
         meta.update(|m| {
@@ -407,6 +461,7 @@ mod tests {
         meta.update(Map::clear);
         assert_eq!(meta, Metadata::default());
         assert!(meta.to_map().is_empty());
+        assert_eq!(&*meta.serialized(), "", "an empty metadata is kept as nothing");
     }
 
     fn ts(n: i64) -> Timestamp {
