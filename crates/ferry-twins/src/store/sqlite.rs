@@ -948,16 +948,20 @@ mod tests {
         // Values all over the index, so that its pages split everywhere
         // (and `balance_nonroot` parks pages beyond the end).
         let mut x: u64 = 1;
-        let mut next = || {
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            (x >> 11) as f64
+        // Opens a transaction and inserts `rows` rows with `filler`.
+        let mut insert = |rows: usize, filler: &str| {
+            let transaction = connection.unchecked_transaction().unwrap();
+            let sql = format!("INSERT INTO t (v, filler) VALUES (?1, {filler})");
+            for _ in 0..rows {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                transaction.execute(&sql, [(x >> 11) as f64]).unwrap();
+            }
+            transaction
         };
         for _ in 0..100 {
-            let transaction = connection.unchecked_transaction().unwrap();
-            for _ in 0..50 {
-                transaction.execute("INSERT INTO t (v) VALUES (?1)", [next()]).unwrap();
-            }
-            transaction.commit().unwrap();
+            insert(50, "NULL").commit().unwrap();
         }
         assert!(page_cache::skipped() > skipped, "no commit skipped the scan");
         // A growth rolled back: the pages it added beyond the end must
@@ -969,13 +973,7 @@ mod tests {
         };
         let before = pages(&connection);
         let cached_before = cache_used(&connection);
-        let transaction = connection.unchecked_transaction().unwrap();
-        for _ in 0..500 {
-            transaction
-                .execute("INSERT INTO t (v, filler) VALUES (?1, zeroblob(2000))", [next()])
-                .unwrap();
-        }
-        transaction.rollback().unwrap();
+        insert(500, "zeroblob(2000)").rollback().unwrap();
         assert_eq!(pages(&connection), before);
         // ~250 pages of 4 KiB were added and dropped; what the index's
         // pages changed back take stays within a few dozen of them.
@@ -984,13 +982,7 @@ mod tests {
             cached_after < cached_before + 200 * 1024,
             "the cache held {cached_before} bytes before the growth and {cached_after} after its rollback"
         );
-        let transaction = connection.unchecked_transaction().unwrap();
-        for _ in 0..500 {
-            transaction
-                .execute("INSERT INTO t (v, filler) VALUES (?1, randomblob(1000))", [next()])
-                .unwrap();
-        }
-        transaction.commit().unwrap();
+        insert(500, "randomblob(1000)").commit().unwrap();
         let rows: i64 =
             connection.query_row("SELECT count(*) FROM t", [], |row| row.get(0)).unwrap();
         assert_eq!(rows, 5_500);
