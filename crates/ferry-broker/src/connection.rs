@@ -75,13 +75,15 @@ pub(crate) async fn serve<S: Transport>(mut stream: S, origin: Box<Origin>, brok
     // Here rather than in `Client::accept`, whose future may be dropped
     // (the connect timeout) after the client was made: `finish` undoes it.
     client.session.attach_connection(&client.info);
+    // Counted before the CONNACK goes out: a client that has it and asks
+    // the metrics at once must find itself counted.
+    broker.stats.clients_connected.inc();
     flush(&mut stream, &mut wbuf).await;
     // Most connections then sit idle: hold no buffers while they do.
     wbuf = BytesMut::new();
     if rbuf.is_empty() {
         rbuf = BytesMut::new();
     }
-    broker.stats.clients_connected.inc();
     // Shutdown wakes the sessions it finds; one attached just after that
     // sees the flag here instead (it is set before the sessions are woken),
     // or it would hold the shutdown up for the whole grace period.
