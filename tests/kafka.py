@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from conftest import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 # Kafka's line once it accepts clients (the port opens with it).
@@ -33,15 +34,15 @@ def jars_dir() -> Path:
 
 
 def _free_ports(count: int) -> list[int]:
-    """`count` distinct free ports, all bound at once so they differ."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for each in sockets:
-            each.bind(("127.0.0.1", 0))
-        return [each.getsockname()[1] for each in sockets]
-    finally:
-        for each in sockets:
-            each.close()
+    """`count` distinct free ports below the ephemeral range (`free_port`):
+    the JVM takes seconds to bind them, time enough for a client
+    connection's local end to take a port from that range."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 # The user of the SASL listeners (`Kafka.sasl_brokers`, PLAIN; and
