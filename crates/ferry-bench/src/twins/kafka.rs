@@ -38,7 +38,12 @@ pub(super) async fn run(
     interval: Option<Duration>,
 ) -> Result<(Done, EventFigures), BenchError> {
     let clock = Instant::now();
-    let receiver = Arc::new(Receiver::default());
+    // This run's commands' correlation ids begin with it: a backlog an
+    // earlier run left in the topic may still be applied while this one
+    // runs, and its events must not count here.
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let run_id = format!("bench-{:x}", started.unwrap_or_default().as_nanos());
+    let receiver = Arc::new(Receiver { run_id: run_id.clone(), ..Receiver::default() });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|source| BenchError::Connect { broker: "127.0.0.1:0".into(), source })?;
@@ -63,7 +68,7 @@ pub(super) async fn run(
         let name = format!("{}{n}", args.prefix);
         let command = serde_json::json!({
             "topic": format!("{}/{name}/things/twin/commands/modify", args.namespace),
-            "headers": { "response-required": false },
+            "headers": { "response-required": false, "correlation-id": format!("{run_id}-{n}") },
             "path": "features/coffee-brewer/properties/brewed-coffees",
             "value": clock.elapsed().as_nanos() as u64,
         })
@@ -158,6 +163,8 @@ async fn configure(args: &TwinsArgs, target: &Server, port: u16) -> Result<(), B
 /// What the receiver saw.
 #[derive(Default)]
 struct Receiver {
+    /// What this run's correlation ids begin with.
+    run_id: String,
     received: AtomicU64,
     latency: std::sync::Mutex<Latency>,
 }
@@ -173,6 +180,11 @@ async fn serve(listener: tokio::net::TcpListener, receiver: Arc<Receiver>, clock
                 let body = request.into_body().collect().await?.to_bytes();
                 let sent_at = serde_json::from_slice::<serde_json::Value>(&body)
                     .ok()
+                    .filter(|event| {
+                        event["headers"]["correlation-id"]
+                            .as_str()
+                            .is_some_and(|id| id.starts_with(&receiver.run_id))
+                    })
                     .and_then(|event| event.get("value")?.as_u64());
                 if let Some(sent_at) = sent_at {
                     receiver.received.fetch_add(1, Ordering::Relaxed);
