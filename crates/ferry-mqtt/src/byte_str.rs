@@ -8,7 +8,7 @@ use std::{borrow::Borrow, fmt, ops::Deref};
 /// copying each into a `String` would cost an allocation per field on the
 /// publish path. `ByteStr` keeps a slice of the frame instead, and checks
 /// UTF-8 once, at construction.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct ByteStr(Bytes);
 
 /// Why bytes are not an MQTT UTF-8 string (MQTT 5 §1.5.4, 3.1.1 §1.5.3).
@@ -74,6 +74,15 @@ impl Borrow<str> for ByteStr {
     }
 }
 
+/// Hashed as its `str`, as `Borrow<str>` requires: a set of `ByteStr` looked
+/// up by `&str` must find it. (`Bytes` hashes as a byte slice, length first,
+/// which a `str` does not.)
+impl std::hash::Hash for ByteStr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
 impl AsRef<str> for ByteStr {
     fn as_ref(&self) -> &str {
         self.as_str()
@@ -119,6 +128,13 @@ impl fmt::Display for ByteStr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_set_of_byte_strs_is_found_by_str() {
+        let set: std::collections::HashSet<ByteStr> = [ByteStr::from("a/b")].into();
+        assert!(set.contains("a/b"));
+        assert!(!set.contains("a/c"));
+    }
 
     #[test]
     fn as_str_round_trips() {
