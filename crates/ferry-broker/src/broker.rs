@@ -546,7 +546,7 @@ impl Broker {
         };
         {
             let mut tree = self.subscriptions.write();
-            for filter in &subscriptions {
+            for filter in subscriptions.iter() {
                 tree.remove(filter, &session.id);
             }
         }
@@ -1270,7 +1270,7 @@ impl Broker {
     pub(crate) fn load_from_disk(&self, session: &Session, state: &mut SessionState, max: usize) {
         let Some(store) = &self.store else { return };
         for _ in 0..max {
-            let Some(offset) = state.pop_on_disk() else { return };
+            let Some(offset) = state.on_disk.pop_first() else { return };
             let delivery = store.read_published(offset.get()).and_then(|published| {
                 let target = published.targets.into_iter().find(|t| t.session == session.id);
                 let Some(target) = target else {

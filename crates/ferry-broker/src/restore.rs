@@ -14,7 +14,7 @@ use crate::config::BrokerConfig;
 use crate::durable::record::StoredSubscription;
 use crate::durable::{self, DurabilityConfig, DurableSession, StoreError};
 use crate::message::Message;
-use crate::session::{Inflight, Session};
+use crate::session::{Inflight, OnDisk, Session};
 use ferry_mqtt::ByteStr;
 use std::num::NonZeroU64;
 use std::path::Path;
@@ -153,7 +153,7 @@ fn restore_session(id: u64, durable: &DurableSession) -> Arc<Session> {
     if let Some((_, will)) = &durable.will {
         state.set_will(Some(Box::new(message_from_stored(will))));
     }
-    state.on_disk = durable.pending.clone();
+    state.on_disk = OnDisk::restored(durable.pending.clone());
     for (&offset, &packet_id) in &durable.released {
         // Only PUBREL is left: no need for the message.
         state.on_disk.remove(offset);
@@ -193,6 +193,6 @@ mod tests {
             Some(Inflight::Release { packet_id: 7, offset }) if *offset == NonZeroU64::new(200)
         ));
         assert_eq!(state.inflight.len(), 1);
-        assert_eq!(state.on_disk, Offsets::from_iter([100, 300]));
+        assert_eq!(state.on_disk.iter().collect::<Vec<_>>(), [100, 300]);
     }
 }

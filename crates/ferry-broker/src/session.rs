@@ -9,21 +9,24 @@
 
 use crate::config::{QueueBound, QueueOverflow};
 use crate::connection_info::ConnectionInfo;
-use crate::durable::Offsets;
 use crate::liveness::Liveness;
 use crate::message::Message;
 use crate::stats::Stats;
 use crate::wakeup::Wakeup;
 use ferry_mqtt::{ByteStr, Packet, QoS};
 use parking_lot::{Mutex, MutexGuard};
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashSet, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::VecDeque;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::AbortHandle;
+
+mod filters;
+mod on_disk;
+
+pub(crate) use filters::Filters;
+pub(crate) use on_disk::OnDisk;
 
 /// One message on its way to one session.
 #[derive(Debug, Clone)]
@@ -114,25 +117,12 @@ pub(crate) struct SessionState {
     /// no more messages; a new one is made for the client id.
     pub ended: bool,
     pub expiry_secs: u32,
-    /// The session's filters, to take its entries out of the topic tree
-    /// when it ends. Unkeyed hashing: a client's filters only ever collide
-    /// in its own set (at most `max_subscriptions_per_client`), and a keyed
-    /// hasher's 16 bytes of keys would cost every idle session.
-    pub subscriptions: HashSet<ByteStr, BuildHasherDefault<DefaultHasher>>,
+    pub subscriptions: Filters,
     pub queue: VecDeque<Delivery>,
-    /// Deliveries of stored messages waiting in the log, after `queue`:
-    /// where an offline persistent session's messages go, and, until they
-    /// are all read back, the newer ones too, so that order holds.
-    /// Log offsets only (`Offsets`, ~4 bytes each): a message is read back
-    /// when the session is ready for it.
-    pub on_disk: Offsets,
+    /// Deliveries of stored messages waiting in the log, after `queue`.
+    pub on_disk: OnDisk,
     /// Topic and payload bytes of `queue`, exactly.
     queue_bytes: u64,
-    /// Topic and payload bytes of `on_disk`, as queued since the broker
-    /// started. An offset does not say its message's size, so one taken
-    /// out unread counts as the average; deliveries restored after a
-    /// restart are not in it (they count toward the message bound only).
-    on_disk_bytes: u64,
     pub inflight: VecDeque<Inflight>,
     /// How many of `inflight` are `Inflight::Ending`.
     pub ending: u16,
@@ -231,11 +221,10 @@ impl Session {
                 generation: 0,
                 ended: false,
                 expiry_secs,
-                subscriptions: HashSet::default(),
+                subscriptions: Filters::default(),
                 queue: VecDeque::new(),
-                on_disk: Offsets::default(),
+                on_disk: OnDisk::default(),
                 queue_bytes: 0,
-                on_disk_bytes: 0,
                 inflight: VecDeque::new(),
                 ending: 0,
                 next_packet_id: 0,
@@ -505,7 +494,7 @@ impl SessionState {
                     while over(self) {
                         let oldest = match self.pop_queued() {
                             Some(oldest) => oldest.offset,
-                            None => self.pop_on_disk(),
+                            None => self.on_disk.pop_first(),
                         };
                         evicted.extend(oldest);
                     }
@@ -513,10 +502,7 @@ impl SessionState {
             }
         }
         match delivery.offset {
-            Some(offset) if !online || !self.on_disk.is_empty() => {
-                self.on_disk.insert(offset.get());
-                self.on_disk_bytes += size;
-            }
+            Some(offset) if !online || !self.on_disk.is_empty() => self.on_disk.push(offset, size),
             _ => {
                 self.queue_bytes += size;
                 self.queue.push_back(delivery);
@@ -527,7 +513,7 @@ impl SessionState {
 
     /// Topic and payload bytes queued, what `max_queued_bytes` bounds.
     pub(crate) fn queued_bytes(&self) -> u64 {
-        self.queue_bytes + self.on_disk_bytes
+        self.queue_bytes + self.on_disk.bytes()
     }
 
     /// Takes the oldest delivery of the in-memory queue.
@@ -537,23 +523,11 @@ impl SessionState {
         Some(delivery)
     }
 
-    /// Takes the oldest delivery waiting in the log, by its offset.
-    pub(crate) fn pop_on_disk(&mut self) -> Option<NonZeroU64> {
-        let count = self.on_disk.len() as u64;
-        let offset = self.on_disk.pop_first()?;
-        self.on_disk_bytes -= self.on_disk_bytes / count.max(1);
-        if self.on_disk.is_empty() {
-            self.on_disk_bytes = 0;
-        }
-        NonZeroU64::new(offset)
-    }
-
     /// Empties the queue, in memory and in the log.
     pub(crate) fn clear_queue(&mut self) {
         self.queue.clear();
         self.on_disk.clear();
         self.queue_bytes = 0;
-        self.on_disk_bytes = 0;
     }
 
     /// Queues a delivery read back from the log (see
@@ -579,8 +553,7 @@ impl SessionState {
                 Some(offset) => {
                     let size = queued_size(&delivery);
                     self.queue_bytes = self.queue_bytes.saturating_sub(size);
-                    self.on_disk_bytes += size;
-                    self.on_disk.insert(offset.get());
+                    self.on_disk.push(offset, size);
                 }
                 None => kept.push_front(delivery),
             }

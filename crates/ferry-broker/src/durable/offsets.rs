@@ -126,11 +126,6 @@ impl Offsets {
         self.position(offset).is_some()
     }
 
-    pub fn clear(&mut self) {
-        self.chunks.clear();
-        self.len = 0;
-    }
-
     /// Adds `offset`; false if it was there already.
     pub fn insert(&mut self, offset: u64) -> bool {
         let Some(last) = self.chunks.last_mut() else {
