@@ -2,6 +2,7 @@
 configuration, logging and signals."""
 
 import json
+import os
 import re
 import signal
 import socket
@@ -310,6 +311,31 @@ def test_every_listener_has_the_listen_backlog(broker_factory, tmp_path, configu
     ports = {"mqtt": b.port, "ws": b.ws_port, "http": b.http_port, **b.ports}
     assert {name: _listen_backlog(port) for name, port in ports.items()} == \
         {name: expected for name in ports}
+
+
+def _core_threads(pid: int) -> list[str]:
+    names = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/comm") as f:
+            names.append(f.read().strip())
+    return sorted(n for n in names if n.startswith("ferry-core-"))
+
+
+@pytest.mark.ferry_only
+@pytest.mark.parametrize("configured", [None, 1, 3], ids=["per_cpu", "one", "three"])
+def test_cores_sets_the_connection_threads(broker_factory, configured):
+    """`cores` is how many threads serve connections; unset, one per CPU
+    the process may run on. Each serves clients like any other."""
+    b = broker_factory({} if configured is None else {"cores": configured})
+    expected = configured or len(os.sched_getaffinity(0))
+    assert _core_threads(b.proc.pid) == [f"ferry-core-{i}" for i in range(expected)]
+    # More clients than threads, so every thread serves some.
+    clients = [b.client(5, f"cores-{i}") for i in range(2 * expected)]
+    clients[0].subscribe("cores/t", qos=1)
+    for i, c in enumerate(clients[1:], 1):
+        assert c.publish("cores/t", f"from {i}", qos=1) == 0
+    got = {m.payload for m in clients[0].get_n(len(clients) - 1)}
+    assert got == {f"from {i}".encode() for i in range(1, len(clients))}
 
 
 @pytest.mark.ferry_only

@@ -18,6 +18,11 @@ pub struct Config {
     /// reconnects at once is queued rather than dropped (`serve::listen`).
     #[serde(deserialize_with = "positive")]
     pub listen_backlog: Option<u32>,
+    /// Threads that serve connections, each a single-threaded runtime with
+    /// its connections pinned to it (`ferry_broker::Cores`). Unset, one per
+    /// CPU the process may run on.
+    #[serde(deserialize_with = "positive")]
+    pub cores: Option<u32>,
     pub log: LogConfig,
     pub listeners: ListenersConfig,
     /// Listeners beyond the three plain ones, each with its own settings.
@@ -54,6 +59,7 @@ impl Default for Config {
         Config {
             data_dir: PathBuf::from("./ferry-data"),
             listen_backlog: None,
+            cores: None,
             log: LogConfig::default(),
             listeners: ListenersConfig::default(),
             listener: Vec::new(),
@@ -692,6 +698,14 @@ mod tests {
         }
         let error = parse("listen_backlog = 0\n").unwrap_err().to_string();
         assert_eq!(error, "ferry.toml:1: key `listen_backlog`: must be at least 1");
+    }
+
+    #[test]
+    fn cores_is_a_positive_count() {
+        assert_eq!(parse("").unwrap().cores, None);
+        assert_eq!(parse("cores = 1\n").unwrap().cores, Some(1));
+        let error = parse("data_dir = \"x\"\ncores = 0\n").unwrap_err().to_string();
+        assert_eq!(error, "ferry.toml:2: key `cores`: must be at least 1");
     }
 
     #[test]

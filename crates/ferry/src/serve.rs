@@ -48,7 +48,11 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         .with_context(|| {
             format!("cannot open the durable state in {}", config.data_dir.display())
         })?;
-    let cores = Arc::new(Cores::per_cpu().context("cannot start the per-core runtimes")?);
+    let cores = match config.cores {
+        Some(count) => Cores::start(count as usize),
+        None => Cores::per_cpu(),
+    };
+    let cores = Arc::new(cores.context("cannot start the per-core runtimes")?);
     cores.spawn_on_each(crate::give_free_pages_back);
     let mut tasks = Vec::new();
     let mut bound = Vec::new();
