@@ -8,9 +8,11 @@
 //! stopped. The document (`markdown`) is a pure function of the suite, the
 //! machine (`machine`), the versions and the results, with one table per
 //! run whose last column compares the first broker, the subject, with the
-//! best of the others; `plots` draws the charts it links.
+//! best of the others; `plots` draws the charts it links. What was written
+//! by hand into an earlier version of the document is kept (`carry_over`).
 
 mod broker;
+mod carry_over;
 mod machine;
 mod markdown;
 mod plots;
@@ -140,7 +142,12 @@ pub async fn run(args: CompareArgs) -> Result<(), BenchError> {
     }
     plots::write_all(&plot_dir, &results)?;
     let command_line = args.command_line();
-    let text = markdown::render(&markdown::Document {
+    let earlier = match std::fs::read_to_string(&args.output) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(source) => return Err(BenchError::Output { path: args.output.clone(), source }),
+    };
+    let mut text = markdown::render(&markdown::Document {
         suite: &suite,
         command_line: &command_line,
         machine: &machine,
@@ -148,6 +155,13 @@ pub async fn run(args: CompareArgs) -> Result<(), BenchError> {
         results: &results,
         plot_link: &relative_link(&document_dir, &plot_dir)?,
     });
+    let carried = carry_over::hand_written(&earlier, &suite);
+    if !carried.is_empty() {
+        if !text.ends_with("\n\n") {
+            text.push('\n');
+        }
+        text.push_str(&carried);
+    }
     write(&args.output, text)?;
     println!("wrote {} (charts in {})", args.output.display(), plot_dir.display());
     if let Some(path) = &args.json {
