@@ -301,6 +301,10 @@ class Broker:
             while not (ok := ready()) and time.monotonic() < deadline:
                 self._cond.wait(0.1)  # woken by every new log line
         if len(found) != len(self._wait_for):
+            if self.proc.poll() is not None:
+                # It exited: what it wrote last may still be in the pipe,
+                # which the drainer empties before it ends.
+                self._drainer.join(STARTUP_TIMEOUT)
             lines = self.log_lines()[since:]  # this run's (the error, then any backtrace)
             if len(lines) > 50:
                 lines = lines[:25] + [f"[... {len(lines) - 50} lines ...]"] + lines[-25:]
