@@ -339,15 +339,42 @@ def test_cores_sets_the_connection_threads(broker_factory, configured):
 
 
 @pytest.mark.ferry_only
-def test_listen_backlog_errors_name_file_line_and_key(tmp_path):
+def test_coalescing_cores_lose_and_reorder_nothing(broker_factory):
+    """With `coalesce_us`, a core woken often naps before it waits for
+    events: a stream of QoS 1 messages from clients spread over every
+    core, which keeps the cores napping, still arrives whole and in each
+    publisher's order."""
+    b = broker_factory({"coalesce_us": 1000})
+    sub = b.client(5, "coalesce-sub")
+    sub.subscribe("coalesce/#", qos=1)
+    publishers = [b.client(5, f"coalesce-pub-{i}") for i in range(4)]
+    rounds = 50
+    mids = [[p.publish_nowait(f"coalesce/{i}", f"{n}".encode()) for i, p in enumerate(publishers)]
+            for n in range(rounds)]
+    got = sub.get_n(rounds * len(publishers), timeout=20)
+    for sent in mids:
+        for p, mid in zip(publishers, sent):
+            assert p.acknowledgement(mid) == 0
+    for i in range(len(publishers)):
+        seq = [int(m.payload) for m in got if m.topic == f"coalesce/{i}"]
+        assert seq == list(range(rounds)), (i, seq)
+
+
+@pytest.mark.ferry_only
+@pytest.mark.parametrize("line, error", [
+    ("listen_backlog = 0", "must be at least 1"),
+    ("coalesce_us = 5000", "must be at most 1000 (µs)"),
+], ids=["listen_backlog", "coalesce_us"])
+def test_top_level_setting_errors_name_file_line_and_key(tmp_path, line, error):
     import subprocess
     from conftest import ferry_binary
     cfg = tmp_path / "ferry.toml"
-    cfg.write_text('data_dir = "d"\nlisten_backlog = 0\n')
+    cfg.write_text(f'data_dir = "d"\n{line}\n')
     p = subprocess.run([str(ferry_binary()), "check-config", str(cfg)], capture_output=True,
                        text=True, timeout=10)
     assert p.returncode == 1
-    assert f"{cfg}:2: key `listen_backlog`: must be at least 1" in p.stderr, p.stderr
+    key = line.split(" ")[0]
+    assert f"{cfg}:2: key `{key}`: {error}" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

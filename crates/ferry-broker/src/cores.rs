@@ -16,14 +16,17 @@
 //! one core with far more clients than another.
 //!
 //! Each core also keeps a parking lot (`park.rs`) for its idle
-//! connections, which then wait there without a task.
+//! connections, which then wait there without a task, and may nap before
+//! it waits for events, to handle more of them per wake-up (`coalesce.rs`).
 
+use crate::coalesce::Coalesce;
 use crate::seat::Seat;
 use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 use tokio::runtime::{Builder, Handle};
 use tokio::sync::oneshot;
 
@@ -43,11 +46,20 @@ struct Core {
 
 impl Cores {
     /// Starts `count` threads (at least one), `ferry-core-{i}`, each running
-    /// a single-threaded runtime with I/O and timers.
-    pub fn start(count: usize) -> io::Result<Cores> {
+    /// a single-threaded runtime with I/O and timers, which naps for
+    /// `coalesce` before it waits for events while it is woken often (zero:
+    /// never; at most `coalesce::MAX_COALESCE`).
+    pub fn start(count: usize, coalesce: Duration) -> io::Result<Cores> {
         let mut cores = Vec::with_capacity(count.max(1));
         for index in 0..count.max(1) {
-            let runtime = Builder::new_current_thread().enable_all().build()?;
+            let mut builder = Builder::new_current_thread();
+            builder.enable_all();
+            if let Some(coalesce) = Coalesce::new(coalesce) {
+                builder
+                    .on_thread_park(move || coalesce.before_wait())
+                    .on_thread_unpark(move || coalesce.after_wait());
+            }
+            let runtime = builder.build()?;
             let handle = runtime.handle().clone();
             let (stop, stopped) = oneshot::channel::<()>();
             let thread = std::thread::Builder::new().name(format!("ferry-core-{index}")).spawn(
@@ -86,8 +98,8 @@ impl Cores {
     }
 
     /// One core per CPU the process may run on.
-    pub fn per_cpu() -> io::Result<Cores> {
-        Cores::start(std::thread::available_parallelism().map_or(1, usize::from))
+    pub fn per_cpu(coalesce: Duration) -> io::Result<Cores> {
+        Cores::start(std::thread::available_parallelism().map_or(1, usize::from), coalesce)
     }
 
     /// Runs a task made by `task` on every core, until the core stops:

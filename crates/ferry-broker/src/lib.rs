@@ -16,6 +16,7 @@ mod backpressure;
 mod broker;
 mod client;
 mod close;
+pub mod coalesce;
 mod config;
 mod connection;
 mod connection_info;

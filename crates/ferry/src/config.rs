@@ -23,6 +23,11 @@ pub struct Config {
     /// CPU the process may run on.
     #[serde(deserialize_with = "positive")]
     pub cores: Option<u32>,
+    /// How long a core woken often naps before it waits for events, in
+    /// µs, so that one wake-up handles what came meanwhile
+    /// (`ferry_broker::coalesce`). 0, the default, never naps.
+    #[serde(deserialize_with = "coalesce_us")]
+    pub coalesce_us: u64,
     pub log: LogConfig,
     pub listeners: ListenersConfig,
     /// Listeners beyond the three plain ones, each with its own settings.
@@ -60,6 +65,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./ferry-data"),
             listen_backlog: None,
             cores: None,
+            coalesce_us: 0,
             log: LogConfig::default(),
             listeners: ListenersConfig::default(),
             listener: Vec::new(),
@@ -586,6 +592,18 @@ fn positive<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D
     }
 }
 
+/// A nap of at most `coalesce::MAX_COALESCE`, in µs. Checked while
+/// deserializing, as `positive` is.
+fn coalesce_us<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let most = ferry_broker::coalesce::MAX_COALESCE.as_micros();
+    match u64::deserialize(deserializer)? {
+        value if u128::from(value) > most => {
+            Err(serde::de::Error::custom(format!("must be at most {most} (µs)")))
+        }
+        value => Ok(value),
+    }
+}
+
 /// 1-based line number of a byte offset.
 fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|&&byte| byte == b'\n').count() + 1
@@ -706,6 +724,16 @@ mod tests {
         assert_eq!(parse("cores = 1\n").unwrap().cores, Some(1));
         let error = parse("data_dir = \"x\"\ncores = 0\n").unwrap_err().to_string();
         assert_eq!(error, "ferry.toml:2: key `cores`: must be at least 1");
+    }
+
+    #[test]
+    fn coalesce_us_is_at_most_a_millisecond() {
+        assert_eq!(parse("").unwrap().coalesce_us, 0);
+        assert_eq!(parse("coalesce_us = 1000\n").unwrap().coalesce_us, 1000);
+        let error = parse("data_dir = \"x\"\ncoalesce_us = 1001\n").unwrap_err().to_string();
+        assert_eq!(error, "ferry.toml:2: key `coalesce_us`: must be at most 1000 (µs)");
+        let error = parse("coalesce_us = -1\n").unwrap_err().to_string();
+        assert!(error.starts_with("ferry.toml:1: key `coalesce_us`: "), "{error}");
     }
 
     #[test]

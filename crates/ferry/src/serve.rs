@@ -48,9 +48,10 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         .with_context(|| {
             format!("cannot open the durable state in {}", config.data_dir.display())
         })?;
+    let coalesce = Duration::from_micros(config.coalesce_us);
     let cores = match config.cores {
-        Some(count) => Cores::start(count as usize),
-        None => Cores::per_cpu(),
+        Some(count) => Cores::start(count as usize, coalesce),
+        None => Cores::per_cpu(coalesce),
     };
     let cores = Arc::new(cores.context("cannot start the per-core runtimes")?);
     cores.spawn_on_each(crate::give_free_pages_back);
