@@ -122,6 +122,11 @@ def test_events_show_each_reader_what_its_policy_lets_it_read(tmp_path, broker_f
     seen = owner.recv()
     assert seen["topic"] == f"{TOPIC}/events/created" and seen["path"] == "/attributes"
     assert seen["value"] == {"public": 1, "secret": 2} and seen["revision"] == 2
+    # The headers every Ditto event carries: nobody answers it, it asks no
+    # acknowledgement, and its value is JSON, in protocol version 2.
+    headers = seen["headers"]
+    assert (headers["response-required"], headers["requested-acks"]) == (False, [])
+    assert (headers["content-type"], headers["version"]) == ("application/json", 2)
     partial = bob.recv()
     assert partial["topic"] == f"{TOPIC}/events/created"
     assert partial["value"] == {"public": 1}
@@ -151,6 +156,11 @@ def test_events_show_each_reader_what_its_policy_lets_it_read(tmp_path, broker_f
     owner.send(envelope(f"{TOPIC}/commands/modify", "/attributes/public", 8,
                         **{"correlation-id": "ws-8", "response-required": False}))
     assert bob.recv()["headers"]["correlation-id"] == "ws-8"
+    # A merge's value is a JSON merge patch, and its event says so.
+    assert alice.patch(f"/things/{TID}/attributes", {"public": 9}).status_code == 204
+    merged = bob.recv()
+    assert merged["topic"] == f"{TOPIC}/events/merged"
+    assert merged["headers"]["content-type"] == "application/merge-patch+json"
     owner.close()
     bob.close()
 

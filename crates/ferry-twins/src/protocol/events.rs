@@ -1,13 +1,13 @@
 //! A committed change of a thing as Ditto's twin event
 //! (`{ns}/{name}/things/twin/events/{created|modified|merged|deleted}`,
 //! with the changed `path`, the written `value`, the `revision` and the
-//! `timestamp`), and what each reader may see of it: as Ditto's
+//! `timestamp`, and the headers Ditto's events carry), and what each reader may see of it: as Ditto's
 //! enforcement of signals, a reader needs READ somewhere at or below the
 //! event's path, and gets only the parts of the value it may read.
 
 use super::envelope::Envelope;
 use crate::policy::{Enforcer, Permission, Timestamp};
-use crate::service::{with_always_shown, Caller, ThingEvent, Twins};
+use crate::service::{with_always_shown, Caller, ThingAction, ThingEvent, Twins};
 use std::sync::Arc;
 
 /// An event with the policy that decides who sees it, ready to be shown
@@ -67,6 +67,18 @@ impl EventView {
         if let Some(originator) = &event.originator {
             envelope.headers.insert(super::ORIGINATOR.into(), originator.as_ref().into());
         }
+        // What Ditto's events carry besides: an event is answered by
+        // nobody and asks no acknowledgement, and says what its value is
+        // (a merge's is a JSON merge patch) in protocol version 2.
+        let content_type = match event.action {
+            ThingAction::Merged => "application/merge-patch+json",
+            _ => "application/json",
+        };
+        let headers = &mut envelope.headers;
+        headers.insert("response-required".into(), false.into());
+        headers.insert("requested-acks".into(), serde_json::Value::Array(Vec::new()));
+        headers.insert("content-type".into(), content_type.into());
+        headers.insert("version".into(), 2.into());
         envelope.revision = Some(event.revision);
         envelope.timestamp = Some(event.timestamp.to_string());
         Some(envelope)
