@@ -8,7 +8,7 @@
 //! work (more in a virtual machine, where an idle CPU halts). Measured at
 //! 20,000 msg/s through 1,000 publisher/subscriber pairs on 2 CPUs, a
 //! 200 µs nap cut the broker's context switches per message from 1.8 to
-//! 0.3 and its CPU per message by about a fifth, and added about 0.35 ms
+//! 0.3 and its CPU per message by about a fifth, and added about 0.3 ms
 //! to the median latency (docs/benchmarks.md, "Wake-up coalescing"). A
 //! client that waits for each answer before it sends again (a closed loop)
 //! waits for the naps too, so this is off unless configured (`coalesce_us`).

@@ -1,9 +1,10 @@
 //! A committed change of a thing as Ditto's twin event
 //! (`{ns}/{name}/things/twin/events/{created|modified|merged|deleted}`,
-//! with the changed `path`, the written `value`, the `revision` and the
-//! `timestamp`, and the headers Ditto's events carry), and what each reader may see of it: as Ditto's
-//! enforcement of signals, a reader needs READ somewhere at or below the
-//! event's path, and gets only the parts of the value it may read.
+//! with the changed `path`, the written `value`, the `revision`, the
+//! `timestamp` and the headers Ditto's events carry), and what each reader
+//! may see of it: as Ditto's enforcement of signals, a reader needs READ
+//! somewhere at or below the event's path, and gets only the parts of the
+//! value it may read.
 
 use super::envelope::Envelope;
 use crate::policy::{Enforcer, Permission, Timestamp};
