@@ -88,6 +88,11 @@ pub struct Broker {
     stored_replies: Mutex<Vec<(Acknowledgement, ReasonCode)>>,
     pub(crate) subscriptions: RwLock<TopicTree<u64, Subscription>>,
     pub(crate) retained: RwLock<RetainedStore<Arc<Message>>>,
+    /// Held from a stored retained message's change in `retained` to its
+    /// record's append, so that the log (which a restart replays) orders
+    /// the changes of one topic as memory did. Never taken on the log
+    /// writer's thread, which a holder may wait for.
+    retain_order: Mutex<()>,
     pub(crate) sessions: Mutex<crate::sessions::Sessions>,
     pub(crate) next_session_id: AtomicU64,
     /// Read on every drain, so a plain flag rather than the watch's lock.
@@ -130,6 +135,10 @@ struct Destinations {
     /// Route endpoints, which read it from the log (`endpoint.rs`).
     endpoints: Vec<EndpointTarget>,
 }
+
+/// The retained message a stored retained message replaced in memory
+/// before its record was stored, to put back if the log refuses it.
+struct Replaced(Option<Arc<Message>>);
 
 /// What became of a publish.
 pub(crate) enum Routed {
@@ -230,6 +239,7 @@ impl Broker {
             stored_replies: Mutex::new(Vec::new()),
             subscriptions: RwLock::new(TopicTree::new()),
             retained: RwLock::new(RetainedStore::new()),
+            retain_order: Mutex::new(()),
             sessions: Mutex::default(),
             next_session_id: AtomicU64::new(1),
             shutting_down: AtomicBool::new(false),
@@ -894,7 +904,9 @@ impl Broker {
                 self.store_then_deliver(store, message, destinations, None, waiter, None);
                 let _ = answered.await;
             }
-            None => self.retain(&message),
+            None => {
+                self.retain(&message);
+            }
         }
     }
 
@@ -1126,11 +1138,18 @@ impl Broker {
             publisher,
         }));
         let broker = self.me.upgrade();
+        // A retained message is retained from now, not once stored: a
+        // client that publishes it and then subscribes (or anyone who
+        // subscribes meanwhile, and so is not among `plan`) gets it, as
+        // from a broker without a log.
+        let order = message.retain.then(|| self.retain_order.lock());
+        let replaced = order.as_ref().map(|_| Replaced(self.retain(&message)));
         store.append(record, move |result| {
             if let Some(broker) = broker {
-                broker.deliver_stored(result, &message, plan, &routed_to, answer);
+                broker.deliver_stored(result, &message, plan, &routed_to, answer, replaced);
             }
         });
+        drop(order);
         congested
     }
 
@@ -1142,12 +1161,10 @@ impl Broker {
         plan: Plan,
         routed_to: &[EndpointTarget],
         answer: Option<Acknowledgement>,
+        replaced: Option<Replaced>,
     ) {
         let reason = match result {
             Ok(offset) => {
-                if message.retain {
-                    self.retain(message);
-                }
                 self.routing.wake(routed_to);
                 let delivered = plan.len() + routed_to.len();
                 let mut stored = self.stored.lock();
@@ -1166,6 +1183,9 @@ impl Broker {
                 }
                 self.stats.store_failures.inc();
                 tracing::warn!(%error, topic = %message.topic, "message refused: the durable log could not store it");
+                if let Some(Replaced(previous)) = replaced {
+                    self.unretain(message, previous);
+                }
                 let client = answer.as_ref().and_then(Acknowledgement::client);
                 if let Some(answer) = client.filter(|answer| answer.exactly_once) {
                     // Not taken: a retransmission must be treated as new.
@@ -1231,13 +1251,34 @@ impl Broker {
         }
     }
 
-    fn retain(&self, message: &Arc<Message>) {
+    /// Makes `message` its topic's retained message (an empty one clears
+    /// it) and returns the one it replaced.
+    fn retain(&self, message: &Arc<Message>) -> Option<Arc<Message>> {
         let mut retained = self.retained.write();
         if message.payload.is_empty() {
-            retained.remove(&message.topic);
+            retained.remove(&message.topic)
         } else {
-            retained.insert(&message.topic, message.clone());
+            retained.insert(&message.topic, message.clone())
         }
+    }
+
+    /// Takes back the change `retain(message)` made, which the log refused,
+    /// unless a later one has replaced it: what the topic retains is again
+    /// what the log holds.
+    fn unretain(&self, message: &Arc<Message>, previous: Option<Arc<Message>>) {
+        let mut retained = self.retained.write();
+        let current = retained.get(&message.topic);
+        let still_ours = match current {
+            Some(current) => Arc::ptr_eq(current, message),
+            None => message.payload.is_empty(),
+        };
+        if !still_ours {
+            return;
+        }
+        match previous {
+            Some(previous) => retained.insert(&message.topic, previous),
+            None => retained.remove(&message.topic),
+        };
     }
 
     fn enqueue(
