@@ -174,6 +174,32 @@ def test_session_takeover(broker, version):
     assert not second.disconnected.is_set()
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_taking_over_a_session_that_ends_with_its_connection_starts_afresh(broker, version):
+    """The first connection's session ends with it (3.1.1 Clean Session 1,
+    v5 expiry 0): a connection taking it over without a clean start gets a
+    new session, as with Mosquitto, not its subscriptions, and the first
+    one's will is published."""
+    obs = broker.client(version, "tk-clean-obs")
+    obs.subscribe("tk-clean/#", qos=1)
+    first = broker.raw(version)
+    first.connect("tk-clean", clean=True,
+                  will={"topic": "tk-clean/will", "payload": b"gone", "qos": 1})
+    first.subscribe(("tk-clean/t", 1))
+
+    props = {"SessionExpiryInterval": 60} if version == 5 else None
+    second = broker.client(version, "tk-clean", clean=False, connect=False)
+    ack = second.connect(props)
+    assert (ack.reason, ack.session_present) == (0, False)
+    first.read_until_closed()
+    m = obs.get()
+    assert (m.topic, m.payload) == ("tk-clean/will", b"gone")
+
+    broker.client(version, "tk-clean-pub").publish("tk-clean/t", b"not for second", qos=1)
+    assert obs.get().payload == b"not for second"
+    expect_nothing(second, 0.3)
+
+
 # --------------------------------------------------------------- keep-alive
 @pytest.mark.mosquitto_differs(
     "checks keep-alives coarsely: a silent client with keep-alive 1 s is dropped after ~5 s, "
@@ -220,12 +246,34 @@ def test_v5_session_expiry_capped_by_config(broker_factory):
     assert s.connect({"SessionExpiryInterval": 3600}).session_present is False
 
 
-@pytest.mark.parametrize("client_id, accepted", [("", False), ("a" * 23, True), ("a" * 24, False)])
-def test_mqtt31_client_id_is_1_to_23_characters(broker, client_id, accepted):
+@pytest.mark.parametrize("client_id, accepted", [("", False), ("a" * 23, True), ("a" * 200, True)])
+def test_mqtt31_client_id_is_not_empty(broker, client_id, accepted):
+    """3.1 asks for at most 23 characters; Mosquitto refuses only the empty
+    id, and 3.1 devices with longer ids work with it."""
     r = broker.raw(4)
     r.send(R.encode_connect(client_id, version=4, protocol_name=b"MQIsdp", protocol_level=3))
     ack = r.expect(R.CONNACK)
     assert ack.reason == (0x00 if accepted else 0x02)
+
+
+def test_mqtt31_connack_has_no_session_present_flag(broker):
+    """3.1's CONNACK byte before the return code is reserved: a resumed
+    3.1 session is acknowledged with 0 there, as Mosquitto does, and is
+    resumed all the same."""
+    def connect():
+        r = broker.raw(4)
+        r.send(R.encode_connect("v31-resume", version=4, clean=False,
+                                protocol_name=b"MQIsdp", protocol_level=3))
+        return r, r.expect(R.CONNACK)
+
+    r, ack = connect()
+    assert (ack.reason, ack.session_present) == (0, False)
+    r.subscribe(("v31/t", 1))
+    r.disconnect()
+    broker.client(4, "v31-pub").publish("v31/t", b"while away", qos=1)
+    r, ack = connect()
+    assert (ack.reason, ack.session_present) == (0, False)
+    assert r.expect(R.PUBLISH).payload == b"while away"
 
 
 @pytest.mark.parametrize("version", VERSIONS)

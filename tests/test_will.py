@@ -156,3 +156,26 @@ def test_v5_will_delay_session_expires_first(broker):
     r.abort()
     m = obs.get(timeout=4)
     assert m.payload == b"expired"
+
+
+@pytest.mark.parametrize("version", [
+    pytest.param(4, id="v311"),
+    pytest.param(5, id="v5", marks=pytest.mark.mosquitto_differs(
+        "sends no will when a v5 session is resumed, though its will delay is 0")),
+])
+def test_a_resumed_session_sends_its_will_in_v5_only(broker, version):
+    """A connection taking over a session that goes on: v5 sends the old
+    connection's undelayed will (§3.1.4); 3.1.1 names no takeover among
+    the will's occasions, and Mosquitto sends none, so neither does Ferry."""
+    obs = _observer(broker, version)
+    props = {"SessionExpiryInterval": 60} if version == 5 else None
+    first = broker.raw(version)
+    first.connect("will-resumed", clean=False, props=props,
+                  will={"topic": "will/t", "payload": b"taken over", "qos": 1})
+    second = broker.raw(version)
+    assert second.connect("will-resumed", clean=False, props=props).session_present
+    first.read_until_closed()
+    if version == 5:
+        assert obs.get().payload == b"taken over"
+    else:
+        expect_nothing(obs, 0.5)

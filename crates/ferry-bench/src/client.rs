@@ -187,6 +187,7 @@ impl Conn {
             will: None,
             username: None,
             password: None,
+            bridge: false,
         };
         conn.queue(&Packet::Connect(Box::new(connect)))?;
         conn.flush().await?;

@@ -422,7 +422,7 @@ impl Broker {
     }
 
     /// Attaches a new connection to the session of `client_id`, creating,
-    /// resuming or replacing it. A connection still attached to the old
+    /// resuming (unless it ends with its connection) or replacing it. A connection still attached to the old
     /// session notices through the generation (or `ended`) and leaves with
     /// 0x8E Session taken over.
     pub(crate) fn attach(
@@ -434,7 +434,11 @@ impl Broker {
         let mut sessions = self.sessions.lock();
         if let Some(existing) = sessions.get(client_id).cloned() {
             let mut state = existing.lock();
-            if !clean_start && !state.ended {
+            // A session whose expiry is 0 lasts as long as its connection
+            // (3.1.1 §3.1.2.4: Clean Session 1's state "MUST NOT be reused
+            // in any subsequent Session"), so a connection taking it over
+            // starts afresh, as with Mosquitto, and its will is due.
+            if !clean_start && !state.ended && state.expiry_secs != 0 {
                 state.cancel_timers();
                 state.set_will(None);
                 state.generation += 1;

@@ -65,6 +65,9 @@ pub(crate) struct Client {
     outbound_alias_max: u16,
     /// False when a v5 client asked for no reason strings (Request Problem Information 0).
     problem_information: bool,
+    /// A Mosquitto-style bridge (`Connect::bridge`): its subscriptions are
+    /// No Local and Retain As Published.
+    bridge: bool,
     /// Whether input is paused, or taking a turn, because a subscriber is
     /// congested.
     pace: Pace,
@@ -268,11 +271,10 @@ impl Client {
         let mut connack_properties = Properties::default();
 
         let id_refusal = match version {
-            // 3.1 §3.1: the client identifier is 1 to 23 characters.
-            ProtocolVersion::V31
-                if principal.client_id.is_empty() || principal.client_id.len() > 23 =>
-            {
-                Some("MQTT 3.1 client ids have 1 to 23 characters")
+            // 3.1 §3.1 asks for 1 to 23 characters, but Mosquitto (and so
+            // the 3.1 devices in the field) refuses only the empty id.
+            ProtocolVersion::V31 if principal.client_id.is_empty() => {
+                Some("empty client id in an MQTT 3.1 CONNECT")
             }
             // 3.1.1 §3.1.3-8: an empty id needs Clean Session 1.
             ProtocolVersion::V311 if principal.client_id.is_empty() && !connect.clean_start => {
@@ -371,6 +373,7 @@ impl Client {
                 .unwrap_or(0)
                 .min(config.outbound_topic_alias_maximum),
             problem_information: connect.properties.request_problem_information != Some(0),
+            bridge: connect.bridge,
             pace: Pace::Free,
             replies_held: 0,
             delivered: Vec::new(),
@@ -1161,7 +1164,23 @@ impl Client {
         }
     }
 
-    fn on_subscribe(&mut self, broker: &Arc<Broker>, subscribe: Subscribe, wbuf: &mut BytesMut) {
+    fn on_subscribe(
+        &mut self,
+        broker: &Arc<Broker>,
+        mut subscribe: Subscribe,
+        wbuf: &mut BytesMut,
+    ) {
+        if self.bridge {
+            // As Mosquitto does for a bridge: the other broker does not get
+            // its own messages back, nor lose their retained flags. Not for
+            // a shared subscription, where No Local is a protocol error.
+            for (filter, options) in &mut subscribe.filters {
+                if !filter.starts_with("$share/") {
+                    options.no_local = true;
+                    options.retain_as_published = true;
+                }
+            }
+        }
         let identifier = subscribe.properties.subscription_identifiers.first().copied();
         let reason_codes: Vec<ReasonCode> = subscribe
             .filters
@@ -1480,12 +1499,14 @@ impl Client {
         self.record_delivered(broker);
         let will = self.will.filter(|_| close.publishes_will());
         if let Close::TakenOver = close {
-            // The new connection resumed the session (so a delayed will is
-            // cancelled, §3.1.3.2.2) or replaced it (so the session ended
-            // and the will is due now).
+            // The new connection replaced the session (so it ended and the
+            // will is due now) or resumed it: then v5 sends an undelayed
+            // will (§3.1.4) and cancels a delayed one (§3.1.3.2.2), while
+            // 3.1.1 names no takeover among the will's occasions, and
+            // Mosquitto sends none.
             if let Some(will) = will {
                 let ended = self.session.lock().ended;
-                if will.delay_secs == 0 || ended {
+                if ended || (self.version.is_v5() && will.delay_secs == 0) {
                     broker.publish(*will.message);
                 }
             }

@@ -20,7 +20,8 @@ impl ConnAck {
         if flags & !SESSION_PRESENT != 0 {
             return Err(DecodeError::ReservedBitSet("connect acknowledge flags"));
         }
-        let session_present = flags & SESSION_PRESENT != 0;
+        // 3.1 has no session present flag (`write_body`).
+        let session_present = flags & SESSION_PRESENT != 0 && version != ProtocolVersion::V31;
         let code = r.u8("reason code")?;
         let reason_code = if version.is_v5() {
             ReasonCode::decode_for(PacketType::ConnAck, code)?
@@ -57,7 +58,10 @@ impl ConnAck {
     }
 
     pub(crate) fn write_body(&self, version: ProtocolVersion, buf: &mut BytesMut) {
-        buf.put_u8(if self.session_present { SESSION_PRESENT } else { 0 });
+        // 3.1 has no flags here: the byte is reserved, and Mosquitto sends 0
+        // (and reads none).
+        let session_present = self.session_present && version != ProtocolVersion::V31;
+        buf.put_u8(if session_present { SESSION_PRESENT } else { 0 });
         buf.put_u8(if version.is_v5() {
             self.reason_code as u8
         } else {
@@ -99,6 +103,9 @@ mod tests {
         assert_eq!(encode(&banned, V311), [0x20, 2, 0, 5]);
         let busy = connack(false, ReasonCode::ServerBusy, Properties::default());
         assert_eq!(encode(&busy, V311), [0x20, 2, 0, 3]);
+        // 3.1 has no session present flag.
+        let resumed = connack(true, ReasonCode::Success, Properties::default());
+        assert_eq!(encode(&resumed, V31), [0x20, 2, 0, 0]);
         // Properties do not exist in 3.1.1.
         let props = PropertyValues { receive_maximum: Some(1), ..PropertyValues::default() }.into();
         assert_eq!(encode(&connack(false, ReasonCode::Success, props), V311), [0x20, 2, 0, 0]);

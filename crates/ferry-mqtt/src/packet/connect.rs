@@ -18,7 +18,16 @@ pub struct Connect {
     pub will: Option<Will>,
     pub username: Option<ByteStr>,
     pub password: Option<Bytes>,
+    /// A Mosquitto bridge's 3.1 or 3.1.1 CONNECT: bit 7 of its protocol
+    /// level set (Mosquitto's `try_private`, EMQX reads it too). Its
+    /// subscriptions then behave as v5's No Local and Retain As Published,
+    /// which 3.1.1 cannot ask for, so that two bridged brokers do not send
+    /// each other's messages back and forth.
+    pub bridge: bool,
 }
+
+/// Bit 7 of the protocol level: the client is a bridge (`Connect::bridge`).
+const BRIDGE_LEVEL: u8 = 0x80;
 
 /// The will message of a CONNECT, published by the server if the connection
 /// ends without a normal DISCONNECT.
@@ -60,13 +69,16 @@ impl Connect {
     pub(crate) fn decode(mut r: Reader) -> Result<Connect, DecodeError> {
         let name = r.binary("protocol name")?;
         let level = r.u8("protocol level")?;
-        let protocol = match (&name[..], ProtocolVersion::from_level(level)) {
+        // Mosquitto takes the bit from a v5 CONNECT too, and ignores it.
+        let bridge = level & BRIDGE_LEVEL != 0;
+        let protocol = match (&name[..], ProtocolVersion::from_level(level & !BRIDGE_LEVEL)) {
             (b"MQTT", Some(v @ (ProtocolVersion::V311 | ProtocolVersion::V5))) => v,
             (b"MQIsdp", Some(v @ ProtocolVersion::V31)) => v,
             (b"MQTT" | b"MQIsdp", _) => return Err(DecodeError::UnsupportedProtocolVersion(level)),
             _ => return Err(DecodeError::InvalidProtocolName),
         };
         let v5 = protocol.is_v5();
+        let bridge = bridge && !v5;
 
         let flags = r.u8("connect flags")?;
         if flags & flag::RESERVED != 0 {
@@ -127,6 +139,7 @@ impl Connect {
             will,
             username,
             password,
+            bridge,
         })
     }
 
@@ -161,7 +174,8 @@ impl Connect {
     pub(crate) fn write_body(&self, buf: &mut BytesMut) {
         let protocol = self.protocol;
         wire::put_binary(buf, protocol.protocol_name());
-        buf.put_u8(protocol as u8);
+        let bridge = if self.bridge && !protocol.is_v5() { BRIDGE_LEVEL } else { 0 };
+        buf.put_u8(protocol as u8 | bridge);
         let mut flags = 0;
         if self.clean_start {
             flags |= flag::CLEAN_START;
@@ -245,6 +259,7 @@ mod tests {
             }),
             username: Some("user".into()),
             password: Some(Bytes::from_static(b"pass")),
+            bridge: false,
         }));
         assert_wire(&v311_connect(), V311, &expected);
         // CONNECT names its own version: the connection's does not matter.
@@ -260,6 +275,20 @@ mod tests {
         assert_eq!(connect.protocol, V31);
         assert_eq!(connect.client_id, "id");
         assert_wire(&wire, V31, &Packet::Connect(connect));
+    }
+
+    #[test]
+    fn a_bridge_sets_bit_7_of_a_3_1_or_3_1_1_protocol_level() {
+        for (name, level, protocol) in [(&b"MQTT"[..], 4, V311), (&b"MQIsdp"[..], 3, V31)] {
+            let wire = connect_body(name, level | 0x80, 0x02, &[&[0, 2], b"id"]);
+            let Packet::Connect(connect) = decode(&wire, V311).unwrap() else { panic!() };
+            assert_eq!((connect.protocol, connect.bridge), (protocol, true));
+            assert_wire(&wire, protocol, &Packet::Connect(connect));
+        }
+        // Taken from a v5 CONNECT too, and ignored there, as Mosquitto does.
+        let wire = connect_body(b"MQTT", 5 | 0x80, 0x02, &[&[0], &[0, 2], b"id"]);
+        let Packet::Connect(connect) = decode(&wire, V5).unwrap() else { panic!() };
+        assert_eq!((connect.protocol, connect.bridge), (V5, false));
     }
 
     #[test]
@@ -301,6 +330,7 @@ mod tests {
             // 5.0 allows a password without a user name.
             username: None,
             password: Some(Bytes::from_static(b"pwd")),
+            bridge: false,
         }));
         assert_wire(&wire, V5, &expected);
     }
@@ -483,6 +513,7 @@ mod tests {
             will: None,
             username: None,
             password: Some(Bytes::from_static(b"p")),
+            bridge: false,
         };
         let mut buf = BytesMut::new();
         let packet = Packet::Connect(Box::new(connect.clone()));

@@ -352,6 +352,7 @@ fn connect_packet(options: &ConnectOptions) -> Connect {
             .password
             .as_ref()
             .map(|password| Bytes::from(password.expose().to_owned())),
+        bridge: false,
     }
 }
 
