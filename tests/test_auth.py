@@ -44,6 +44,23 @@ def test_passwords_decide_with_the_right_code_in_each_version(broker_factory, pa
     assert _connack(b, version) == NOT_AUTHORIZED[version]
 
 
+@pytest.mark.parametrize("algorithm", ["sha512-pbkdf2", "sha512"])
+def test_a_mosquitto_password_file_works_as_it_is(broker_factory, tmp_path, algorithm):
+    """Made by Debian's `mosquitto_passwd`, in its default format
+    (`$7$`, PBKDF2-SHA-512) and its older one (`$6$`, salted SHA-512)."""
+    path = tmp_path / "mosquitto.passwd"
+    for user, password in USERS.items():
+        subprocess.run(["mosquitto_passwd", "-H", algorithm, "-b",
+                        *(["-c"] if not path.exists() else []), str(path), user, password],
+                       check=True, capture_output=True, timeout=10)
+    assert path.read_text().count("$7$" if algorithm == "sha512-pbkdf2" else "$6$") == 2
+    b = _broker(broker_factory, path, allow_anonymous=False)
+    for version in (4, 5):
+        assert _connack(b, version, "sensor-1", "s3cret-one") == 0
+        assert _connack(b, version, "sensor-2", "s3cret-two") == 0
+        assert _connack(b, version, "sensor-1", "s3cret-two") == BAD_CREDENTIALS[version]
+
+
 def test_anonymous_clients_beside_password_users(broker_factory, password_file):
     b = _broker(broker_factory, password_file, allow_anonymous=True)
     assert _connack(b, 5) == 0

@@ -8,11 +8,16 @@
 //! file costs an attacker 19 MiB and two passes instead of a few
 //! nanoseconds. The price is paid on our side too, about 20 ms of one core
 //! per check, which is why the broker checks passwords off its connection
-//! threads and rate-limits failures.
+//! threads and rate-limits failures. A Mosquitto password file works as it
+//! is: its hashes are checked too (`mosquitto.rs`), and replaced by
+//! argon2id when `ferry passwd` sets a user's password.
+
+mod mosquitto;
 
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Argon2, Params};
+use mosquitto::MosquittoHash;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -59,7 +64,7 @@ impl PasswordFile {
     }
 
     /// Checks every line: a user line needs a valid name, an argon2id hash
-    /// and a name not seen before. Errors name the file and line, never
+    /// (or one of Mosquitto's) and a name not seen before. Errors name the file and line, never
     /// the hash.
     pub fn parse(text: &str, path: &Path) -> Result<PasswordFile, PasswordError> {
         let mut file = PasswordFile::default();
@@ -93,8 +98,11 @@ impl PasswordFile {
         let hash = known.unwrap_or_else(|| unknown_user_hash());
         // Parsed when loaded (or made by `set`), so this cannot fail; if it
         // did, refusing is the safe answer.
-        let matches = PasswordHash::new(hash)
-            .is_ok_and(|parsed| Argon2::default().verify_password(password, &parsed).is_ok());
+        let matches = match MosquittoHash::parse(hash) {
+            Some(mosquitto) => mosquitto.is_ok_and(|mosquitto| mosquitto.matches(password)),
+            None => PasswordHash::new(hash)
+                .is_ok_and(|parsed| Argon2::default().verify_password(password, &parsed).is_ok()),
+        };
         matches && known.is_some()
     }
 
@@ -189,6 +197,9 @@ fn check_user(user: &str) -> Result<(), PasswordError> {
 }
 
 fn check_hash(hash: &str) -> Result<(), &'static str> {
+    if let Some(mosquitto) = MosquittoHash::parse(hash) {
+        return mosquitto.map(drop);
+    }
     let parsed = PasswordHash::new(hash).map_err(|_| "not a PHC password hash")?;
     if parsed.algorithm.as_str() != "argon2id" {
         return Err("not an argon2id hash (make it with `ferry passwd`)");
@@ -276,7 +287,8 @@ mod tests {
             (format!(":{hash}\n"), 1, "empty"),
             ("u:nonsense\n".to_string(), 1, "not a PHC password hash"),
             ("u:$argon2id$v=19$m=19456,t=2,p=1\n".to_string(), 1, "incomplete"),
-            ("u:$6$salt$sha512crypt\n".to_string(), 1, "not"),
+            ("u:$6$salt$sha512crypt\n".to_string(), 1, "Mosquitto hash is not base64"),
+            ("u:$5$rounds=5000$salt$hash\n".to_string(), 1, "not a PHC password hash"),
             (format!("{good}u:{hash}\n"), 2, "appears twice"),
         ] {
             let error = PasswordFile::parse(&text, &path()).unwrap_err().to_string();
