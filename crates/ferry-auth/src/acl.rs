@@ -57,8 +57,14 @@
 //!
 //! A shared subscription `$share/{group}/{filter}` is judged by its filter:
 //! it delivers the same topics.
+//!
+//! # Mosquitto's format
+//!
+//! A file in Mosquitto's ACL format (`topic`, `user` and `pattern` lines)
+//! is read as such, into the same rules (`mosquitto.rs`).
 
 mod filter;
+mod mosquitto;
 
 use crate::Principal;
 use filter::Level;
@@ -131,6 +137,10 @@ impl Acl {
     /// half-understood ACL would allow or deny what its author did not mean.
     /// `path` is only for error messages.
     pub fn parse(text: &str, path: &Path) -> Result<Acl, AclError> {
+        if mosquitto::is_mosquitto_format(text) {
+            let rules = mosquitto::parse(text, path)?;
+            return Ok(Acl { rules, groups: BTreeMap::new() });
+        }
         let deserializer = toml::Deserializer::new(text);
         let file: RawFile = serde_path_to_error::deserialize(deserializer)
             .map_err(|error| deserialize_error(error, text, path))?;
