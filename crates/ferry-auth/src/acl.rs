@@ -123,6 +123,9 @@ pub struct Acl {
     /// `[groups]`: each group's user names, for who asks which groups a
     /// user is in (the admin API's `[admin] groups`).
     groups: BTreeMap<String, Vec<String>>,
+    /// A file in Mosquitto's format: as Mosquitto does, every SUBSCRIBE is
+    /// granted, and what it would deliver is checked message by message.
+    grants_every_subscription: bool,
 }
 
 impl Acl {
@@ -139,7 +142,7 @@ impl Acl {
     pub fn parse(text: &str, path: &Path) -> Result<Acl, AclError> {
         if mosquitto::is_mosquitto_format(text) {
             let rules = mosquitto::parse(text, path)?;
-            return Ok(Acl { rules, groups: BTreeMap::new() });
+            return Ok(Acl { rules, groups: BTreeMap::new(), grants_every_subscription: true });
         }
         let deserializer = toml::Deserializer::new(text);
         let file: RawFile = serde_path_to_error::deserialize(deserializer)
@@ -158,7 +161,7 @@ impl Acl {
             .enumerate()
             .map(|(index, rule)| Rule::from_raw(rule, &file.groups, index + 1, text, path))
             .collect::<Result<_, _>>()?;
-        Ok(Acl { rules, groups: file.groups })
+        Ok(Acl { rules, groups: file.groups, grants_every_subscription: false })
     }
 
     /// How many rules the file holds, for a log line.
@@ -184,6 +187,11 @@ impl Acl {
         let Some(filter) = unshared(filter).filter(|inner| filter::is_valid_filter(inner)) else {
             return SubscribeVerdict::Denied;
         };
+        let denied = if self.grants_every_subscription {
+            SubscribeVerdict::Filtered
+        } else {
+            SubscribeVerdict::Denied
+        };
         let values = Substitutions::of(who);
         let (mut partial_allow, mut partial_deny) = (false, false);
         for rule in self.applying(who, Operation::Read) {
@@ -193,7 +201,7 @@ impl Acl {
                 if filter::covers(levels.clone(), filter::levels(filter)) {
                     return match (rule.permission, partial_allow, partial_deny) {
                         (Permission::Allow, _, false) => SubscribeVerdict::Allowed,
-                        (Permission::Deny, false, _) => SubscribeVerdict::Denied,
+                        (Permission::Deny, false, _) => denied,
                         _ => SubscribeVerdict::Filtered,
                     };
                 }
@@ -209,7 +217,7 @@ impl Acl {
         if partial_allow {
             SubscribeVerdict::Filtered
         } else {
-            SubscribeVerdict::Denied
+            denied
         }
     }
 

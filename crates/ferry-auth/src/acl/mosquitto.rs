@@ -18,10 +18,11 @@
 //! The lines become Ferry's rules in the order Mosquitto checks them (its
 //! `acl-file` plugin): a client's own lines before the patterns, and in
 //! each of the two, its denials before its grants. The first rule that
-//! applies decides and the rest is refused, which is Mosquitto's walk. One
-//! difference: Mosquitto grants every SUBSCRIBE and checks only what it
-//! delivers, where Ferry refuses a subscription nothing in it could be
-//! read through (docs/security.md).
+//! applies decides and the rest is refused, which is Mosquitto's walk. And
+//! as Mosquitto does, every SUBSCRIBE is granted and only what it delivers
+//! is checked (`Acl::grants_every_subscription`), where a TOML file's
+//! rules refuse a subscription nothing could be read through: a client
+//! that took a refused SUBACK for a fatal error worked with Mosquitto.
 
 use super::{AclError, Action, Pattern, Permission, Rule, Subject, MAX_RULES};
 use std::path::Path;
@@ -188,7 +189,11 @@ pattern write devices/%c/out
         // Whatever no line grants is refused.
         assert!(!acl.may_publish(&anonymous, "anything"));
         assert_eq!(acl.may_subscribe(&bob, "sensors/#"), SubscribeVerdict::Filtered);
-        assert_eq!(acl.may_subscribe(&bob, "other/#"), SubscribeVerdict::Denied);
+        // Nothing under other/# may be read, yet the subscription is
+        // granted, as Mosquitto grants it; no message goes through it.
+        assert_eq!(acl.may_subscribe(&bob, "other/#"), SubscribeVerdict::Filtered);
+        assert!(!acl.may_receive(&bob, "other/x"));
+        assert_eq!(acl.may_subscribe(&alice, "sensors/alice/secret"), SubscribeVerdict::Filtered);
     }
 
     #[test]
