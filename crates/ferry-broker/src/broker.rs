@@ -422,9 +422,9 @@ impl Broker {
     }
 
     /// Attaches a new connection to the session of `client_id`, creating,
-    /// resuming (unless it ends with its connection) or replacing it. A connection still attached to the old
-    /// session notices through the generation (or `ended`) and leaves with
-    /// 0x8E Session taken over.
+    /// resuming (unless it ends with its connection) or replacing it. A
+    /// connection still attached to the old session notices through the
+    /// generation (or `ended`) and leaves with 0x8E Session taken over.
     pub(crate) fn attach(
         &self,
         client_id: &Arc<str>,
