@@ -76,6 +76,23 @@ def test_connection_limits_of_broker_and_listener(broker_factory):
     b.wait_log(r"connection refused: the listener's max_connections")
 
 
+def test_places_closed_by_their_clients_are_taken_again_at_once(broker_factory):
+    """A client that closes its connections (no DISCONNECT) and at once
+    opens as many new ones gets them all, as from Mosquitto, which handles
+    the closes it saw first (its 01-connect-max-connections): the closes are
+    noticed on the cores while the accept loop admits the new ones."""
+    b = broker_factory({"broker": {"max_connections": 10}}, ws=False, http=False)
+    for round in range(5):
+        clients = [b.raw() for _ in range(10)]
+        for n, c in enumerate(clients):
+            c.connect(f"full-{round}-{n}")
+        assert_refused(b)
+        for c in clients:
+            c.close()
+    assert len([b.raw().connect(f"last-{n}") for n in range(10)]) == 10
+    assert_refused(b)
+
+
 def test_new_connection_rate_is_limited(broker_factory):
     b = broker_factory({"broker": {"max_connection_rate": 5}}, ws=False, http=False)
     accepted = refused = 0

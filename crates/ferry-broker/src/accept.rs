@@ -5,7 +5,7 @@
 use crate::broker::Broker;
 use crate::connection;
 use crate::cores::Cores;
-use crate::listener::{admit, Listener, Origin, Protocol};
+use crate::listener::{admit, refuse, Admission, Listener, Origin, Protocol};
 use crate::websocket::{check_handshake, WsByteStream};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,36 +46,65 @@ pub async fn serve(
             accepted = accept(&tcp) => accepted,
         };
         match accepted {
-            Ok((stream, peer)) => {
-                let Some(admission) = admit(&broker, &listener, peer) else {
-                    continue;
-                };
-                // MQTT packets are small and latency matters more than
-                // segment count; coalescing happens in our write buffer.
-                let _ = stream.set_nodelay(true);
-                if let Err(error) = stream.set_nonblocking(true) {
-                    tracing::warn!(listener = %listener.name, %peer, %error, "cannot hand the connection to a core");
-                    continue;
+            // A connection that finds every place taken waits a moment for
+            // one (`places.rs`), on a task of its own so that others are
+            // still accepted meanwhile.
+            Ok((stream, peer)) => match admit(&broker, &listener) {
+                Ok(admission) => seat(stream, peer, admission, &listener, &broker, &cores),
+                Err(refusal) if refusal.is_full() => {
+                    let (listener, broker, cores) =
+                        (listener.clone(), broker.clone(), cores.clone());
+                    tokio::spawn(async move {
+                        let Some(turn) = broker.places.wait_turn() else {
+                            return refuse(&broker, &listener, peer, refusal);
+                        };
+                        let admitted =
+                            turn.retry(|| admit(&broker, &listener), |refusal| refusal.is_full());
+                        match admitted.await {
+                            // The accept loop has ended: so does the socket.
+                            Ok(_) if broker.is_shutting_down() => {}
+                            Ok(admission) => {
+                                seat(stream, peer, admission, &listener, &broker, &cores);
+                            }
+                            Err(refusal) => refuse(&broker, &listener, peer, refusal),
+                        }
+                    });
                 }
-                let (core, seat) = cores.least_busy();
-                let origin = Box::new(Origin {
-                    peer,
-                    listener: listener.clone(),
-                    certificate: None,
-                    _admission: admission.seated(seat),
-                });
-                core.spawn(broker.connections.track_future(start_on_core(
-                    stream,
-                    origin,
-                    broker.clone(),
-                )));
-            }
+                Err(refusal) => refuse(&broker, &listener, peer, refusal),
+            },
             Err(error) => {
                 tracing::warn!(listener = %listener.name, %error, "accept failed");
                 tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
             }
         }
     }
+}
+
+/// Hands an admitted socket to the core with the fewest connections,
+/// which serves it for its whole life.
+fn seat(
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    admission: Admission,
+    listener: &Arc<Listener>,
+    broker: &Arc<Broker>,
+    cores: &Cores,
+) {
+    // MQTT packets are small and latency matters more than segment count;
+    // coalescing happens in our write buffer.
+    let _ = stream.set_nodelay(true);
+    if let Err(error) = stream.set_nonblocking(true) {
+        tracing::warn!(listener = %listener.name, %peer, %error, "cannot hand the connection to a core");
+        return;
+    }
+    let (core, seat) = cores.least_busy();
+    let origin = Box::new(Origin {
+        peer,
+        listener: listener.clone(),
+        certificate: None,
+        _admission: admission.seated(seat),
+    });
+    core.spawn(broker.connections.track_future(start_on_core(stream, origin, broker.clone())));
 }
 
 /// The listening socket, registered with this thread's reactor for

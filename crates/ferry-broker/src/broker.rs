@@ -13,6 +13,7 @@ use crate::config::BrokerConfig;
 use crate::durable::record::{self, Record, Target};
 use crate::durable::{Store, StoreError};
 use crate::message::Message;
+use crate::places::Places;
 use crate::retained::RetainedStore;
 use crate::routing::{EndpointCap, EndpointTarget, RouteSource, Router, Routing, WhenFull};
 use crate::service::{ServiceAlreadyInstalled, Services, Signal, TopicService};
@@ -28,7 +29,7 @@ use ferry_auth::{
 use ferry_mqtt::{ByteStr, Packet, PubAck, QoS, ReasonCode, RetainHandling, SubscriptionOptions};
 use parking_lot::{Mutex, RwLock};
 use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
@@ -105,8 +106,7 @@ pub struct Broker {
     pub(crate) authorization: Authorization,
     pub(crate) routing: Routing,
     pub(crate) services: Services,
-    /// Connections admitted and not yet closed, over every listener.
-    pub(crate) open_connections: AtomicUsize,
+    pub(crate) places: Places,
     pub(crate) connection_rate: Mutex<TokenBucket>,
     pub(crate) shed_log: ShedLog,
     /// Set while resident memory is above `max_memory_bytes`.
@@ -249,7 +249,7 @@ impl Broker {
             authorization: Default::default(),
             routing: Default::default(),
             services: Default::default(),
-            open_connections: AtomicUsize::new(0),
+            places: Places::default(),
             connection_rate: Mutex::new(TokenBucket::new(
                 f64::from(config.max_connection_rate),
                 f64::from(config.max_connection_rate),

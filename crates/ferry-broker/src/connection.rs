@@ -699,7 +699,7 @@ mod tests {
             ferry_auth::ListenerAuth::default(),
             0,
         ));
-        let admission = crate::listener::admit(&broker, &listener, peer).unwrap();
+        let admission = crate::listener::admit(&broker, &listener).unwrap();
         let origin = Box::new(Origin { peer, listener, certificate: None, _admission: admission });
         // The handshake's task lives until the CONNACK is sent, so its
         // size matters less, but a reconnecting fleet holds many at once.

@@ -33,6 +33,7 @@ mod liveness;
 pub mod memory_watermark;
 mod message;
 mod park;
+mod places;
 mod publish_limits;
 mod restore;
 pub mod retained;

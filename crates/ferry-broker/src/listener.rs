@@ -37,6 +37,12 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// A refusal for want of a place, which a closing connection may give
+    /// back in a moment (`places.rs`).
+    pub(crate) fn is_full(self) -> bool {
+        matches!(self, Refusal::MaxConnections | Refusal::ListenerMaxConnections)
+    }
+
     pub const ALL: [Refusal; 6] = [
         Refusal::MaxConnections,
         Refusal::ListenerMaxConnections,
@@ -191,47 +197,54 @@ impl Admission {
 impl Drop for Admission {
     fn drop(&mut self) {
         self.listener.open.fetch_sub(1, Ordering::Relaxed);
-        self.broker.open_connections.fetch_sub(1, Ordering::Relaxed);
+        self.broker.places.give_back();
     }
 }
 
-/// Takes a place for a new connection, or refuses it: the broker's and
+/// Takes a place for a new connection, or says why not: the broker's and
 /// the listener's connection limits and the broker's rate of new
-/// connections. A refused socket is closed at once, before it costs a
-/// task or a handshake.
-pub(crate) fn admit(
-    broker: &Arc<Broker>,
-    listener: &Arc<Listener>,
-    peer: SocketAddr,
-) -> Option<Admission> {
-    let broker_open = broker.open_connections.fetch_add(1, Ordering::Relaxed);
+/// connections.
+pub(crate) fn admit(broker: &Arc<Broker>, listener: &Arc<Listener>) -> Result<Admission, Refusal> {
+    let broker_open = broker.places.take();
     let listener_open = listener.open.fetch_add(1, Ordering::Relaxed);
-    let admission = Admission { broker: broker.clone(), listener: listener.clone(), seat: None };
     let limit = broker.config.max_connections;
-    // The reason, and the limit the log line names.
     let refusal = if limit != 0 && broker_open >= limit {
-        Some((Refusal::MaxConnections, "the broker's max_connections"))
+        Some(Refusal::MaxConnections)
     } else if listener.max_connections != 0 && listener_open >= listener.max_connections {
-        Some((Refusal::ListenerMaxConnections, "the listener's max_connections"))
+        Some(Refusal::ListenerMaxConnections)
     } else if broker.memory_high.load(Ordering::Relaxed) {
-        Some((Refusal::Memory, "the memory watermark (max_memory_bytes)"))
+        Some(Refusal::Memory)
     } else if broker.config.max_connection_rate != 0
         && !broker.connection_rate.lock().try_take(1.0, Instant::now())
     {
-        Some((Refusal::Rate, "max_connection_rate"))
+        Some(Refusal::Rate)
     } else {
         None
     };
     match refusal {
         None => {
             listener.accepted.fetch_add(1, Ordering::Relaxed);
-            Some(admission)
+            Ok(Admission { broker: broker.clone(), listener: listener.clone(), seat: None })
         }
-        Some((reason, what)) => {
-            broker.stats.connections_refused.inc();
-            listener.count_refusal(reason);
-            broker.shed_log.connection_refused(&listener.name, peer, what);
-            None
+        Some(refusal) => {
+            listener.open.fetch_sub(1, Ordering::Relaxed);
+            broker.places.untake();
+            Err(refusal)
         }
     }
+}
+
+/// Counts and logs the refusal of a connection from `peer`; its socket is
+/// closed at once, before it costs a task or a handshake.
+pub(crate) fn refuse(broker: &Broker, listener: &Listener, peer: SocketAddr, refusal: Refusal) {
+    let what = match refusal {
+        Refusal::MaxConnections => "the broker's max_connections",
+        Refusal::ListenerMaxConnections => "the listener's max_connections",
+        Refusal::Memory => "the memory watermark (max_memory_bytes)",
+        Refusal::Rate => "max_connection_rate",
+        Refusal::TlsHandshake | Refusal::Connack => refusal.name(),
+    };
+    broker.stats.connections_refused.inc();
+    listener.count_refusal(refusal);
+    broker.shed_log.connection_refused(&listener.name, peer, what);
 }
