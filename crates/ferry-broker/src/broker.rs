@@ -26,7 +26,9 @@ use crate::will::PendingWill;
 use ferry_auth::{
     Acl, Authenticator, Credentials, ListenerAuth, Principal, SubscribeVerdict, Verdict,
 };
-use ferry_mqtt::{ByteStr, Packet, PubAck, QoS, ReasonCode, RetainHandling, SubscriptionOptions};
+use ferry_mqtt::{
+    topic, ByteStr, Packet, PubAck, QoS, ReasonCode, RetainHandling, SubscriptionOptions,
+};
 use parking_lot::{Mutex, RwLock};
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -689,7 +691,7 @@ impl Broker {
         let previous = self.subscriptions.write().insert(filter, session.id, subscription);
         session.lock().subscriptions.insert(filter.clone());
         let is_new = previous.is_none();
-        let shared = filter.starts_with("$share/");
+        let shared = topic::is_shared_filter(filter);
         let send_retained = !shared
             && match options.retain_handling {
                 RetainHandling::SendOnSubscribe => true,

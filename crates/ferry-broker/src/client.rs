@@ -24,8 +24,8 @@ use bytes::BytesMut;
 use ferry_auth::Principal;
 use ferry_auth::SubscribeVerdict;
 use ferry_mqtt::{
-    ByteStr, ConnAck, Connect, DecodeError, Packet, Properties, PropertyValues, ProtocolVersion,
-    PubAck, Publish, QoS, ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe,
+    topic, ByteStr, ConnAck, Connect, DecodeError, Packet, Properties, PropertyValues,
+    ProtocolVersion, PubAck, Publish, QoS, ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe,
 };
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, DefaultHasher};
@@ -1175,7 +1175,7 @@ impl Client {
             // its own messages back, nor lose their retained flags. Not for
             // a shared subscription, where No Local is a protocol error.
             for (filter, options) in &mut subscribe.filters {
-                if !filter.starts_with("$share/") {
+                if !topic::is_shared_filter(filter) {
                     options.no_local = true;
                     options.retain_as_published = true;
                 }
@@ -1579,9 +1579,6 @@ fn check_topic_limits(config: &BrokerConfig, topic: &str) -> Result<(), String> 
 /// How many levels a filter has before its first wildcard (`$share/group/`
 /// aside); `None` for a filter without wildcards.
 fn wildcard_depth(filter: &str) -> Option<usize> {
-    let filter = match filter.strip_prefix("$share/") {
-        Some(rest) => rest.split_once('/').map_or(rest, |(_, filter)| filter),
-        None => filter,
-    };
+    let filter = topic::split_shared(filter).map_or(filter, |(_, filter)| filter);
     filter.split('/').position(|level| level == "+" || level == "#")
 }

@@ -51,6 +51,7 @@
 //! Overlapping subscriptions of one key through different filters are
 //! reported separately; merging them per client is the caller's job.
 
+use ferry_mqtt::topic;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
@@ -634,12 +635,7 @@ impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for TopicTree<K, V> {
 /// Splits `$share/{group}/{filter}` into the group and the filter; any other
 /// filter has no group.
 fn split_shared(filter: &str) -> (Option<&str>, &str) {
-    if let Some((group, rest)) =
-        filter.strip_prefix("$share/").and_then(|rest| rest.split_once('/'))
-    {
-        return (Some(group), rest);
-    }
-    (None, filter)
+    topic::split_shared(filter).map_or((None, filter), |(group, rest)| (Some(group), rest))
 }
 
 fn has_wildcard(filter: &str) -> bool {

@@ -31,6 +31,12 @@ pub fn is_shared_filter(filter: &str) -> bool {
     filter.starts_with(SHARED_PREFIX)
 }
 
+/// The group and the filter of a shared subscription's
+/// `$share/{group}/{filter}`; `None` for any other filter.
+pub fn split_shared(filter: &str) -> Option<(&str, &str)> {
+    filter.strip_prefix(SHARED_PREFIX)?.split_once('/')
+}
+
 /// Whether the topic name `topic` matches the valid filter `filter`
 /// (§4.7): `+` one level, `#` this level and all below (its parent
 /// included), and a topic starting with `$` matched by no filter that
@@ -114,6 +120,10 @@ mod tests {
         {
             assert!(!is_valid_topic_filter(invalid), "{invalid:?}");
         }
+        assert_eq!(split_shared("$share/g/a/+"), Some(("g", "a/+")));
+        assert_eq!(split_shared("$share/g/"), Some(("g", "")));
+        assert_eq!(split_shared("$share/g"), None);
+        assert_eq!(split_shared("a/$share/g/b"), None);
     }
 
     #[test]
