@@ -256,6 +256,21 @@ def test_mqtt31_client_id_is_not_empty(broker, client_id, accepted):
     assert ack.reason == (0x00 if accepted else 0x02)
 
 
+def test_mqtt31_reserves_no_flag_bits(broker):
+    """3.1 reserved neither CONNECT's flag bit 0 nor the fixed header's
+    flags, and its clients set DUP on a PUBREL they retry: Mosquitto checks
+    both from 3.1.1 on only, and so does Ferry."""
+    r = broker.raw(4)
+    r.send(R.encode_connect("v31-flags", version=4, protocol_name=b"MQIsdp", protocol_level=3,
+                            extra_flags=0x01))
+    assert r.expect(R.CONNACK).reason == 0
+    r.publish("v31/flags", b"once", qos=2, pid=5, wait_ack=False)
+    assert r.await_ack(R.PUBREC, 5).reason == 0
+    r.send(R.packet(R.PUBREL, 0x0A, R.u16(5)))  # DUP | QoS 1, as 3.1 retries it
+    assert r.await_ack(R.PUBCOMP, 5).pid == 5
+    r.ping()
+
+
 def test_mqtt31_connack_has_no_session_present_flag(broker):
     """3.1's CONNACK byte before the return code is reserved: a resumed
     3.1 session is acknowledged with 0 there, as Mosquitto does, and is

@@ -284,3 +284,38 @@ def test_subscribe_without_filters(broker, offence, version):
     assert not [p for p in before if p.type == R.SUBACK], before
     assert_optional_reason(before, [R.RC_MALFORMED, R.RC_PROTOCOL_ERROR])
     offence.check()
+
+
+@pytest.mark.mosquitto_differs("accepts a client's PUBLISH with one Subscription Identifier")
+def test_a_client_publish_with_a_subscription_identifier(broker, offence):
+    """Only the server's PUBLISH names subscriptions [MQTT-3.3.4-6]: from a
+    client it is a Protocol Error."""
+    r = broker.raw(5)
+    r.connect("sub-id-publisher")
+    r.send(R.encode_publish("witness/t", b"x", qos=1, pid=7,
+                            props={"SubscriptionIdentifier": [1]}))
+    assert disconnect_reasons(r.read_until_closed()) == [R.RC_PROTOCOL_ERROR]
+    offence.check()
+
+
+@pytest.mark.parametrize("limit", [2, 10])
+def test_a_connack_larger_than_the_clients_maximum_packet_size_is_not_sent(broker, limit):
+    """The server must not send a packet over the client's Maximum Packet
+    Size [MQTT-3.1.2-24]; a CONNACK that cannot fit is not sent and the
+    connection is closed, as Mosquitto does."""
+    r = broker.raw(5)
+    r.send(R.encode_connect("tiny-limit", props={"MaximumPacketSize": limit}))
+    assert r.read_until_closed() == []
+
+
+@pytest.mark.mosquitto_differs("closes without the DISCONNECT")
+def test_a_disconnect_sheds_its_reason_string_to_fit_the_clients_maximum_packet_size(broker):
+    """A reason string is left out when it would take a packet over the
+    client's limit [MQTT-3.14.2-3]; the DISCONNECT still says why."""
+    r = broker.raw(5)
+    ack = r.connect("small-limit", props={"MaximumPacketSize": 20, "RequestProblemInformation": 1})
+    assert ack.reason == 0
+    r.send(bytes([0xE0, 0x01, 0x01]))  # DISCONNECT with the unknown reason code 0x01
+    (disconnect,) = r.read_until_closed()
+    assert disconnect.type == R.DISCONNECT and disconnect.reason == R.RC_MALFORMED
+    assert "ReasonString" not in disconnect.props

@@ -167,3 +167,62 @@ def test_inbound_qos2_completes_across_reconnect(broker, version):
     assert comp.pid == 99 and comp.reason == 0
     assert sub.get().payload == b"exactly once"
     expect_nothing(sub)
+
+
+WRONG_ACKS = [
+    pytest.param(1, R.encode_pubrec, id="pubrec-for-qos1"),
+    pytest.param(1, R.encode_pubcomp, id="pubcomp-for-qos1"),
+    pytest.param(2, R.encode_puback, id="puback-for-qos2"),
+    pytest.param(2, R.encode_pubcomp, id="pubcomp-before-pubrec"),
+]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("qos, wrong_ack", WRONG_ACKS)
+def test_an_acknowledgement_of_the_wrong_kind_closes_and_loses_nothing(broker, version, qos,
+                                                                        wrong_ack):
+    """An ack that does not fit the delivery's QoS (MQTT 5 §4.13.2, 3.1.1
+    §4.8) is a protocol error: the connection closes (v5: DISCONNECT
+    0x82), and the message, which the client never acknowledged as it
+    should, comes again with DUP on the next connection, as with
+    Mosquitto. Taking such an ack as the end of the delivery lost it."""
+    props = {"SessionExpiryInterval": 60} if version == 5 else None
+
+    def connect():
+        sub = broker.raw(version)
+        sub.connect("wrong-ack-sub", clean=False, props=props)
+        return sub
+
+    sub = connect()
+    sub.subscribe(("wrong-ack/t", qos))
+    broker.client(version, "wrong-ack-pub").publish("wrong-ack/t", b"keep me", qos=qos)
+    p = sub.expect(R.PUBLISH)
+    assert (p.payload, p.qos, p.dup) == (b"keep me", qos, False)
+    sub.send(wrong_ack(p.pid, version=version))
+    before_close = sub.read_until_closed()
+    said = [(q.type, q.reason) for q in before_close]
+    if version == 5 and broker.is_ferry:
+        assert said == [(R.DISCONNECT, R.RC_PROTOCOL_ERROR)]
+    else:
+        # 3.1.1 has no DISCONNECT from the server; Mosquitto's v5 sends none.
+        assert said == []
+    sub = connect()
+    again = sub.expect(R.PUBLISH)
+    assert (again.payload, again.qos, again.dup, again.pid) == (b"keep me", qos, True, p.pid)
+    sub.ack(again)
+    assert sub.collect(0.2) == []
+
+
+@pytest.mark.mosquitto_differs(
+    "answers a PUBREC for an unknown packet id with PUBREL 0x00, not 0x92 (not found)")
+def test_a_failed_pubrec_for_an_unknown_packet_id_gets_no_pubrel(broker):
+    """A PUBREC with a failure reason ends its exchange (MQTT 5 §4.3.3):
+    there is nothing to release, whether the id is known or not."""
+    r = broker.raw(5)
+    r.connect("failed-pubrec")
+    r.send(R.encode_pubrec(77, reason=0x80))
+    r.send(R.encode_pingreq())
+    assert r.read_packet().type == R.PINGRESP
+    r.send(R.encode_pubrec(78))
+    rel = r.expect(R.PUBREL)
+    assert (rel.pid, rel.reason) == (78, 0x92)

@@ -11,6 +11,7 @@ import urllib.request
 
 import pytest
 
+import rawmqtt as R
 from helpers import VERSIONS, expect_nothing
 
 SYS_TOPICS = [
@@ -52,6 +53,35 @@ def test_sys_topics(broker_factory, version):
     assert _int(live_count.payload) >= 1
     for t in SYS_TOPICS[1:]:
         _int(latest[t].payload)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_clients_may_not_publish_under_sys(broker_factory, version):
+    """$SYS is the broker's own (MQTT §4.7.2): a client that could publish
+    there would fake the figures everyone else reads. Refused as Mosquitto
+    does, whatever the ACL says: v5 gets 0x87 (Not authorized), 3.1.1 its
+    ack, and nobody the message. $SYS publications of the broker are off
+    here, so whatever arrives came from the client."""
+    b = broker_factory({"broker": {"sys_interval_secs": 0}})
+    watcher = b.raw(version)
+    watcher.connect("sys-watcher")
+    watcher.subscribe(("$SYS/#", 1))
+    liar = b.raw(version)
+    liar.connect("sys-liar")
+    for qos, topic in [(0, "$SYS/broker/uptime"), (1, "$SYS/broker/version"), (2, "$SYS")]:
+        pid = liar.publish(topic, b"fake", qos=qos, retain=True, wait_ack=False)
+        if qos:
+            ack = liar.await_ack(R.PUBACK if qos == 1 else R.PUBREC, pid)
+            assert ack.reason == (0x87 if version == 5 else 0x00)
+            if qos == 2 and version != 5:
+                liar.send(R.encode_pubrel(pid, version=version))
+                liar.await_ack(R.PUBCOMP, pid)
+    liar.ping()
+    assert watcher.collect(0.3) == []
+    late = b.raw(version)
+    late.connect("sys-late")
+    late.subscribe(("$SYS/#", 1))
+    assert late.collect(0.3) == [], "a refused retained message was kept"
 
 
 def test_sys_topics_are_retained_and_periodic(broker_factory):

@@ -93,7 +93,15 @@ impl PasswordFile {
 
     /// Whether `password` is `user`'s. An unknown user takes as long as a
     /// wrong password, so timing does not tell which names exist.
+    ///
+    /// An empty password (as a CONNECT without one is taken) never matches:
+    /// `set` makes no hash of one, and one a Mosquitto file holds must not
+    /// let in a client that sends a user name alone. Mosquitto refuses it
+    /// too. Refused before any hashing, for every name alike.
     pub fn verify(&self, user: &str, password: &[u8]) -> bool {
+        if password.is_empty() {
+            return false;
+        }
         let known = self.hash_of(user);
         let hash = known.unwrap_or_else(|| unknown_user_hash());
         // Parsed when loaded (or made by `set`), so this cannot fail; if it
@@ -261,6 +269,18 @@ mod tests {
         assert!(!file.remove("sensor-1"));
         assert!(!file.verify("sensor-1", b"changed"));
         assert_eq!(file.users().collect::<Vec<_>>(), ["sensor-2"]);
+    }
+
+    #[test]
+    fn an_empty_password_never_verifies_even_against_its_own_hash() {
+        use base64::Engine;
+        let salt = b"0123456789abcdef";
+        let of_nothing = ring::digest::digest(&ring::digest::SHA512, salt);
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        let line = format!("empty:$6${}${}\n", b64(salt), b64(of_nothing.as_ref()));
+        let file = PasswordFile::parse(&line, &path()).unwrap();
+        assert!(!file.verify("empty", b""));
+        assert!(!file.verify("empty", b"x"));
     }
 
     #[test]

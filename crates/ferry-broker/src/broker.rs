@@ -902,7 +902,7 @@ impl Broker {
             ferry_mqtt::Properties::default(),
             0,
         ));
-        match self.store.as_ref().filter(|_| !message.topic.starts_with("$SYS")) {
+        match self.store.as_ref().filter(|_| !message.topic.starts_with(topic::SYS_PREFIX)) {
             Some(store) => {
                 let (waiter, answered) = oneshot::channel();
                 let destinations = Destinations { plan: Plan::new(), endpoints: Vec::new() };
@@ -956,7 +956,7 @@ impl Broker {
     ) -> Routed {
         // `$SYS` is remade every interval from live counters: storing it
         // would only fill the log.
-        let store = self.store.as_ref().filter(|_| !message.topic.starts_with("$SYS"));
+        let store = self.store.as_ref().filter(|_| !message.topic.starts_with(topic::SYS_PREFIX));
         if store.is_none() && message.retain {
             self.retain(&message);
         }

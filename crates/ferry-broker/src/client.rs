@@ -243,7 +243,14 @@ impl Client {
             // until a restart, and that is logged): never left hanging.
             let _ = stored.await;
         }
-        client.encode(&connack, wbuf);
+        if !client.encode(&connack, wbuf) {
+            // The client could not read it: as Mosquitto, close instead.
+            let limit = client.max_outgoing_packet_bytes;
+            let explanation =
+                format!("CONNACK does not fit the client's Maximum Packet Size ({limit} bytes)");
+            client.finish(broker, Close::protocol(ReasonCode::PacketTooLarge, explanation.clone()));
+            return Err(Close::protocol(ReasonCode::PacketTooLarge, explanation));
+        }
         tracing::info!(
             client_id = %client.session.client_id,
             user = user.as_deref().unwrap_or(""),
@@ -395,10 +402,31 @@ impl Client {
         Ok(Accepted { client, connack, stored: attached.stored })
     }
 
-    pub(crate) fn encode(&self, packet: &Packet, wbuf: &mut BytesMut) {
+    /// Appends `packet` for the client, within its Maximum Packet Size
+    /// [MQTT-3.1.2-24]: without the reason string and user properties if
+    /// that is what it takes, not at all if even that is too large.
+    /// Returns whether it went out.
+    pub(crate) fn encode(&self, packet: &Packet, wbuf: &mut BytesMut) -> bool {
+        let limit = self.max_outgoing_packet_bytes as usize;
+        let fitted;
+        let unlimited = self.max_outgoing_packet_bytes == u32::MAX;
+        let packet = if unlimited || packet.encoded_len(self.version) <= limit {
+            packet
+        } else {
+            let mut smaller = packet.clone();
+            smaller.drop_diagnostics();
+            if smaller.encoded_len(self.version) > limit {
+                tracing::debug!(client_id = %self.session.client_id, limit, "{:?} not sent: larger than the client's Maximum Packet Size", packet.packet_type());
+                return false;
+            }
+            fitted = smaller;
+            &fitted
+        };
         if let Err(error) = packet.encode(self.version, wbuf) {
             tracing::error!(client_id = %self.session.client_id, %error, "failed to encode {:?}", packet.packet_type());
+            return false;
         }
+        true
     }
 
     /// Reason string properties for an error answer, unless the client
@@ -420,22 +448,13 @@ impl Client {
     ) -> Result<(), Close> {
         match packet {
             Packet::Publish(publish) => self.on_publish(broker, publish, wbuf),
-            Packet::PubAck(ack) => {
-                self.on_puback(broker, ack);
-                Ok(())
-            }
-            Packet::PubRec(rec) => {
-                self.on_pubrec(broker, rec, wbuf);
-                Ok(())
-            }
+            Packet::PubAck(ack) => self.on_puback(broker, ack),
+            Packet::PubRec(rec) => self.on_pubrec(broker, rec, wbuf),
             Packet::PubRel(rel) => {
                 self.on_pubrel(broker, rel, wbuf);
                 Ok(())
             }
-            Packet::PubComp(comp) => {
-                self.on_pubcomp(broker, comp);
-                Ok(())
-            }
+            Packet::PubComp(comp) => self.on_pubcomp(broker, comp),
             Packet::Subscribe(subscribe) => {
                 self.on_subscribe(broker, subscribe, wbuf);
                 Ok(())
@@ -496,6 +515,13 @@ impl Client {
         broker.stats.publishes_received.at(publish.qos).inc();
         broker.stats.payload_bytes_received.at(publish.qos).add(publish.payload.len() as u64);
         ConnectionInfo::add(&self.info.messages_in, 1);
+        if !publish.properties.subscription_identifiers.is_empty() {
+            // [MQTT-3.3.4-6]: only the server's PUBLISH names subscriptions.
+            return Err(Close::protocol(
+                ReasonCode::ProtocolError,
+                "a client's PUBLISH carries a Subscription Identifier",
+            ));
+        }
         if let Some(alias) = publish.properties.topic_alias {
             if alias == 0 || alias > broker.config.topic_alias_maximum {
                 return Err(Close::protocol(
@@ -664,6 +690,18 @@ impl Client {
                 return Err(Close::protocol(ReasonCode::TopicNameInvalid, problem));
             }
             return Ok(Some(ReasonCode::TopicNameInvalid));
+        }
+        // `$SYS` is the broker's own (§4.7.2): a client writing there could
+        // fake its figures for everyone who reads them. Mosquitto refuses
+        // the same way, whatever its ACL says.
+        if publish.topic.starts_with(topic::SYS_PREFIX) {
+            broker.stats.acl_denied.inc();
+            broker.shed_log.refused(
+                client_id,
+                "PUBLISH to $SYS, which only the broker writes",
+                &publish.topic,
+            );
+            return Ok(Some(ReasonCode::NotAuthorized));
         }
         // The flag first: without an ACL not even an anonymous principal
         // is made, on the path of every message.
@@ -1068,32 +1106,46 @@ impl Client {
             if released { Pace::Turn { target, left: backpressure::TURN } } else { Pace::Free };
     }
 
-    fn on_puback(&mut self, broker: &Broker, ack: PubAck) {
+    /// PUBACK: the QoS 1 delivery is over. An acknowledgement of another
+    /// kind than the delivery's QoS asks for (here and in `on_pubrec`,
+    /// `on_pubcomp`) is a protocol error, as with Mosquitto: taking it would
+    /// end a delivery the client never received as it should, and the
+    /// message would be lost; closing keeps it for the next connection.
+    fn on_puback(&mut self, broker: &Broker, ack: PubAck) -> Result<(), Close> {
         let mut state = self.session.lock();
-        match state.take_inflight(ack.packet_id) {
-            Some(Inflight::Publish { delivery, .. }) => {
-                drop(state);
-                self.delivery_over(broker, delivery.offset);
-            }
-            None => {}
-            Some(release @ (Inflight::Release { .. } | Inflight::Ending { .. })) => {
-                // A PUBACK for an id in the PUBREL phase is a client bug; keep
-                // the exchange so PUBCOMP can still finish it.
-                state.inflight.push_front(release);
-            }
+        let Some(index) = state.inflight_position(ack.packet_id) else { return Ok(()) };
+        match &state.inflight[index] {
+            Inflight::Publish { delivery, .. } if delivery.qos == QoS::AtLeastOnce => {}
+            _ => return Err(wrong_acknowledgement("PUBACK", ack.packet_id)),
         }
+        if let Some(Inflight::Publish { delivery, .. }) = state.inflight.remove(index) {
+            drop(state);
+            self.delivery_over(broker, delivery.offset);
+        }
+        Ok(())
     }
 
-    fn on_pubrec(&mut self, broker: &Broker, rec: PubAck, wbuf: &mut BytesMut) {
+    fn on_pubrec(
+        &mut self,
+        broker: &Broker,
+        rec: PubAck,
+        wbuf: &mut BytesMut,
+    ) -> Result<(), Close> {
         let (reason, offset) = {
             let mut state = self.session.lock();
             match state.inflight_position(rec.packet_id) {
+                Some(index)
+                    if matches!(&state.inflight[index], Inflight::Publish { delivery, .. }
+                        if delivery.qos != QoS::ExactlyOnce) =>
+                {
+                    return Err(wrong_acknowledgement("PUBREC", rec.packet_id));
+                }
                 Some(index) if rec.reason_code.is_error() => {
                     if let Some(Inflight::Publish { delivery, .. }) = state.inflight.remove(index) {
                         drop(state);
                         self.delivery_over(broker, delivery.offset);
                     }
-                    return;
+                    return Ok(());
                 }
                 Some(index) => {
                     let offset = match &state.inflight[index] {
@@ -1104,6 +1156,9 @@ impl Client {
                     state.inflight[index] = Inflight::Release { packet_id: rec.packet_id, offset };
                     (ReasonCode::Success, offset)
                 }
+                // A failed PUBREC ends its exchange (§4.3.3): nothing to
+                // release, known or not.
+                None if rec.reason_code.is_error() => return Ok(()),
                 None => (ReasonCode::PacketIdentifierNotFound, None),
             }
         };
@@ -1122,30 +1177,38 @@ impl Client {
             }
             _ => self.reply(pubrel, wbuf),
         }
+        Ok(())
     }
 
     /// PUBCOMP: the QoS 2 delivery is over. A stored one is recorded with
     /// the others of this turn, and its packet id is not used again until
-    /// that record is stored (`Inflight::Ending`).
-    fn on_pubcomp(&mut self, broker: &Broker, comp: PubAck) {
+    /// that record is stored (`Inflight::Ending`); a PUBCOMP sent again
+    /// meanwhile changes nothing.
+    fn on_pubcomp(&mut self, broker: &Broker, comp: PubAck) -> Result<(), Close> {
         let stored = broker.store_for(&self.session).is_some();
         let mut state = self.session.lock();
-        let Some(index) = state.inflight_position(comp.packet_id) else { return };
-        if let (Inflight::Release { offset: Some(offset), .. }, true) =
-            (&state.inflight[index], stored)
-        {
-            let offset = *offset;
-            state.end_release(index, offset);
-            drop(state);
-            self.delivered.push(offset.get());
-            self.ending = true;
-            return;
+        let Some(index) = state.inflight_position(comp.packet_id) else { return Ok(()) };
+        let offset = match &state.inflight[index] {
+            Inflight::Release { offset, .. } => *offset,
+            Inflight::Ending { .. } => return Ok(()),
+            Inflight::Publish { .. } => {
+                return Err(wrong_acknowledgement("PUBCOMP", comp.packet_id))
+            }
+        };
+        match offset {
+            Some(offset) if stored => {
+                state.end_release(index, offset);
+                drop(state);
+                self.delivered.push(offset.get());
+                self.ending = true;
+            }
+            _ => {
+                state.inflight.remove(index);
+                drop(state);
+                self.delivery_over(broker, offset);
+            }
         }
-        let completed = state.inflight.remove(index);
-        drop(state);
-        if let Some(Inflight::Release { offset, .. }) = completed {
-            self.delivery_over(broker, offset);
-        }
+        Ok(())
     }
 
     fn on_pubrel(&mut self, broker: &Broker, rel: PubAck, wbuf: &mut BytesMut) {
@@ -1574,6 +1637,15 @@ fn check_topic_limits(config: &BrokerConfig, topic: &str) -> Result<(), String> 
         ));
     }
     Ok(())
+}
+
+/// The close for an acknowledgement that does not fit its delivery's
+/// exchange: PUBACK for QoS 2, PUBREC for QoS 1, PUBCOMP before PUBREC.
+fn wrong_acknowledgement(kind: &str, packet_id: u16) -> Close {
+    Close::protocol(
+        ReasonCode::ProtocolError,
+        format!("{kind} for packet id {packet_id}, whose delivery expects another acknowledgement"),
+    )
 }
 
 /// How many levels a filter has before its first wildcard (`$share/group/`

@@ -595,12 +595,6 @@ impl SessionState {
         })
     }
 
-    /// Removes the in-flight entry for `packet_id`, if there is one.
-    pub(crate) fn take_inflight(&mut self, packet_id: u16) -> Option<Inflight> {
-        let index = self.inflight_position(packet_id)?;
-        self.inflight.remove(index)
-    }
-
     /// The client's PUBCOMP ended the exchange at `index`, a stored
     /// delivery's (at `offset`): its id stays taken until that is stored
     /// (`Inflight::Ending`).
@@ -855,7 +849,6 @@ mod tests {
         state.end_release(index, NonZeroU64::new(100).unwrap());
         // Over for the client: not found by its packets, not in its window.
         assert_eq!(state.inflight_position(1), None);
-        assert!(state.take_inflight(1).is_none());
         assert_eq!(state.in_window(), 1);
         // But not free: a new message does not get it.
         assert_ne!(state.next_packet_id(), 1);

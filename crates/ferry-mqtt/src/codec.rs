@@ -50,6 +50,10 @@ fn check_first_byte(first: u8, version: ProtocolVersion) -> Result<PacketType, D
             // MQTT-3.3.1-2: DUP must be 0 for QoS 0.
             !(qos == QoS::AtMostOnce && flags & 0b1000 != 0)
         }
+        // 3.1 reserves no flag bits, and its clients set DUP and QoS 1 on
+        // a PUBREL, SUBSCRIBE or UNSUBSCRIBE they retry; Mosquitto checks
+        // these bits from 3.1.1 on only, and so does Ferry.
+        _ if version == ProtocolVersion::V31 => true,
         PacketType::PubRel | PacketType::Subscribe | PacketType::Unsubscribe => flags == FLAGS_0010,
         _ => flags == 0,
     };
@@ -369,6 +373,17 @@ mod tests {
         for first in [0x36, 0x3E, 0x37] {
             assert_eq!(decode_err(&[first, 0], V311), DecodeError::InvalidQoS);
         }
+        // 3.1's retried PUBREL, SUBSCRIBE and UNSUBSCRIBE carry DUP.
+        for first in [0x6A, 0x8A, 0xAA] {
+            assert!(matches!(
+                decode_err(&[first, 0], V311),
+                DecodeError::InvalidHeaderFlags { .. }
+            ));
+        }
+        assert_eq!(
+            decode(&[0x6A, 2, 0, 5], V31),
+            Ok(Packet::PubRel(PubAck::new(5, ReasonCode::Success)))
+        );
     }
 
     #[test]

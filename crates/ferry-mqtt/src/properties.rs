@@ -41,6 +41,18 @@ impl std::ops::DerefMut for Properties {
     }
 }
 
+impl Properties {
+    /// Drops the reason string and user properties, which a sender may
+    /// leave out to keep a packet within the receiver's Maximum Packet
+    /// Size (e.g. [MQTT-3.2.2-19], [MQTT-3.14.2-3]).
+    pub fn drop_diagnostics(&mut self) {
+        if let Some(values) = self.0.as_mut() {
+            values.reason_string = None;
+            values.user_properties.clear();
+        }
+    }
+}
+
 impl From<PropertyValues> for Properties {
     fn from(values: PropertyValues) -> Properties {
         if values == NONE {

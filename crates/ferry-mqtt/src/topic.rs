@@ -5,6 +5,11 @@
 /// The prefix of a shared subscription filter (MQTT 5 §4.8.2).
 pub const SHARED_PREFIX: &str = "$share/";
 
+/// Where a broker publishes its own figures; §4.7.2 keeps topics that
+/// begin with `$` for the server's own use, and clients may not publish
+/// under this one.
+pub const SYS_PREFIX: &str = "$SYS";
+
 /// A topic name that a PUBLISH may carry: nonempty, no `+` or `#`.
 pub fn is_valid_topic_name(topic: &str) -> bool {
     !topic.is_empty() && !topic.contains(['+', '#'])

@@ -81,7 +81,9 @@ impl Connect {
         let bridge = bridge && !v5;
 
         let flags = r.u8("connect flags")?;
-        if flags & flag::RESERVED != 0 {
+        // 3.1 did not reserve the bit (3.1.1 did, §3.1.2.3); Mosquitto
+        // ignores it in a 3.1 CONNECT.
+        if flags & flag::RESERVED != 0 && protocol != ProtocolVersion::V31 {
             return Err(DecodeError::ReservedBitSet("connect flags"));
         }
         let has_will = flags & flag::WILL != 0;
@@ -371,6 +373,12 @@ mod tests {
             decode_err(&connect_body(b"MQTT", 4, 0x03, id), V311),
             DecodeError::ReservedBitSet("connect flags")
         );
+        // 3.1 reserved no bit there.
+        let Packet::Connect(connect) = decode(&connect_body(b"MQIsdp", 3, 0x03, id), V311).unwrap()
+        else {
+            panic!("not a CONNECT")
+        };
+        assert!(connect.clean_start);
         // Will QoS or retain without the will flag.
         assert_eq!(
             decode_err(&connect_body(b"MQTT", 4, 0x0A, id), V311),

@@ -67,6 +67,31 @@ pub enum PacketType {
 }
 
 impl Packet {
+    /// Drops what the packet may go without to fit the receiver's Maximum
+    /// Packet Size: the reason string and user properties of an
+    /// acknowledgement, CONNACK, DISCONNECT or AUTH
+    /// ([`Properties::drop_diagnostics`]). Other packets' properties are
+    /// the application's, and stay.
+    pub fn drop_diagnostics(&mut self) {
+        match self {
+            Packet::ConnAck(ConnAck { properties, .. })
+            | Packet::PubAck(PubAck { properties, .. })
+            | Packet::PubRec(PubAck { properties, .. })
+            | Packet::PubRel(PubAck { properties, .. })
+            | Packet::PubComp(PubAck { properties, .. })
+            | Packet::SubAck(SubAck { properties, .. })
+            | Packet::UnsubAck(UnsubAck { properties, .. })
+            | Packet::Disconnect(Disconnect { properties, .. })
+            | Packet::Auth(Auth { properties, .. }) => properties.drop_diagnostics(),
+            Packet::Connect(_)
+            | Packet::Publish(_)
+            | Packet::Subscribe(_)
+            | Packet::Unsubscribe(_)
+            | Packet::PingReq
+            | Packet::PingResp => {}
+        }
+    }
+
     /// The control packet type of this packet.
     pub fn packet_type(&self) -> PacketType {
         match self {
