@@ -319,24 +319,3 @@ def test_a_disconnect_sheds_its_reason_string_to_fit_the_clients_maximum_packet_
     (disconnect,) = r.read_until_closed()
     assert disconnect.type == R.DISCONNECT and disconnect.reason == R.RC_MALFORMED
     assert "ReasonString" not in disconnect.props
-
-
-TWICE_EXPIRY = R.packet(R.CONNECT, 0, R.utf8("MQTT") + bytes([5, 0x02]) + R.u16(60)
-                        + R.varint(10) + bytes([0x11, 0, 0, 0, 1, 0x11, 0, 0, 0, 2])
-                        + R.utf8("twice"))
-
-
-@pytest.mark.parametrize("connect, reason", [
-    pytest.param(R.encode_connect("reserved-flag", 5, extra_flags=0x01), R.RC_MALFORMED,
-                 id="reserved_flag"),
-    pytest.param(TWICE_EXPIRY, R.RC_PROTOCOL_ERROR, id="property_twice"),
-])
-@pytest.mark.mosquitto_differs("2.0.11 closes without a CONNACK (its later versions send one)")
-def test_a_malformed_v5_connect_is_answered_with_why(broker, offence, connect, reason):
-    """MQTT 5 lets the server say why it refuses a malformed CONNECT
-    (§4.13.1), in a CONNACK the client can read since it asked for 5."""
-    r = broker.raw(5)
-    r.send(connect)
-    before = r.read_until_closed()
-    assert [(p.type, p.reason) for p in before] == [(R.CONNACK, reason)]
-    offence.check()

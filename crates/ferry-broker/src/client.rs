@@ -138,10 +138,6 @@ impl Client {
         wbuf: &mut BytesMut,
     ) -> Result<Client, Close> {
         let packet = loop {
-            // Known before decoding takes the frame: a malformed v5 CONNECT
-            // is answered with a CONNACK saying why (§4.13.1 allows it, as
-            // Mosquitto and HiveMQ do), which helps whoever debugs the client.
-            let v5_connect = ferry_mqtt::starts_v5_connect(rbuf);
             // The protocol version is unknown until CONNECT is decoded, and
             // CONNECT decodes whatever version is passed.
             match Packet::decode(rbuf, ProtocolVersion::V5, broker.config.max_packet_size_bytes) {
@@ -161,17 +157,7 @@ impl Client {
                     let _ = connack.encode(ProtocolVersion::V311, wbuf);
                     return Err(Close::Malformed(error));
                 }
-                Err(error) => {
-                    if v5_connect {
-                        let connack = Packet::ConnAck(ConnAck {
-                            session_present: false,
-                            reason_code: error.reason_code(),
-                            properties: Properties::default(),
-                        });
-                        let _ = connack.encode(ProtocolVersion::V5, wbuf);
-                    }
-                    return Err(Close::Malformed(error));
-                }
+                Err(error) => return Err(Close::Malformed(error)),
             }
             rbuf.reserve(256);
             match reader.read_buf(rbuf).await {

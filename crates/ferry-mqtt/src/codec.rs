@@ -277,20 +277,6 @@ pub fn publish_packet_id_offset(encoded: &[u8]) -> Option<usize> {
     (offset + 2 <= total).then_some(offset)
 }
 
-/// Whether `buf` begins with what an MQTT 5 CONNECT begins with (type,
-/// remaining length, protocol name `MQTT`, level 5), read without checking
-/// the rest: a server may answer a malformed CONNECT with a CONNACK saying
-/// why (§4.13.1), and needs to know, before decoding takes the frame,
-/// whether the client reads MQTT 5's.
-pub fn starts_v5_connect(buf: &[u8]) -> bool {
-    let Some((&first, rest)) = buf.split_first() else { return false };
-    if first >> 4 != PacketType::Connect as u8 {
-        return false;
-    }
-    let Ok((_, len_bytes)) = varint::parse(rest) else { return false };
-    rest.get(len_bytes..len_bytes + 7) == Some(b"\x00\x04MQTT\x05".as_slice())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,19 +339,6 @@ mod tests {
         // Refused from the first byte, before the rest of the frame.
         let mut buf = BytesMut::from(&[0x00][..]);
         assert_eq!(Packet::decode(&mut buf, V5, 10), Err(DecodeError::ReservedPacketType));
-    }
-
-    #[test]
-    fn a_v5_connect_is_known_from_its_first_bytes() {
-        let connect = frame(0x10, b"\x00\x04MQTT\x05\x02\x00\x3c\x00\x00\x01c");
-        assert!(matches!(decode(&connect, V5), Ok(Packet::Connect(_))));
-        assert!(starts_v5_connect(&connect));
-        assert!(!starts_v5_connect(&connect[..8]), "not all of it yet");
-        let mut v311 = connect.to_vec();
-        v311[8] = 4;
-        assert!(!starts_v5_connect(&v311));
-        assert!(!starts_v5_connect(&[0x30, 7, 0, 4, b'M', b'Q', b'T', b'T', 5]));
-        assert!(!starts_v5_connect(&[]));
     }
 
     #[test]

@@ -38,7 +38,7 @@ mod version;
 mod wire;
 
 pub use byte_str::{ByteStr, StrError};
-pub use codec::{publish_packet_id_offset, starts_v5_connect};
+pub use codec::publish_packet_id_offset;
 pub use error::{DecodeError, EncodeError};
 pub use packet::*;
 pub use properties::{id as property_id, Properties, PropertyValues};
