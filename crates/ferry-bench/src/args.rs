@@ -34,7 +34,7 @@ pub enum Action {
     /// of the others.
     ///
     /// Example: ulimit -n 20000; ferry bench compare --suite bench/suite.toml --only "pubsub QoS 0"
-    Compare(crate::compare::CompareArgs),
+    Compare(CompareArgs),
     /// Eclipse Ditto's benchmark shapes against Ditto's HTTP API v2 (on
     /// Ferry, or on Ditto): create N things from the coffee-brewer
     /// template, then read, search or modify them.
@@ -459,3 +459,25 @@ mod tests {
         assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
     }
 }
+
+/// `ferry bench compare`.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct CompareArgs {
+    /// Suite file (TOML): brokers, how to start them, and the runs.
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// Markdown document to write.
+    #[arg(long, default_value = DEFAULT_OUTPUT)]
+    pub output: PathBuf,
+    /// Directory for the SVG charts; by default `bench` next to --output.
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
+    /// Run only the runs whose name contains this; may be repeated.
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// Write every report of every run and broker to this file as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub(crate) const DEFAULT_OUTPUT: &str = "docs/benchmarks.md";

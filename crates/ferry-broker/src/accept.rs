@@ -2,10 +2,12 @@
 //! sockets to the core (`cores.rs`) that serves them for their life, after
 //! the TLS and WebSocket handshakes the listener needs.
 
+use crate::admission::{admit, refuse, Admission};
 use crate::broker::Broker;
 use crate::connection;
 use crate::cores::Cores;
-use crate::listener::{admit, refuse, Admission, Listener, Origin, Protocol};
+use crate::listener::{Listener, Protocol};
+use crate::origin::Origin;
 use crate::websocket::{check_handshake, WsByteStream};
 use std::net::SocketAddr;
 use std::sync::Arc;

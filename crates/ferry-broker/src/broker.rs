@@ -6,9 +6,11 @@
 //! only the topic tree's read lock (shared by all publishers) and, briefly,
 //! the state lock of each session it delivers to.
 
+use crate::answer::Answer;
 use crate::authenticate::Authentication;
 use crate::authorize::Authorization;
 use crate::backpressure;
+use crate::clock::unix_ms;
 use crate::config::BrokerConfig;
 use crate::durable::record::{self, Record, Target};
 use crate::durable::{Store, StoreError};
@@ -26,9 +28,7 @@ use crate::will::PendingWill;
 use ferry_auth::{
     Acl, Authenticator, Credentials, ListenerAuth, Principal, SubscribeVerdict, Verdict,
 };
-use ferry_mqtt::{
-    topic, ByteStr, Packet, PubAck, QoS, ReasonCode, RetainHandling, SubscriptionOptions,
-};
+use ferry_mqtt::{topic, ByteStr, QoS, ReasonCode, RetainHandling, SubscriptionOptions};
 use parking_lot::{Mutex, RwLock};
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -182,26 +182,6 @@ impl Acknowledgement {
         if let Some(Acknowledgement::Waiter(waiter)) = acknowledgement {
             // Nobody may wait any more (the uplink's connection closed).
             let _ = waiter.send(reason);
-        }
-    }
-}
-
-/// The acknowledgement a publisher waits for.
-pub(crate) struct Answer {
-    pub session: Arc<Session>,
-    pub generation: u64,
-    pub packet_id: u16,
-    /// PUBREC (QoS 2) rather than PUBACK.
-    pub exactly_once: bool,
-}
-
-impl Answer {
-    pub(crate) fn packet(&self, reason: ReasonCode) -> Packet {
-        let ack = PubAck::new(self.packet_id, reason);
-        if self.exactly_once {
-            Packet::PubRec(ack)
-        } else {
-            Packet::PubAck(ack)
         }
     }
 }
@@ -1473,13 +1453,6 @@ pub(crate) fn publish_reason(delivered: usize) -> ReasonCode {
     } else {
         ReasonCode::Success
     }
-}
-
-/// Wall-clock milliseconds since the Unix epoch: durable times must mean
-/// the same after a restart, which `Instant`s do not.
-pub(crate) fn unix_ms() -> u64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    now.map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A stored message as the broker holds it, its age kept so that its

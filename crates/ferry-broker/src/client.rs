@@ -2,19 +2,21 @@
 //! packet it sends. I/O stays in `connection.rs`; this file turns packets
 //! into broker operations and responses appended to the write buffer.
 
+use crate::answer::Answer;
 use crate::authenticate::admitted;
 use crate::backpressure::{self, Pace};
-use crate::broker::{publish_reason, Answer, Broker, Routed};
+use crate::broker::{publish_reason, Broker, Routed};
 use crate::close::Close;
 use crate::config::BrokerConfig;
 use crate::connection_info::ConnectionInfo;
 use crate::durable::record::{Record, StoredSubscription};
 use crate::durable::Store;
-use crate::encode_once::{encode_publish, PublishShape};
+use crate::encode_publish::{encode_publish, PublishShape};
 use crate::envelope;
 use crate::held::{self, HeldPublish};
-use crate::listener::{Origin, Refusal};
+use crate::listener::Refusal;
 use crate::message::Message;
+use crate::origin::Origin;
 use crate::publish_limits::{Over, PublishLimits, MEMORY_PAUSE};
 use crate::service::{ServiceReply, ServiceRequest};
 use crate::session::{Inflight, Reply, Session};
@@ -340,8 +342,7 @@ impl Client {
         let now_ms = broker.now_ms();
         // On the broker's clock: the wall clock is read once, here.
         let credentials_end_ms = valid_until.map(|secs| {
-            now_ms
-                .saturating_add(secs.saturating_mul(1000).saturating_sub(crate::broker::unix_ms()))
+            now_ms.saturating_add(secs.saturating_mul(1000).saturating_sub(crate::clock::unix_ms()))
         });
         attached.session.liveness.arm(now_ms, keep_alive, credentials_end_ms);
         let will = connect.will.map(|will| PendingWill::from_connect(will, attached.session.id));

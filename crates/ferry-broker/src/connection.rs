@@ -14,11 +14,12 @@
 //! (`park.rs`) and is resumed there, with a new task, when its socket or
 //! its session wakes it.
 
+use crate::admission::Admission;
 use crate::broker::Broker;
 use crate::client::Client;
 use crate::close::Close;
 use crate::connection_info::ConnectionInfo;
-use crate::listener::{Admission, Origin};
+use crate::origin::Origin;
 use crate::park::{Lot, Resume, Ticket};
 use crate::session::Session;
 use crate::transport::Transport;
@@ -699,7 +700,7 @@ mod tests {
             ferry_auth::ListenerAuth::default(),
             0,
         ));
-        let admission = crate::listener::admit(&broker, &listener).unwrap();
+        let admission = crate::admission::admit(&broker, &listener).unwrap();
         let origin = Box::new(Origin { peer, listener, certificate: None, _admission: admission });
         // The handshake's task lives until the CONNACK is sent, so its
         // size matters less, but a reconnecting fleet holds many at once.

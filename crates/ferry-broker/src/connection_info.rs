@@ -60,7 +60,7 @@ impl ConnectionInfo {
             version,
             keep_alive_secs,
             clean_start,
-            connected_at_ms: crate::broker::unix_ms(),
+            connected_at_ms: crate::clock::unix_ms(),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             messages_in: AtomicU64::new(0),

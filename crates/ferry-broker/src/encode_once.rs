@@ -1,18 +1,18 @@
-//! Encode a PUBLISH once per (protocol family, QoS) and copy the bytes to
-//! every subscriber, patching only the flags and the packet identifier.
+//! A message's PUBLISH, encoded once per (protocol family, QoS) and copied
+//! to every subscriber with only the flags and the packet identifier
+//! patched.
 //!
 //! Without this, a fan-out to N subscribers would run the encoder N times
 //! for identical bytes. The only per-subscriber differences in the common
 //! case are the DUP and RETAIN bits of the first byte and the 2-byte packet
 //! id, which sit at fixed places. Deliveries that differ in more than that
 //! (subscription identifiers, a topic alias, an expiry interval that has
-//! been decremented) take the slow path and are encoded on their own.
+//! been decremented) take the slow path and are encoded on their own
+//! (`encode_publish.rs` decides which).
 
-use crate::message::Message;
 use bytes::{Bytes, BytesMut};
-use ferry_mqtt::{Packet, ProtocolVersion, Publish, QoS};
+use ferry_mqtt::QoS;
 use std::sync::OnceLock;
-use std::time::Instant;
 
 /// The per-message cache: slot `[v5 as usize][qos]`.
 #[derive(Debug, Default)]
@@ -20,8 +20,9 @@ pub(crate) struct EncodeOnce {
     slots: [[OnceLock<Encoded>; 3]; 2],
 }
 
+/// One encoding of a message's PUBLISH, as a template.
 #[derive(Debug)]
-struct Encoded {
+pub(crate) struct Encoded {
     bytes: Bytes,
     packet_id_offset: Option<usize>,
 }
@@ -29,116 +30,50 @@ struct Encoded {
 const DUP_BIT: u8 = 0b1000;
 const RETAIN_BIT: u8 = 0b0001;
 
-/// How one delivery of a message must look on the wire.
-pub(crate) struct PublishShape<'a> {
-    pub version: ProtocolVersion,
-    pub qos: QoS,
-    pub retain: bool,
-    pub dup: bool,
-    pub packet_id: u16,
-    pub subscription_ids: &'a [u32],
-    /// `Some((alias, send_topic))` when a topic alias is used toward the client.
-    pub topic_alias: Option<(u16, bool)>,
+impl EncodeOnce {
+    /// The message encoded for MQTT 5 or not, at `qos`: `encode` makes it
+    /// the first time it is asked for (without DUP or RETAIN; empty if the
+    /// codec refused it).
+    pub(crate) fn get_or_encode(
+        &self,
+        v5: bool,
+        qos: QoS,
+        encode: impl FnOnce() -> Bytes,
+    ) -> &Encoded {
+        self.slots[usize::from(v5)][qos as usize].get_or_init(|| {
+            let bytes = encode();
+            let packet_id_offset = ferry_mqtt::publish_packet_id_offset(&bytes);
+            Encoded { bytes, packet_id_offset }
+        })
+    }
 }
 
-/// Appends the PUBLISH for `message` in `shape` to `out`; returns the number
-/// of bytes appended (0 only if the codec refused the packet, which it
-/// cannot for a message that was itself decoded within our limits).
-pub(crate) fn encode_publish(
-    message: &Message,
-    shape: &PublishShape<'_>,
-    now: Instant,
-    out: &mut BytesMut,
-) -> usize {
-    let expiry_untouched = message
-        .properties
-        .message_expiry_interval
-        .is_none_or(|_| now.saturating_duration_since(message.received_at).as_secs() == 0);
-    let v5 = shape.version.is_v5();
-    let per_subscriber = v5 && (!shape.subscription_ids.is_empty() || shape.topic_alias.is_some());
-    if per_subscriber || !expiry_untouched {
-        return encode_fresh(message, shape, now, out);
-    }
-    let encoded = message.encoded.slots[usize::from(v5)][shape.qos as usize].get_or_init(|| {
-        let mut buf = BytesMut::new();
-        let packet = Packet::Publish(publish_packet(message, shape.qos, false, false, 1, now));
-        encode_packet(&packet, shape.version, &mut buf);
-        let bytes = buf.freeze();
-        let packet_id_offset = ferry_mqtt::publish_packet_id_offset(&bytes);
-        Encoded { bytes, packet_id_offset }
-    });
-    if encoded.bytes.is_empty() {
-        return 0;
-    }
-    let start = out.len();
-    out.extend_from_slice(&encoded.bytes);
-    let mut flags = 0;
-    if shape.retain {
-        flags |= RETAIN_BIT;
-    }
-    if shape.dup {
-        flags |= DUP_BIT;
-    }
-    out[start] |= flags;
-    if let Some(offset) = encoded.packet_id_offset {
-        out[start + offset..start + offset + 2].copy_from_slice(&shape.packet_id.to_be_bytes());
-    }
-    encoded.bytes.len()
-}
-
-fn encode_fresh(
-    message: &Message,
-    shape: &PublishShape<'_>,
-    now: Instant,
-    out: &mut BytesMut,
-) -> usize {
-    let mut publish =
-        publish_packet(message, shape.qos, shape.retain, shape.dup, shape.packet_id, now);
-    // Properties are set only when there is something to set: writing
-    // through them allocates their box, even to write "none".
-    if shape.version.is_v5() {
-        if !shape.subscription_ids.is_empty() {
-            publish.properties.subscription_identifiers = shape.subscription_ids.to_vec();
+impl Encoded {
+    /// Appends the template to `out` with one delivery's flags and packet
+    /// id; returns the number of bytes appended (0 for an empty template).
+    pub(crate) fn append_to(
+        &self,
+        out: &mut BytesMut,
+        retain: bool,
+        dup: bool,
+        packet_id: u16,
+    ) -> usize {
+        if self.bytes.is_empty() {
+            return 0;
         }
-        if let Some((alias, send_topic)) = shape.topic_alias {
-            publish.properties.topic_alias = Some(alias);
-            if !send_topic {
-                publish.topic = Default::default();
-            }
+        let start = out.len();
+        out.extend_from_slice(&self.bytes);
+        let mut flags = 0;
+        if retain {
+            flags |= RETAIN_BIT;
         }
-    }
-    let start = out.len();
-    encode_packet(&Packet::Publish(publish), shape.version, out);
-    out.len() - start
-}
-
-fn publish_packet(
-    message: &Message,
-    qos: QoS,
-    retain: bool,
-    dup: bool,
-    packet_id: u16,
-    now: Instant,
-) -> Publish {
-    let mut properties = message.properties.clone();
-    if let Some(remaining) = message.remaining_expiry_secs(now) {
-        properties.message_expiry_interval = Some(remaining);
-    }
-    Publish {
-        dup,
-        qos,
-        retain,
-        topic: message.topic.clone(),
-        packet_id: if qos == QoS::AtMostOnce { 0 } else { packet_id },
-        properties,
-        payload: message.payload.clone(),
-    }
-}
-
-fn encode_packet(packet: &Packet, version: ProtocolVersion, out: &mut BytesMut) {
-    // A message we accepted was at most our maximum packet size, so it can
-    // always be re-encoded; a failure here is a codec bug, not bad input.
-    if let Err(error) = packet.encode(version, out) {
-        tracing::error!(%error, "failed to encode an outgoing PUBLISH");
+        if dup {
+            flags |= DUP_BIT;
+        }
+        out[start] |= flags;
+        if let Some(offset) = self.packet_id_offset {
+            out[start + offset..start + offset + 2].copy_from_slice(&packet_id.to_be_bytes());
+        }
+        self.bytes.len()
     }
 }

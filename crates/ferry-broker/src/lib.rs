@@ -7,14 +7,17 @@
 //! `listener` accepts, `connection` owns a socket, `client` applies the
 //! packets of one client, `broker` holds the shared state and routes,
 //! `session` is what survives a reconnect, `topic_tree` and `retained`
-//! answer "who gets this topic", `encode_once` makes fan-out cheap.
+//! answer "who gets this topic", `encode_once` and `encode_publish` make fan-out cheap.
 
 pub mod accept;
+mod admission;
+mod answer;
 mod authenticate;
 mod authorize;
 mod backpressure;
 mod broker;
 mod client;
+mod clock;
 mod close;
 pub mod coalesce;
 mod config;
@@ -23,6 +26,7 @@ mod connection_info;
 pub mod cores;
 mod durable;
 mod encode_once;
+mod encode_publish;
 pub mod endpoint;
 pub mod envelope;
 mod held;
@@ -32,6 +36,7 @@ pub mod listener;
 mod liveness;
 pub mod memory_watermark;
 mod message;
+mod origin;
 mod park;
 mod places;
 mod publish_limits;

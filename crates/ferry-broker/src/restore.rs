@@ -9,7 +9,8 @@
 //! they stay in the log and come back as each session drains, so startup
 //! time and memory do not grow with the backlog.
 
-use crate::broker::{message_from_stored, unix_ms, Broker, Subscription};
+use crate::broker::{message_from_stored, Broker, Subscription};
+use crate::clock::unix_ms;
 use crate::config::BrokerConfig;
 use crate::durable::record::StoredSubscription;
 use crate::durable::{self, DurabilityConfig, DurableSession, StoreError};

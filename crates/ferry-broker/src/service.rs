@@ -13,9 +13,9 @@
 //! installed?) and a comparison with each of its few prefixes: no lock, no
 //! write to a shared cache line, as the publish path needs on every core.
 //!
-//! [`Broker::publish_signal`]: crate::Broker::publish_signal
+//! [`Broker::publish_signal`]: crate::broker::Broker::publish_signal
 
-use crate::broker::Answer;
+use crate::answer::Answer;
 use crate::message::Message;
 use bytes::Bytes;
 use ferry_auth::Principal;

@@ -9,6 +9,7 @@
 use std::fmt;
 
 use crate::error::{ErrorKind, Plural, RouteError};
+pub(crate) use crate::lexer::CompareOp;
 use crate::lexer::{is_word, Lexer, Token, TokenKind};
 use crate::limits::{MAX_DEPTH, MAX_PATH_STEPS, MAX_ROUTE_BYTES};
 
@@ -31,16 +32,6 @@ pub(crate) enum Expr {
     Or(Vec<Expr>),
     Compare(CompareOp, Box<(Expr, Expr)>),
     Call(Function, Vec<Expr>),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CompareOp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
 }
 
 #[derive(Debug, Clone, PartialEq)]

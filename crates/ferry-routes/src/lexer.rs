@@ -1,8 +1,18 @@
 //! The lexer: route text after the topic filter, as tokens that remember
 //! where they start, so every error can name its column.
 
-use crate::condition::CompareOp;
 use crate::error::{ErrorKind, RouteError};
+
+/// A comparison operator: `=`, `!=` (or `<>`), `<`, `<=`, `>`, `>=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CompareOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum TokenKind {

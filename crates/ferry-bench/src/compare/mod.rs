@@ -18,56 +18,32 @@ mod markdown;
 mod plots;
 mod suite;
 
+use crate::args::{CompareArgs, DEFAULT_OUTPUT};
 use crate::report::Syscalls;
 use crate::{BenchError, Report};
 use broker::RunningBroker;
-use clap::Args;
 use machine::Machine;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use suite::{Broker, Run, Suite};
 
-/// `ferry bench compare`.
-#[derive(Debug, Clone, Args, Serialize)]
-pub struct CompareArgs {
-    /// Suite file (TOML): brokers, how to start them, and the runs.
-    #[arg(long)]
-    pub suite: PathBuf,
-    /// Markdown document to write.
-    #[arg(long, default_value = DEFAULT_OUTPUT)]
-    pub output: PathBuf,
-    /// Directory for the SVG charts; by default `bench` next to --output.
-    #[arg(long)]
-    pub plots: Option<PathBuf>,
-    /// Run only the runs whose name contains this; may be repeated.
-    #[arg(long)]
-    pub only: Vec<String>,
-    /// Write every report of every run and broker to this file as JSON.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-}
-
-const DEFAULT_OUTPUT: &str = "docs/benchmarks.md";
-
-impl CompareArgs {
-    /// The command that reproduces this document.
-    fn command_line(&self) -> String {
-        let mut words = vec!["ferry", "bench", "compare", "--suite"];
-        let suite = self.suite.to_string_lossy();
-        words.push(&suite);
-        for only in &self.only {
-            words.extend(["--only", only]);
-        }
-        let output = self.output.to_string_lossy();
-        if output != DEFAULT_OUTPUT {
-            words.extend(["--output", &output]);
-        }
-        let plots = self.plots.as_ref().map(|dir| dir.to_string_lossy());
-        if let Some(plots) = &plots {
-            words.extend(["--plots", plots]);
-        }
-        markdown::shell_line(&words)
+/// The command that reproduces the document `args` write.
+fn command_line(args: &CompareArgs) -> String {
+    let mut words = vec!["ferry", "bench", "compare", "--suite"];
+    let suite = args.suite.to_string_lossy();
+    words.push(&suite);
+    for only in &args.only {
+        words.extend(["--only", only]);
     }
+    let output = args.output.to_string_lossy();
+    if output != DEFAULT_OUTPUT {
+        words.extend(["--output", &output]);
+    }
+    let plots = args.plots.as_ref().map(|dir| dir.to_string_lossy());
+    if let Some(plots) = &plots {
+        words.extend(["--plots", plots]);
+    }
+    markdown::shell_line(&words)
 }
 
 /// One run against every broker.
@@ -141,7 +117,7 @@ pub async fn run(args: CompareArgs) -> Result<(), BenchError> {
             .map_err(|source| BenchError::Output { path: dir.clone(), source })?;
     }
     plots::write_all(&plot_dir, &results)?;
-    let command_line = args.command_line();
+    let command_line = command_line(&args);
     let earlier = match std::fs::read_to_string(&args.output) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -319,13 +295,13 @@ mod tests {
             json: Some("all.json".into()),
         };
         assert_eq!(
-            args.command_line(),
+            command_line(&args),
             "ferry bench compare --suite bench/suite.toml --only 'pubsub QoS 0'"
         );
         let args =
             CompareArgs { output: "out.md".into(), plots: Some("p".into()), only: vec![], ..args };
         assert_eq!(
-            args.command_line(),
+            command_line(&args),
             "ferry bench compare --suite bench/suite.toml --output out.md --plots p"
         );
     }

@@ -77,9 +77,13 @@ pub enum Fsync {
 }
 
 impl DurabilityConfig {
-    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+    pub fn validate(&self) -> Result<(), crate::config::ConfigError> {
         let fail = |key, message: &str| {
-            Err(crate::ConfigError { section: "durability", key, message: message.to_string() })
+            Err(crate::config::ConfigError {
+                section: "durability",
+                key,
+                message: message.to_string(),
+            })
         };
         if self.segment_bytes < 1 << 20 || self.segment_bytes > ferry_log::MAX_SEGMENT_BYTES {
             return fail("segment_bytes", "must be between 1 MiB and 1 GiB");

@@ -53,7 +53,7 @@ pub use connection::ConnectionError;
 
 use crate::sink::{Sent, Sink, SinkError};
 use bytes::BytesMut;
-use connection::{encode, Ack, ConnectOptions, Connection, HANDSHAKE_TIMEOUT};
+use connection::{encode, ConnectOptions, Connection, HANDSHAKE_TIMEOUT};
 use ferry_broker::endpoint::RoutedMessage;
 use ferry_broker::Broker;
 use ferry_mqtt::{
@@ -61,6 +61,7 @@ use ferry_mqtt::{
     SubscriptionOptions,
 };
 use publish::Outbound;
+use reader::Ack;
 pub use reader::Receive;
 use reader::{Deliver, Inbound};
 use std::collections::{HashMap, HashSet};

@@ -16,14 +16,12 @@
 //! made; none can hold more than the protocol lets be outstanding.
 
 use super::keep_alive::LastHeard;
-use super::reader::{read_loop, Inbound, ReaderOutputs};
+use super::reader::{read_loop, Ack, Inbound, ReaderOutputs, MAX_INBOUND_PACKET_BYTES};
 use super::tls::TlsClient;
-use super::writer::{write_loop, Control, WriterInputs};
+use super::writer::{write_loop, Control, WriterInputs, INBOUND_WINDOW};
 use crate::Secret;
 use bytes::{Bytes, BytesMut};
-use ferry_mqtt::{
-    ByteStr, ConnAck, Connect, Packet, Properties, ProtocolVersion, PubAck, QoS, ReasonCode, SubAck,
-};
+use ferry_mqtt::{ByteStr, ConnAck, Connect, Packet, Properties, ProtocolVersion, QoS, ReasonCode};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -35,16 +33,6 @@ use tokio::task::AbortHandle;
 /// TLS handshake, CONNACK, SUBACK. A remote slower than this is as good
 /// as down; the flow backs off and tries again.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Largest packet accepted from the remote, announced to it (MQTT 5
-/// Maximum Packet Size). Commands are small; this bounds the read buffer,
-/// which never holds more than one partial packet and one read.
-pub(crate) const MAX_INBOUND_PACKET_BYTES: u32 = 1 << 20;
-
-/// Commands (QoS 1) the remote may have unacknowledged at once, announced
-/// as our Receive Maximum: each waits for the local durable log, and this
-/// bounds how many the writer tracks while they do.
-pub(crate) const INBOUND_WINDOW: u16 = 32;
 
 /// Groups of packets the sink may hand the writer before it waits for
 /// the writer to write them: two, so one is written while the next is
@@ -134,15 +122,6 @@ impl RemoteLimits {
             topic_alias_maximum: properties.topic_alias_maximum.unwrap_or(0),
         }
     }
-}
-
-/// An acknowledgement for the sink, as the reader decoded it.
-#[derive(Debug)]
-pub(crate) enum Ack {
-    PubAck(PubAck),
-    PubRec(PubAck),
-    PubComp(PubAck),
-    SubAck(SubAck),
 }
 
 /// An open connection. Dropping it ends both tasks: the reader is

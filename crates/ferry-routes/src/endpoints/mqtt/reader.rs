@@ -3,17 +3,30 @@
 //! acknowledgements to the sink, commands (the reverse direction) into
 //! the local broker, answers to the writer.
 
-use super::connection::{Ack, MAX_INBOUND_PACKET_BYTES};
 use super::keep_alive::LastHeard;
 use super::topic_map::InboundMap;
 use super::writer::Control;
 use bytes::BytesMut;
 use ferry_broker::{Broker, Message};
-use ferry_mqtt::{ByteStr, Packet, ProtocolVersion, PubAck, Publish, QoS, ReasonCode};
+use ferry_mqtt::{ByteStr, Packet, ProtocolVersion, PubAck, Publish, QoS, ReasonCode, SubAck};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, oneshot};
+
+/// Largest packet accepted from the remote, announced to it (MQTT 5
+/// Maximum Packet Size). Commands are small; this bounds the read buffer,
+/// which never holds more than one partial packet and one read.
+pub(crate) const MAX_INBOUND_PACKET_BYTES: u32 = 1 << 20;
+
+/// An acknowledgement for the sink, as the reader decoded it.
+#[derive(Debug)]
+pub(crate) enum Ack {
+    PubAck(PubAck),
+    PubRec(PubAck),
+    PubComp(PubAck),
+    SubAck(SubAck),
+}
 
 /// How much is read per system call at most: a burst of acks for a whole
 /// window of 100 is about 600 bytes (MQTT 5: 4 to 6 bytes each), so this

@@ -3,7 +3,6 @@
 //! each), the reader's answers, the acknowledgements of commands once the
 //! local durable log has them, and PINGREQ when the line is quiet.
 
-use super::connection::INBOUND_WINDOW;
 use super::keep_alive::{ping_due, LastHeard};
 use bytes::{Bytes, BytesMut};
 use ferry_mqtt::{Disconnect, Packet, Properties, ProtocolVersion, PubAck, ReasonCode};
@@ -11,6 +10,11 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
+
+/// Commands (QoS 1) the remote may have unacknowledged at once, announced
+/// as our Receive Maximum: each waits for the local durable log, and this
+/// bounds how many the writer tracks while they do.
+pub(crate) const INBOUND_WINDOW: u16 = 32;
 
 /// What the reader asks the writer to send.
 #[derive(Debug)]
