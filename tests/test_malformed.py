@@ -93,13 +93,91 @@ def test_first_packet_not_connect(broker, offence, first):
     offence.check()
 
 
+@pytest.mark.mosquitto_differs("2.0.11 answers 3.1.1's return code 1; 2.1 answers 0x84")
 @pytest.mark.parametrize("level", [6, 0, 255])
 def test_unsupported_protocol_level(broker, offence, level):
+    # A level no version has may come from a client of a later version:
+    # MQTT 5's CONNACK 0x84, as Mosquitto answers.
     r = broker.raw(4)
     r.send(R.encode_connect("level", 4, protocol_level=level))
     before = r.read_until_closed()
     assert len(before) == 1 and before[0].type == R.CONNACK, before
+    assert before[0].body == b"\x00\x84\x00", "expected CONNACK 0x84 in MQTT 5's format"
+    offence.check()
+
+
+@pytest.mark.parametrize("name,level", [(b"MQTT", 3), (b"MQIsdp", 4)])
+def test_protocol_name_of_another_level(broker, offence, name, level):
+    # [MQTT-3.1.2-2]: a level the name does not go with gets return code 1.
+    r = broker.raw(4)
+    r.send(R.encode_connect("mixed", 4, protocol_name=name, protocol_level=level))
+    before = r.read_until_closed()
+    assert len(before) == 1 and before[0].type == R.CONNACK, before
     assert before[0].body == b"\x00\x01", "expected a v3-style CONNACK, return code 0x01"
+    offence.check()
+
+
+@pytest.mark.parametrize("name", [b"MQTX", b"hj", b""])
+def test_not_an_mqtt_protocol_name(broker, offence, name):
+    # [MQTT-3.1.2-1]: not MQTT at all, so nobody to answer.
+    r = broker.raw(4)
+    r.send(R.encode_connect("name", 4, protocol_name=name))
+    assert r.read_until_closed() == []
+    offence.check()
+
+
+def _v5_connect_fault(case):
+    """The raw CONNECT for one of V5_CONNECT_FAULTS' ids."""
+    def body(props_block, rest):
+        return (R.utf8(b"MQTT") + bytes([5, 0x02]) + R.u16(60) + props_block + rest)
+
+    def connect(body_bytes, flags=0x02):
+        b = bytearray(body_bytes)
+        b[7] = flags
+        return R.packet(R.CONNECT, 0, bytes(b))
+
+    cid = R.utf8(b"x")
+    return {
+        "property-cut-short": connect(body(b"\x02\x23\x00", cid)),
+        "unknown-property": connect(body(b"\x02\x04\x00", cid)),
+        "property-not-allowed": connect(body(b"\x03\x23\x00\x01", cid)),
+        "property-twice": connect(body(b"\x06\x21\x00\x01\x21\x00\x02", cid)),
+        "receive-maximum-0": connect(body(b"\x03\x21\x00\x00", cid)),
+        "client-id-not-utf8": connect(body(b"\x00", R.u16(3) + b"\xed\xa0\x80")),
+        "will-payload-cut-short": connect(body(b"\x00", cid + b"\x00" + R.utf8(b"t")), 0x06),
+        "will-topic-empty": connect(body(b"\x00", cid + b"\x00" + R.u16(0) + R.u16(0)), 0x06),
+        "will-property-not-allowed": connect(
+            body(b"\x00", cid + b"\x05\x11\x00\x00\x00\x01" + R.utf8(b"t") + R.u16(0)), 0x06),
+        "will-topic-wildcard": connect(body(b"\x00", cid + b"\x00" + R.utf8(b"#") + R.u16(0)), 0x06),
+        "trailing-bytes": connect(body(b"\x00", cid + b"\x09")),
+        "user-name-cut-short": connect(body(b"\x00", cid + R.u16(5) + b"ab"), 0x82),
+    }[case]
+
+
+# Mosquitto answers these since its strict CONNECT checks (2.0.12 and
+# 2.1, its CONNECT.json sequences); Debian's 2.0.11 closes without a word.
+_SINCE_2_0_12 = pytest.mark.mosquitto_differs("2.0.11 predates the CONNACKs of 2.0.12 and 2.1")
+
+
+@pytest.mark.parametrize("case,reason", [
+    pytest.param(case, reason, marks=_SINCE_2_0_12) if reason else (case, reason)
+    for case, reason in [
+        ("property-cut-short", 0x81), ("unknown-property", 0x81),
+        ("property-not-allowed", 0x82), ("property-twice", 0x82), ("receive-maximum-0", 0x82),
+        ("client-id-not-utf8", 0x85), ("will-payload-cut-short", 0x81),
+        ("will-topic-empty", 0x82), ("will-property-not-allowed", 0x82),
+        ("will-topic-wildcard", None), ("trailing-bytes", 0x81), ("user-name-cut-short", None),
+    ]
+])
+def test_a_faulty_v5_connect_is_answered_as_mosquitto_2_1_answers_it(broker, offence, case, reason):
+    r = broker.raw(5)
+    r.send(_v5_connect_fault(case))
+    before = r.read_until_closed()
+    if reason is None:
+        assert before == [], before
+    else:
+        assert len(before) == 1 and before[0].type == R.CONNACK, before
+        assert before[0].body[:2] == bytes([0, reason]), before[0].body
     offence.check()
 
 
@@ -308,14 +386,72 @@ def test_a_connack_larger_than_the_clients_maximum_packet_size_is_not_sent(broke
     assert r.read_until_closed() == []
 
 
-@pytest.mark.mosquitto_differs("closes without the DISCONNECT")
 def test_a_disconnect_sheds_its_reason_string_to_fit_the_clients_maximum_packet_size(broker):
     """A reason string is left out when it would take a packet over the
     client's limit [MQTT-3.14.2-3]; the DISCONNECT still says why."""
     r = broker.raw(5)
     ack = r.connect("small-limit", props={"MaximumPacketSize": 20, "RequestProblemInformation": 1})
     assert ack.reason == 0
-    r.send(bytes([0xE0, 0x01, 0x01]))  # DISCONNECT with the unknown reason code 0x01
+    r.send(bytes([0x00, 0x00]))  # the reserved packet type 0
     (disconnect,) = r.read_until_closed()
-    assert disconnect.type == R.DISCONNECT and disconnect.reason == R.RC_MALFORMED
+    assert disconnect.type == R.DISCONNECT and disconnect.reason == R.RC_PROTOCOL_ERROR
     assert "ReasonString" not in disconnect.props
+
+
+def test_the_brokers_disconnect_is_its_reason_code_alone(broker):
+    """As Mosquitto's: the bytes `E0 01 82`, the why in the broker's log."""
+    r = broker.raw(5)
+    assert r.connect("plain-disconnect").reason == 0
+    r.send(bytes([0x00, 0x00]))  # the reserved packet type 0
+    (disconnect,) = r.read_until_closed()
+    assert (disconnect.type, disconnect.body) == (R.DISCONNECT, bytes([R.RC_PROTOCOL_ERROR]))
+
+
+@pytest.mark.mosquitto_differs("never sends a reason string on DISCONNECT")
+def test_a_client_that_asks_for_problem_information_is_told_why(broker):
+    r = broker.raw(5)
+    assert r.connect("asks-why", props={"RequestProblemInformation": 1}).reason == 0
+    r.send(bytes([0x00, 0x00]))  # the reserved packet type 0
+    (disconnect,) = r.read_until_closed()
+    assert disconnect.type == R.DISCONNECT and disconnect.reason == R.RC_PROTOCOL_ERROR
+    assert "packet type 0" in disconnect.props["ReasonString"]
+
+
+_SILENT_IN_2_0_11 = pytest.mark.mosquitto_differs("2.0.11 closes without a DISCONNECT")
+
+
+@pytest.mark.parametrize("packet,reason", [
+    # A type only servers send: a protocol error before its body is read.
+    pytest.param(bytes([0x90, 0x02, 0x00, 0x01]), R.RC_PROTOCOL_ERROR,
+                 id="suback-cut-short", marks=_SILENT_IN_2_0_11),
+    pytest.param(bytes([0x32, 0x09, 0x00, 0x01, 0x61, 0x00, 0x00, 0x00]) + b"pay",
+                 R.RC_PROTOCOL_ERROR, id="publish-packet-id-0"),
+    pytest.param(bytes([0x82, 0x06, 0x00, 0x00, 0x00, 0x01, 0x70, 0x00]), R.RC_MALFORMED,
+                 id="subscribe-packet-id-0"),
+    # Payload Format Indicator is a PUBLISH property.
+    pytest.param(bytes([0x40, 0x06, 0x00, 0x01, 0x00, 0x02, 0x01, 0x01]), R.RC_PROTOCOL_ERROR,
+                 id="puback-misplaced-property", marks=_SILENT_IN_2_0_11),
+    # ... but malformed in a SUBSCRIBE.
+    pytest.param(bytes([0x82, 0x09, 0x00, 0x01, 0x02, 0x01, 0x01, 0x00, 0x01, 0x70, 0x00]),
+                 R.RC_MALFORMED, id="subscribe-misplaced-property"),
+])
+def test_reason_codes_as_mosquitto_gives_them(broker, offence, packet, reason):
+    r = broker.raw(5)
+    assert r.connect("codes").reason == 0
+    r.send(packet)
+    (disconnect,) = r.read_until_closed()
+    assert (disconnect.type, disconnect.reason) == (R.DISCONNECT, reason)
+    offence.check()
+
+
+@pytest.mark.parametrize("packet", [
+    pytest.param(bytes([0x40, 0x80, 0x80, 0x80, 0x80, 0x01]), id="remaining-length-of-5-bytes"),
+    pytest.param(bytes([0xE0, 0x01, 0x01]), id="disconnect-with-an-unknown-reason"),
+])
+def test_faults_closed_without_a_disconnect(broker, offence, packet):
+    """No packet to answer, or a client already leaving: closed silently."""
+    r = broker.raw(5)
+    assert r.connect("silent").reason == 0
+    r.send(packet)
+    assert r.read_until_closed() == []
+    offence.check()

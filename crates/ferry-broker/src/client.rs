@@ -26,8 +26,8 @@ use bytes::BytesMut;
 use ferry_auth::Principal;
 use ferry_auth::SubscribeVerdict;
 use ferry_mqtt::{
-    topic, ByteStr, ConnAck, Connect, DecodeError, Packet, Properties, PropertyValues,
-    ProtocolVersion, PubAck, Publish, QoS, ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe,
+    topic, ByteStr, ConnAck, Connect, Packet, Properties, PropertyValues, ProtocolVersion, PubAck,
+    Publish, QoS, ReasonCode, SubAck, Subscribe, UnsubAck, Unsubscribe,
 };
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, DefaultHasher};
@@ -65,8 +65,8 @@ pub(crate) struct Client {
     /// The client's maximum packet size; larger messages are not sent to it.
     max_outgoing_packet_bytes: u32,
     outbound_alias_max: u16,
-    /// False when a v5 client asked for no reason strings (Request Problem Information 0).
-    problem_information: bool,
+    /// What a v5 client's Request Problem Information asked for.
+    problem_information: ProblemInformation,
     /// A Mosquitto-style bridge (`Connect::bridge`): its subscriptions are
     /// No Local and Retain As Published.
     bridge: bool,
@@ -130,6 +130,22 @@ const LOAD_CHUNK: usize = 256;
 /// the prefix keeps them apart from ids clients choose themselves.
 static NEXT_ASSIGNED_ID: AtomicU64 = AtomicU64::new(1);
 
+/// What a v5 client's Request Problem Information asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProblemInformation {
+    /// 0: no reason strings.
+    Refused,
+    /// Absent (1 by default): reason strings on acknowledgements.
+    Default,
+    /// Present and 1: on the broker's DISCONNECT too.
+    Asked,
+}
+
+fn reason_string(explanation: Option<String>) -> Properties {
+    PropertyValues { reason_string: explanation.map(ByteStr::from), ..PropertyValues::default() }
+        .into()
+}
+
 impl Client {
     /// Reads the CONNECT, attaches the session and appends the CONNACK.
     pub(crate) async fn accept<R: AsyncRead + Unpin>(
@@ -145,21 +161,16 @@ impl Client {
             match Packet::decode(rbuf, ProtocolVersion::V5, broker.config.max_packet_size_bytes) {
                 Ok(Some(packet)) => break packet,
                 Ok(None) => {}
-                Err(
-                    error @ (DecodeError::UnsupportedProtocolVersion(_)
-                    | DecodeError::InvalidProtocolName),
-                ) => {
-                    // We cannot know which CONNACK format the client reads;
-                    // 3.1.1's code 0x01 is what every version understands.
-                    let connack = Packet::ConnAck(ConnAck {
-                        session_present: false,
-                        reason_code: ReasonCode::UnsupportedProtocolVersion,
-                        properties: Properties::default(),
-                    });
-                    let _ = connack.encode(ProtocolVersion::V311, wbuf);
+                Err(error) => {
+                    // A CONNECT whose fault is answered (`Connect::decode`
+                    // decides which, and in which version's format).
+                    if let Some((reason_code, format)) = error.connack() {
+                        let properties = Properties::default();
+                        let connack = ConnAck { session_present: false, reason_code, properties };
+                        let _ = Packet::ConnAck(connack).encode(format, wbuf);
+                    }
                     return Err(Close::Malformed(error));
                 }
-                Err(error) => return Err(Close::Malformed(error)),
             }
             rbuf.reserve(256);
             match reader.read_buf(rbuf).await {
@@ -380,7 +391,11 @@ impl Client {
                 .topic_alias_maximum
                 .unwrap_or(0)
                 .min(config.outbound_topic_alias_maximum),
-            problem_information: connect.properties.request_problem_information != Some(0),
+            problem_information: match connect.properties.request_problem_information {
+                Some(0) => ProblemInformation::Refused,
+                Some(_) => ProblemInformation::Asked,
+                None => ProblemInformation::Default,
+            },
             bridge: connect.bridge,
             pace: Pace::Free,
             replies_held: 0,
@@ -433,11 +448,26 @@ impl Client {
     /// Reason string properties for an error answer, unless the client
     /// asked for none.
     pub(crate) fn problem_properties(&self, explanation: Option<String>) -> Properties {
-        PropertyValues {
-            reason_string: explanation.filter(|_| self.problem_information).map(ByteStr::from),
-            ..PropertyValues::default()
-        }
-        .into()
+        let wanted = self.problem_information != ProblemInformation::Refused;
+        reason_string(explanation.filter(|_| wanted))
+    }
+
+    /// The properties of the broker's DISCONNECT. For a malformed packet or
+    /// a protocol error, a reason string only for a client that asked for
+    /// problem information outright: others get the reason code alone, as
+    /// from Mosquitto, whose test suite compares the bytes (the why is in
+    /// the broker's log line). Every other reason (a takeover, a keep-alive
+    /// timeout, an administrator) keeps its reason string: paho-mqtt 2.1
+    /// reads a DISCONNECT's reason code only when properties follow it, and
+    /// would report a bare takeover as a normal disconnection.
+    pub(crate) fn disconnect_properties(&self, close: &Close) -> Properties {
+        let wanted = match close.reason_code() {
+            Some(ReasonCode::MalformedPacket | ReasonCode::ProtocolError) => {
+                self.problem_information == ProblemInformation::Asked
+            }
+            _ => self.problem_information != ProblemInformation::Refused,
+        };
+        reason_string(close.explanation().filter(|_| wanted))
     }
 
     /// Applies one packet from the client.

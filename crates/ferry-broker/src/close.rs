@@ -1,6 +1,6 @@
 //! Why a connection ends, what the client is told, and what is logged.
 
-use ferry_mqtt::{DecodeError, ReasonCode};
+use ferry_mqtt::{DecodeError, PacketType, ReasonCode};
 use std::net::SocketAddr;
 
 /// The names of the reasons a connected client's connection ends, in the
@@ -64,6 +64,13 @@ impl Close {
             Close::PeerClosed | Close::Truncated(_) | Close::Io | Close::Disconnected { .. } => {
                 None
             }
+            // Closed without a word, as Mosquitto closes: a remaining length
+            // that is no number leaves no packet to answer, and a client
+            // that sent DISCONNECT has said goodbye, however badly.
+            Close::Malformed(
+                DecodeError::MalformedRemainingLength
+                | DecodeError::InvalidReasonCode { packet: PacketType::Disconnect, .. },
+            ) => None,
             Close::Malformed(error) => Some(error.reason_code()),
             Close::Protocol { reason, .. } => Some(*reason),
             Close::KeepAliveTimeout => Some(ReasonCode::KeepAliveTimeout),

@@ -24,7 +24,7 @@ use crate::park::{Lot, Resume, Ticket};
 use crate::session::Session;
 use crate::transport::Transport;
 use bytes::BytesMut;
-use ferry_mqtt::{Disconnect, Packet, ReasonCode};
+use ferry_mqtt::{Disconnect, Packet, PacketType, ReasonCode};
 use std::future::{poll_fn, Future};
 use std::io;
 use std::os::fd::AsFd;
@@ -262,7 +262,7 @@ fn conclude(client: Client, broker: &Arc<Broker>, close: Close, wbuf: &mut Bytes
     broker.stats.clients_connected.sub(1);
     if let Some(reason) = close.reason_code() {
         if client.version.is_v5() {
-            let properties = client.problem_properties(close.explanation());
+            let properties = client.disconnect_properties(&close);
             client
                 .encode(&Packet::Disconnect(Disconnect { reason_code: reason, properties }), wbuf);
         }
@@ -582,6 +582,7 @@ fn process_input(
     wbuf: &mut BytesMut,
 ) -> Result<(), Close> {
     while !client.is_blocked() {
+        refuse_servers_packets(rbuf)?;
         match Packet::decode(rbuf, client.version, broker.config.max_packet_size_bytes) {
             Ok(Some(packet)) => {
                 broker.stats.messages_received.inc();
@@ -597,6 +598,32 @@ fn process_input(
         *rbuf = BytesMut::new();
     }
     Ok(())
+}
+
+/// A packet of a type only servers send (or of the reserved type 0) is a
+/// protocol error from a client whatever its body holds, so it is refused
+/// from its first byte, before its body is read: Mosquitto answers a
+/// SUBACK from a client 0x82 even when the SUBACK is cut short. Flags come
+/// first, as there: a SUBACK with flags set is malformed (0x81, in
+/// `Packet::decode`).
+fn refuse_servers_packets(rbuf: &BytesMut) -> Result<(), Close> {
+    let Some(&first) = rbuf.first() else {
+        return Ok(());
+    };
+    let (kind, flags) = (first >> 4, first & 0x0F);
+    match PacketType::from_u8(kind) {
+        None => Err(Close::protocol(ReasonCode::ProtocolError, "packet type 0 is reserved")),
+        Some(
+            kind @ (PacketType::ConnAck
+            | PacketType::SubAck
+            | PacketType::UnsubAck
+            | PacketType::PingResp),
+        ) if flags == 0 => Err(Close::protocol(
+            ReasonCode::ProtocolError,
+            format!("{kind:?} is only sent by servers"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Polls every source of work once, output first so that a busy client

@@ -1,4 +1,4 @@
-use crate::{packet::PacketType, ReasonCode, StrError};
+use crate::{packet::PacketType, ProtocolVersion, ReasonCode, StrError};
 
 /// Why a byte sequence is not a valid MQTT packet. Each error maps to the
 /// reason code the receiver answers with ([`DecodeError::reason_code`]);
@@ -33,8 +33,8 @@ pub enum DecodeError {
     PasswordWithoutUsername,
     #[error("invalid string in {field}: {error}")]
     InvalidString { field: &'static str, error: StrError },
-    #[error("packet identifier 0")]
-    ZeroPacketId,
+    #[error("packet identifier 0 in {0:?}")]
+    ZeroPacketId(PacketType),
     #[error("invalid topic name {0:?}")]
     InvalidTopicName(String),
     #[error("invalid topic filter {0:?}")]
@@ -65,13 +65,35 @@ pub enum DecodeError {
     /// PUBLISH with neither a topic name nor a topic alias.
     #[error("protocol error: {0}")]
     ProtocolViolation(&'static str),
+    /// A CONNECT the server answers with a CONNACK before it closes:
+    /// `reason`, in the CONNACK format of `format`. Which faults are
+    /// answered, and how, is `Connect::decode`'s call; every other fault
+    /// in a CONNECT closes the connection without one.
+    #[error("{cause}")]
+    AnsweredConnect { cause: Box<DecodeError>, reason: ReasonCode, format: ProtocolVersion },
 }
 
 impl DecodeError {
+    /// This fault of a CONNECT, answered with CONNACK `reason` in the
+    /// format of `format`.
+    pub(crate) fn answered(self, reason: ReasonCode, format: ProtocolVersion) -> DecodeError {
+        DecodeError::AnsweredConnect { cause: Box::new(self), reason, format }
+    }
+
+    /// The CONNACK to send before closing, for a CONNECT that gets one:
+    /// its reason code and the protocol version whose format it takes.
+    pub fn connack(&self) -> Option<(ReasonCode, ProtocolVersion)> {
+        match self {
+            DecodeError::AnsweredConnect { reason, format, .. } => Some((*reason, *format)),
+            _ => None,
+        }
+    }
+
     /// The reason code to send in CONNACK or DISCONNECT (5.0) before closing.
     pub fn reason_code(&self) -> ReasonCode {
         // Exhaustive on purpose: a new variant must decide its reason code.
         match self {
+            DecodeError::AnsweredConnect { reason, .. } => *reason,
             DecodeError::PacketTooLarge { .. } => ReasonCode::PacketTooLarge,
             DecodeError::UnsupportedProtocolVersion(_) | DecodeError::InvalidProtocolName => {
                 ReasonCode::UnsupportedProtocolVersion
@@ -85,8 +107,24 @@ impl DecodeError {
             | DecodeError::DuplicateProperty(_)
             | DecodeError::InvalidPropertyValue(_)
             | DecodeError::ProtocolViolation(_) => ReasonCode::ProtocolError,
-            // §2.2.2.2: an identifier not valid for the packet type makes a
-            // Malformed Packet, like an unknown one.
+            // The spec calls a misplaced property malformed (§2.2.2.2), and
+            // is silent on the other two; Mosquitto answers all three as
+            // protocol errors (its msg_sequence suite compares the bytes),
+            // and Ferry does too, but in SUBSCRIBE and UNSUBSCRIBE, where
+            // Mosquitto too calls them malformed.
+            DecodeError::PropertyNotAllowed {
+                packet: PacketType::Subscribe | PacketType::Unsubscribe,
+                ..
+            } => ReasonCode::MalformedPacket,
+            DecodeError::PropertyNotAllowed { .. }
+            | DecodeError::InvalidReasonCode { .. }
+            | DecodeError::ZeroPacketId(
+                PacketType::Publish
+                | PacketType::PubAck
+                | PacketType::PubRec
+                | PacketType::PubRel
+                | PacketType::PubComp,
+            ) => ReasonCode::ProtocolError,
             DecodeError::MalformedRemainingLength
             | DecodeError::ReservedPacketType
             | DecodeError::InvalidHeaderFlags { .. }
@@ -97,11 +135,9 @@ impl DecodeError {
             | DecodeError::InvalidWillFlags
             | DecodeError::PasswordWithoutUsername
             | DecodeError::InvalidString { .. }
-            | DecodeError::ZeroPacketId
+            | DecodeError::ZeroPacketId(_)
             | DecodeError::InvalidTopicFilter(_)
-            | DecodeError::InvalidReasonCode { .. }
             | DecodeError::UnknownProperty(_)
-            | DecodeError::PropertyNotAllowed { .. }
             | DecodeError::MalformedVariableInteger(_) => ReasonCode::MalformedPacket,
         }
     }

@@ -453,6 +453,12 @@ impl Properties {
         // runs past the declared length fail as truncated.
         let mut block = reader.sub_reader(len as usize, "properties")?;
         let mut props = Properties::default();
+        // The first rule broken (a property misplaced, repeated or out of
+        // range), reported once the whole block has been read: a block
+        // that is also cut short or holds an unknown identifier is
+        // malformed first, as Mosquitto, which reads every property before
+        // it checks any, has it.
+        let mut broken_rule = None;
         while !block.is_empty() {
             // A Variable Byte Integer in the spec, but every identifier is one
             // byte long (§2.2.2.2), so a byte with the high bit set is unknown.
@@ -460,12 +466,26 @@ impl Properties {
             if !KNOWN.contains(id) {
                 return Err(DecodeError::UnknownProperty(id));
             }
-            if !allowed.contains(id) {
-                return Err(DecodeError::PropertyNotAllowed { property: id, packet });
+            let read = if allowed.contains(id) {
+                props.decode_one(id, &mut block, packet)
+            } else {
+                Properties::default()
+                    .decode_one(id, &mut block, packet)
+                    .and(Err(DecodeError::PropertyNotAllowed { property: id, packet }))
+            };
+            match read {
+                Err(
+                    error @ (DecodeError::PropertyNotAllowed { .. }
+                    | DecodeError::DuplicateProperty(_)
+                    | DecodeError::InvalidPropertyValue(_)
+                    | DecodeError::ZeroTopicAlias),
+                ) => {
+                    broken_rule.get_or_insert(error);
+                }
+                read => read?,
             }
-            props.decode_one(id, &mut block, packet)?;
         }
-        Ok(props)
+        broken_rule.map_or(Ok(props), Err)
     }
 
     fn decode_one(

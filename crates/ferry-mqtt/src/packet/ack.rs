@@ -27,7 +27,7 @@ impl PubAck {
         packet: PacketType,
         version: ProtocolVersion,
     ) -> Result<PubAck, DecodeError> {
-        let packet_id = decode_packet_id(&mut r)?;
+        let packet_id = decode_packet_id(&mut r, packet)?;
         let (reason_code, properties) = if version.is_v5() {
             reason_tail::decode(&mut r, packet)?
         } else {
@@ -89,7 +89,7 @@ mod tests {
                 V311,
                 &packet(kind, PubAck::new(7, ReasonCode::Success)),
             );
-            assert_eq!(decode_err(&[first, 2, 0, 0], V311), DecodeError::ZeroPacketId);
+            assert_eq!(decode_err(&[first, 2, 0, 0], V311), DecodeError::ZeroPacketId(kind));
             assert_eq!(decode_err(&[first, 3, 0, 7, 0], V311), DecodeError::TrailingBytes(1));
             assert_eq!(
                 decode_err(&[first, 1, 0], V311),
@@ -109,7 +109,7 @@ mod tests {
             // Spelled-out forms of the same packet are accepted too.
             assert_decodes(&[first, 3, 0, 7, 0], V5, &success);
             assert_decodes(&[first, 4, 0, 7, 0, 0], V5, &success);
-            assert_eq!(decode_err(&[first, 2, 0, 0], V5), DecodeError::ZeroPacketId);
+            assert_eq!(decode_err(&[first, 2, 0, 0], V5), DecodeError::ZeroPacketId(kind));
         }
     }
 

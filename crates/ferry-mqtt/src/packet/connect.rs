@@ -1,6 +1,7 @@
 use super::PacketType;
 use crate::{
     topic, wire, wire::Reader, ByteStr, DecodeError, EncodeError, Properties, ProtocolVersion, QoS,
+    ReasonCode,
 };
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -68,17 +69,50 @@ impl Connect {
     /// connection's, decides the format: CONNECT is what sets it.
     pub(crate) fn decode(mut r: Reader) -> Result<Connect, DecodeError> {
         let name = r.binary("protocol name")?;
+        // Neither "MQTT" nor "MQIsdp": not a CONNECT of any version
+        // [MQTT-3.1.2-1], so there is nobody to answer.
+        if name.len() != 4 && name.len() != 6 {
+            return Err(DecodeError::InvalidProtocolName);
+        }
         let level = r.u8("protocol level")?;
         // Mosquitto takes the bit from a v5 CONNECT too, and ignores it.
         let bridge = level & BRIDGE_LEVEL != 0;
-        let protocol = match (&name[..], ProtocolVersion::from_level(level & !BRIDGE_LEVEL)) {
-            (b"MQTT", Some(v @ (ProtocolVersion::V311 | ProtocolVersion::V5))) => v,
-            (b"MQIsdp", Some(v @ ProtocolVersion::V31)) => v,
-            (b"MQTT" | b"MQIsdp", _) => return Err(DecodeError::UnsupportedProtocolVersion(level)),
+        let unsupported = DecodeError::UnsupportedProtocolVersion(level);
+        let Some(version) = ProtocolVersion::from_level(level & !BRIDGE_LEVEL) else {
+            // A level no version has, from a client that may speak a later
+            // one: answered in MQTT 5's format (0x84), as Mosquitto does.
+            let reason = ReasonCode::UnsupportedProtocolVersion;
+            return Err(unsupported.answered(reason, ProtocolVersion::V5));
+        };
+        let protocol = match (&name[..], version) {
+            (b"MQTT", v @ (ProtocolVersion::V311 | ProtocolVersion::V5)) => v,
+            (b"MQIsdp", ProtocolVersion::V31) => ProtocolVersion::V31,
+            // A name and level that do not belong together: 3.1.1's return
+            // code 1, which 3.1 and 3.1.1 clients both read.
+            (b"MQTT" | b"MQIsdp", _) => {
+                let reason = ReasonCode::UnsupportedProtocolVersion;
+                return Err(unsupported.answered(reason, ProtocolVersion::V311));
+            }
             _ => return Err(DecodeError::InvalidProtocolName),
         };
         let v5 = protocol.is_v5();
         let bridge = bridge && !v5;
+        // From here on an MQTT 5 client is told why its CONNECT failed where
+        // Mosquitto tells it (§4.13.1 lets a server answer or just close):
+        // a field cut short or left over is malformed (0x81), a rule broken
+        // a protocol error (0x82). Faults in the fixed part (flags, keep
+        // alive) and in credentials close silently, as do strings that are
+        // not UTF-8; 3.x clients get no answer after the version.
+        let answer = |reason: ReasonCode| {
+            move |error: DecodeError| {
+                if v5 {
+                    error.answered(reason, protocol)
+                } else {
+                    error
+                }
+            }
+        };
+        let malformed = answer(ReasonCode::MalformedPacket);
 
         let flags = r.u8("connect flags")?;
         // 3.1 did not reserve the bit (3.1.1 did, §3.1.2.3); Mosquitto
@@ -87,11 +121,6 @@ impl Connect {
             return Err(DecodeError::ReservedBitSet("connect flags"));
         }
         let has_will = flags & flag::WILL != 0;
-        if !has_will && flags & (flag::WILL_QOS_MASK | flag::WILL_RETAIN) != 0 {
-            return Err(DecodeError::InvalidWillFlags);
-        }
-        let will_qos = QoS::from_u8((flags & flag::WILL_QOS_MASK) >> flag::WILL_QOS_SHIFT)
-            .ok_or(DecodeError::InvalidQoS)?;
         let has_username = flags & flag::USERNAME != 0;
         let has_password = flags & flag::PASSWORD != 0;
         // 5.0 lets a password stand alone, e.g. for token authentication.
@@ -102,28 +131,51 @@ impl Connect {
         let keep_alive = r.u16("keep alive")?;
 
         let properties = if v5 {
-            Properties::decode(&mut r, PacketType::Connect)?
+            Properties::decode(&mut r, PacketType::Connect).map_err(answer_property_fault(v5))?
         } else {
             Properties::default()
         };
+        // The will flags are looked at after the properties, so that a
+        // fault there is answered whatever the flags say.
+        if !has_will && flags & (flag::WILL_QOS_MASK | flag::WILL_RETAIN) != 0 {
+            return Err(DecodeError::InvalidWillFlags);
+        }
+        let will_qos = QoS::from_u8((flags & flag::WILL_QOS_MASK) >> flag::WILL_QOS_SHIFT)
+            .ok_or(DecodeError::InvalidQoS)?;
         if properties.authentication_data.is_some() && properties.authentication_method.is_none() {
-            return Err(DecodeError::ProtocolViolation("authentication data without a method"));
+            let error = DecodeError::ProtocolViolation("authentication data without a method");
+            return Err(answer(ReasonCode::ProtocolError)(error));
         }
 
         // An empty id without clean session (3.1.1), or any empty id in 3.1,
         // is well-formed but answered with CONNACK "identifier rejected"
         // (MQTT-3.1.3-8): the server needs the decoded CONNECT to send that
         // in the right version, so it is not a decode error.
-        let client_id = r.string("client identifier")?;
+        let client_id = r.string("client identifier").map_err(|error| match error {
+            DecodeError::InvalidString { .. } => {
+                answer(ReasonCode::ClientIdentifierNotValid)(error)
+            }
+            error => error,
+        })?;
 
         let will = if has_will {
-            let properties =
-                if v5 { Properties::decode_will(&mut r)? } else { Properties::default() };
-            let topic = r.string("will topic")?;
+            let properties = if v5 {
+                Properties::decode_will(&mut r).map_err(answer_property_fault(v5))?
+            } else {
+                Properties::default()
+            };
+            let topic = r.string("will topic").map_err(|error| match error {
+                DecodeError::Truncated(_) => malformed(error),
+                error => error,
+            })?;
+            if topic.is_empty() {
+                let error = DecodeError::InvalidTopicName(String::new());
+                return Err(answer(ReasonCode::ProtocolError)(error));
+            }
             if !topic::is_valid_topic_name(&topic) {
                 return Err(DecodeError::InvalidTopicName(topic.to_string()));
             }
-            let payload = r.binary("will payload")?;
+            let payload = r.binary("will payload").map_err(malformed)?;
             let retain = flags & flag::WILL_RETAIN != 0;
             Some(Will { topic, payload, qos: will_qos, retain, properties })
         } else {
@@ -131,7 +183,7 @@ impl Connect {
         };
         let username = if has_username { Some(r.string("user name")?) } else { None };
         let password = if has_password { Some(r.binary("password")?) } else { None };
-        r.finish()?;
+        r.finish().map_err(malformed)?;
         Ok(Connect {
             protocol,
             clean_start,
@@ -212,11 +264,31 @@ impl Connect {
     }
 }
 
+/// How an MQTT 5 CONNECT's fault in its properties or its will's is
+/// answered: as Mosquitto does, a property cut short or unknown is
+/// malformed (0x81), one duplicated, misplaced or out of range a protocol
+/// error (0x82), and a string that is not UTF-8 is not answered.
+fn answer_property_fault(v5: bool) -> impl Fn(DecodeError) -> DecodeError {
+    move |error| {
+        let reason = match &error {
+            _ if !v5 => return error,
+            DecodeError::Truncated(_)
+            | DecodeError::UnknownProperty(_)
+            | DecodeError::MalformedVariableInteger(_) => ReasonCode::MalformedPacket,
+            DecodeError::PropertyNotAllowed { .. }
+            | DecodeError::DuplicateProperty(_)
+            | DecodeError::InvalidPropertyValue(_) => ReasonCode::ProtocolError,
+            _ => return error,
+        };
+        error.answered(reason, ProtocolVersion::V5)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::PropertyValues;
-    use crate::{test_support::*, Packet, StrError};
+    use crate::{test_support::*, Packet, ReasonCode, StrError};
     use ProtocolVersion::*;
 
     /// §3.1.2.10's variable header (flags 0xCE: user name, password, will
@@ -340,29 +412,101 @@ mod tests {
     #[test]
     fn protocol_name_and_level() {
         let id: &[&[u8]] = &[&[0, 1], b"x"];
+        // Not MQTT's name: nobody to answer.
+        for name in [&b"MQTX"[..], b"mqtt", b"MQT", b"MQIsdpx"] {
+            assert_eq!(
+                decode_err(&connect_body(name, 4, 2, id), V311),
+                DecodeError::InvalidProtocolName
+            );
+        }
+        let unsupported = |level| DecodeError::UnsupportedProtocolVersion(level);
+        let answered = |level, format| {
+            unsupported(level).answered(ReasonCode::UnsupportedProtocolVersion, format)
+        };
+        // A level no version has: MQTT 5's CONNACK 0x84, whatever the name.
+        assert_eq!(decode_err(&connect_body(b"MQTT", 6, 2, id), V311), answered(6, V5));
+        assert_eq!(decode_err(&connect_body(b"MQIsdp", 2, 2, id), V311), answered(2, V5));
+        // A name and a level of different versions: 3.1.1's return code 1.
+        assert_eq!(decode_err(&connect_body(b"MQTT", 3, 2, id), V311), answered(3, V311));
+        assert_eq!(decode_err(&connect_body(b"MQIsdp", 4, 2, id), V311), answered(4, V311));
+        let error = answered(6, V5);
+        assert_eq!(error.reason_code(), ReasonCode::UnsupportedProtocolVersion);
+        assert_eq!(error.connack(), Some((ReasonCode::UnsupportedProtocolVersion, V5)));
+        assert_eq!(error.to_string(), unsupported(6).to_string());
+        assert_eq!(DecodeError::InvalidProtocolName.connack(), None);
+    }
+
+    fn protocol_error(cause: DecodeError) -> DecodeError {
+        cause.answered(ReasonCode::ProtocolError, V5)
+    }
+
+    fn malformed(cause: DecodeError) -> DecodeError {
+        cause.answered(ReasonCode::MalformedPacket, V5)
+    }
+
+    #[test]
+    fn v5_faults_answered_as_mosquitto_answers_them() {
+        // A property cut short is malformed before it is misplaced.
+        let cut: &[&[u8]] = &[&[2, 0x23, 0], &[0, 1], b"x"];
         assert_eq!(
-            decode_err(&connect_body(b"MQTX", 4, 2, id), V311),
-            DecodeError::InvalidProtocolName
+            decode_err(&connect_body(b"MQTT", 5, 0x02, cut), V5),
+            malformed(DecodeError::Truncated("topic alias"))
+        );
+        // So is a duplicate followed by a property cut short.
+        let twice_then_cut: &[&[u8]] = &[&[8, 0x21, 0, 1, 0x21, 0, 2, 0x11, 0], &[0, 1], b"x"];
+        assert_eq!(
+            decode_err(&connect_body(b"MQTT", 5, 0x02, twice_then_cut), V5),
+            malformed(DecodeError::Truncated("session expiry interval"))
+        );
+        let unknown: &[&[u8]] = &[&[2, 0x04, 0], &[0, 1], b"x"];
+        assert_eq!(
+            decode_err(&connect_body(b"MQTT", 5, 0x02, unknown), V5),
+            malformed(DecodeError::UnknownProperty(0x04))
+        );
+        // A client identifier that is not UTF-8: 0x85.
+        let bad_id: &[&[u8]] = &[&[0], &[0, 3], &[0xED, 0xA0, 0x80]];
+        let error = decode_err(&connect_body(b"MQTT", 5, 0x02, bad_id), V5);
+        assert_eq!(error.connack(), Some((ReasonCode::ClientIdentifierNotValid, V5)));
+        // ... which a 3.1.1 client is not told.
+        let error = decode_err(&connect_body(b"MQTT", 4, 0x02, &bad_id[1..]), V311);
+        assert!(matches!(error, DecodeError::InvalidString { .. }), "{error:?}");
+        // A will cut short: malformed; an empty will topic: a protocol error;
+        // a will topic with a wildcard: no answer.
+        let no_payload: &[&[u8]] = &[&[0], &[0, 1], b"x", &[0], &[0, 1], b"t"];
+        assert_eq!(
+            decode_err(&connect_body(b"MQTT", 5, 0x06, no_payload), V5),
+            malformed(DecodeError::Truncated("will payload"))
+        );
+        let no_topic: &[&[u8]] = &[&[0], &[0, 1], b"x", &[0]];
+        assert_eq!(
+            decode_err(&connect_body(b"MQTT", 5, 0x06, no_topic), V5),
+            malformed(DecodeError::Truncated("will topic"))
+        );
+        let empty_topic: &[&[u8]] = &[&[0], &[0, 1], b"x", &[0], &[0, 0], &[0, 0]];
+        assert_eq!(
+            decode_err(&connect_body(b"MQTT", 5, 0x06, empty_topic), V5),
+            protocol_error(DecodeError::InvalidTopicName(String::new()))
+        );
+        let wildcard: &[&[u8]] = &[&[0], &[0, 1], b"x", &[0], &[0, 1], b"#", &[0, 0]];
+        assert_eq!(
+            decode_err(&connect_body(b"MQTT", 5, 0x06, wildcard), V5),
+            DecodeError::InvalidTopicName("#".into())
+        );
+        // Bytes after the last field: malformed in 5.0, silent in 3.1.1.
+        let extra: &[&[u8]] = &[&[0], &[0, 1], b"x", &[9]];
+        assert_eq!(
+            decode_err(&connect_body(b"MQTT", 5, 0x02, extra), V5),
+            malformed(DecodeError::TrailingBytes(1))
         );
         assert_eq!(
-            decode_err(&connect_body(b"mqtt", 4, 2, id), V311),
-            DecodeError::InvalidProtocolName
+            decode_err(&connect_body(b"MQTT", 4, 0x02, &extra[1..]), V311),
+            DecodeError::TrailingBytes(1)
         );
+        // The fixed part and the credentials: no answer.
+        let user_cut: &[&[u8]] = &[&[0], &[0, 1], b"x", &[0, 5], b"ab"];
         assert_eq!(
-            decode_err(&connect_body(b"MQTT", 6, 2, id), V311),
-            DecodeError::UnsupportedProtocolVersion(6)
-        );
-        assert_eq!(
-            decode_err(&connect_body(b"MQTT", 3, 2, id), V311),
-            DecodeError::UnsupportedProtocolVersion(3)
-        );
-        assert_eq!(
-            decode_err(&connect_body(b"MQIsdp", 4, 2, id), V311),
-            DecodeError::UnsupportedProtocolVersion(4)
-        );
-        assert_eq!(
-            DecodeError::UnsupportedProtocolVersion(6).reason_code(),
-            crate::ReasonCode::UnsupportedProtocolVersion
+            decode_err(&connect_body(b"MQTT", 5, 0x82, user_cut), V5),
+            DecodeError::Truncated("user name")
         );
     }
 
@@ -465,48 +609,54 @@ mod tests {
         let alias: &[&[u8]] = &[&[3, 0x23, 0, 1], &[0, 1], b"x"];
         assert_eq!(
             decode_err(&connect_body(b"MQTT", 5, 0x02, alias), V5),
-            DecodeError::PropertyNotAllowed { property: 0x23, packet: PacketType::Connect }
+            protocol_error(DecodeError::PropertyNotAllowed {
+                property: 0x23,
+                packet: PacketType::Connect
+            })
         );
         // Session expiry is not a will property.
         let will: &[&[u8]] = &[&[0], &[0, 1], b"x", &[5, 0x11, 0, 0, 0, 1], &[0, 1], b"t", &[0, 0]];
         assert_eq!(
             decode_err(&connect_body(b"MQTT", 5, 0x06, will), V5),
-            DecodeError::PropertyNotAllowed { property: 0x11, packet: PacketType::Connect }
+            protocol_error(DecodeError::PropertyNotAllowed {
+                property: 0x11,
+                packet: PacketType::Connect
+            })
         );
         // Request problem information is 0 or 1.
         let rpi: &[&[u8]] = &[&[2, 0x17, 2], &[0, 1], b"x"];
         assert_eq!(
             decode_err(&connect_body(b"MQTT", 5, 0x02, rpi), V5),
-            DecodeError::InvalidPropertyValue(0x17)
+            protocol_error(DecodeError::InvalidPropertyValue(0x17))
         );
         // Receive maximum and maximum packet size are nonzero.
         let rm: &[&[u8]] = &[&[3, 0x21, 0, 0], &[0, 1], b"x"];
         assert_eq!(
             decode_err(&connect_body(b"MQTT", 5, 0x02, rm), V5),
-            DecodeError::InvalidPropertyValue(0x21)
+            protocol_error(DecodeError::InvalidPropertyValue(0x21))
         );
         let mps: &[&[u8]] = &[&[5, 0x27, 0, 0, 0, 0], &[0, 1], b"x"];
         assert_eq!(
             decode_err(&connect_body(b"MQTT", 5, 0x02, mps), V5),
-            DecodeError::InvalidPropertyValue(0x27)
+            protocol_error(DecodeError::InvalidPropertyValue(0x27))
         );
         let twice: &[&[u8]] = &[&[6, 0x21, 0, 1, 0x21, 0, 2], &[0, 1], b"x"];
         assert_eq!(
             decode_err(&connect_body(b"MQTT", 5, 0x02, twice), V5),
-            DecodeError::DuplicateProperty(0x21)
+            protocol_error(DecodeError::DuplicateProperty(0x21))
         );
         // Authentication data needs a method (§3.1.2.11.10).
         let data: &[&[u8]] = &[&[4, 0x16, 0, 1, 7], &[0, 1], b"x"];
         assert_eq!(
             decode_err(&connect_body(b"MQTT", 5, 0x02, data), V5),
-            DecodeError::ProtocolViolation("authentication data without a method")
+            protocol_error(DecodeError::ProtocolViolation("authentication data without a method"))
         );
         // A will Response Topic is a topic name.
         let response: &[&[u8]] =
             &[&[0], &[0, 1], b"x", &[4, 0x08, 0, 1, b'#'], &[0, 1], b"t", &[0, 0]];
         assert_eq!(
             decode_err(&connect_body(b"MQTT", 5, 0x06, response), V5),
-            DecodeError::InvalidPropertyValue(0x08)
+            protocol_error(DecodeError::InvalidPropertyValue(0x08))
         );
     }
 

@@ -84,8 +84,13 @@ mod tests {
             DecodeError::InvalidReasonCode { packet: PacketType::Disconnect, code: 0x01 }
         );
         assert_eq!(
-            decode_err(&[0xE0, 4, 0, 2, 0x23, 0], V5),
+            decode_err(&[0xE0, 5, 0, 3, 0x23, 0, 1], V5),
             DecodeError::PropertyNotAllowed { property: 0x23, packet: PacketType::Disconnect }
+        );
+        // Cut short as well as misplaced: malformed first.
+        assert_eq!(
+            decode_err(&[0xE0, 4, 0, 2, 0x23, 0], V5),
+            DecodeError::Truncated("topic alias")
         );
         assert_eq!(decode_err(&[0xE0, 3, 0, 0, 0], V5), DecodeError::TrailingBytes(1));
     }

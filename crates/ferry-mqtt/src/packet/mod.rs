@@ -114,10 +114,11 @@ impl Packet {
     }
 }
 
-/// Reads a Packet Identifier, which is never 0 where present (§2.2.1).
-fn decode_packet_id(r: &mut Reader) -> Result<u16, DecodeError> {
+/// Reads the Packet Identifier of a `packet`, which is never 0 where
+/// present (§2.2.1).
+fn decode_packet_id(r: &mut Reader, packet: PacketType) -> Result<u16, DecodeError> {
     match r.u16("packet identifier")? {
-        0 => Err(DecodeError::ZeroPacketId),
+        0 => Err(DecodeError::ZeroPacketId(packet)),
         id => Ok(id),
     }
 }

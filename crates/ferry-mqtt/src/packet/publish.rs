@@ -40,7 +40,8 @@ impl Publish {
         if !topic.is_empty() && !topic::is_valid_topic_name(&topic) {
             return Err(DecodeError::InvalidTopicName(topic.to_string()));
         }
-        let packet_id = if qos == QoS::AtMostOnce { 0 } else { decode_packet_id(&mut r)? };
+        let packet_id =
+            if qos == QoS::AtMostOnce { 0 } else { decode_packet_id(&mut r, PacketType::Publish)? };
         let properties = if version.is_v5() {
             Properties::decode(&mut r, PacketType::Publish)?
         } else {
@@ -233,7 +234,10 @@ mod tests {
 
     #[test]
     fn packet_identifier_rules() {
-        assert_eq!(decode_err(&[0x32, 5, 0, 1, b'a', 0, 0], V311), DecodeError::ZeroPacketId);
+        assert_eq!(
+            decode_err(&[0x32, 5, 0, 1, b'a', 0, 0], V311),
+            DecodeError::ZeroPacketId(PacketType::Publish)
+        );
         assert_eq!(
             decode_err(&[0x34, 4, 0, 1, b'a', 0], V311),
             DecodeError::Truncated("packet identifier")
@@ -293,9 +297,18 @@ mod tests {
             decode_err(&with_props(&[5, 0x0B, 0x80, 0x80, 0x80, 0x80]), V5),
             DecodeError::MalformedVariableInteger("subscription identifier")
         );
+        // A protocol error, as Mosquitto answers it.
         assert_eq!(
             DecodeError::PropertyNotAllowed { property: 0x11, packet: PacketType::Publish }
                 .reason_code(),
+            crate::ReasonCode::ProtocolError
+        );
+        assert_eq!(
+            DecodeError::ZeroPacketId(PacketType::Publish).reason_code(),
+            crate::ReasonCode::ProtocolError
+        );
+        assert_eq!(
+            DecodeError::ZeroPacketId(PacketType::Subscribe).reason_code(),
             crate::ReasonCode::MalformedPacket
         );
         assert_eq!(

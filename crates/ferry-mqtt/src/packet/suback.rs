@@ -17,7 +17,7 @@ const V3_FAILURE: u8 = 0x80;
 
 impl SubAck {
     pub(crate) fn decode(mut r: Reader, version: ProtocolVersion) -> Result<SubAck, DecodeError> {
-        let packet_id = decode_packet_id(&mut r)?;
+        let packet_id = decode_packet_id(&mut r, PacketType::SubAck)?;
         let properties = if version.is_v5() {
             Properties::decode(&mut r, PacketType::SubAck)?
         } else {
@@ -96,7 +96,10 @@ mod tests {
             decode_err(&[0x90, 3, 0, 10, 3], V311),
             DecodeError::InvalidReasonCode { packet: PacketType::SubAck, code: 3 }
         );
-        assert_eq!(decode_err(&[0x90, 3, 0, 0, 1], V311), DecodeError::ZeroPacketId);
+        assert_eq!(
+            decode_err(&[0x90, 3, 0, 0, 1], V311),
+            DecodeError::ZeroPacketId(PacketType::SubAck)
+        );
     }
 
     #[test]

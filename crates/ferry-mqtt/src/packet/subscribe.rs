@@ -98,7 +98,7 @@ impl Subscribe {
         mut r: Reader,
         version: ProtocolVersion,
     ) -> Result<Subscribe, DecodeError> {
-        let packet_id = decode_packet_id(&mut r)?;
+        let packet_id = decode_packet_id(&mut r, PacketType::Subscribe)?;
         let properties = if version.is_v5() {
             Properties::decode(&mut r, PacketType::Subscribe)?
         } else {
@@ -224,7 +224,10 @@ mod tests {
             DecodeError::NoTopicFilters(PacketType::Subscribe).reason_code(),
             crate::ReasonCode::ProtocolError
         );
-        assert_eq!(decode_err(&[0x82, 2, 0, 0], V311), DecodeError::ZeroPacketId);
+        assert_eq!(
+            decode_err(&[0x82, 2, 0, 0], V311),
+            DecodeError::ZeroPacketId(PacketType::Subscribe)
+        );
         assert_eq!(
             decode_err(&[0x82, 8, 0, 1, 0, 3, b'a', b'#', b'b', 0], V311),
             DecodeError::InvalidTopicFilter("a#b".into())

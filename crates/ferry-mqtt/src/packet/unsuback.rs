@@ -12,7 +12,7 @@ pub struct UnsubAck {
 
 impl UnsubAck {
     pub(crate) fn decode(mut r: Reader, version: ProtocolVersion) -> Result<UnsubAck, DecodeError> {
-        let packet_id = decode_packet_id(&mut r)?;
+        let packet_id = decode_packet_id(&mut r, PacketType::UnsubAck)?;
         if !version.is_v5() {
             r.finish()?;
             return Ok(UnsubAck {
@@ -70,7 +70,10 @@ mod tests {
         });
         assert_eq!(encode(&with_codes, V311), [0xB0, 2, 0, 11]);
         assert_eq!(decode_err(&[0xB0, 3, 0, 11, 0], V311), DecodeError::TrailingBytes(1));
-        assert_eq!(decode_err(&[0xB0, 2, 0, 0], V311), DecodeError::ZeroPacketId);
+        assert_eq!(
+            decode_err(&[0xB0, 2, 0, 0], V311),
+            DecodeError::ZeroPacketId(PacketType::UnsubAck)
+        );
     }
 
     #[test]

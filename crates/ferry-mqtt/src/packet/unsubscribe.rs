@@ -18,7 +18,7 @@ impl Unsubscribe {
         mut r: Reader,
         version: ProtocolVersion,
     ) -> Result<Unsubscribe, DecodeError> {
-        let packet_id = decode_packet_id(&mut r)?;
+        let packet_id = decode_packet_id(&mut r, PacketType::Unsubscribe)?;
         let properties = if version.is_v5() {
             Properties::decode(&mut r, PacketType::Unsubscribe)?
         } else {
@@ -90,7 +90,10 @@ mod tests {
             decode_err(&[0xA2, 3, 0, 1, 0], V5),
             DecodeError::NoTopicFilters(PacketType::Unsubscribe)
         );
-        assert_eq!(decode_err(&[0xA2, 5, 0, 0, 0, 1, b'a'], V311), DecodeError::ZeroPacketId);
+        assert_eq!(
+            decode_err(&[0xA2, 5, 0, 0, 0, 1, b'a'], V311),
+            DecodeError::ZeroPacketId(PacketType::Unsubscribe)
+        );
         assert_eq!(
             decode_err(&[0xA2, 6, 0, 1, 0, 2, b'a', b'+'], V311),
             DecodeError::InvalidTopicFilter("a+".into())
