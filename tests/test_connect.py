@@ -258,11 +258,13 @@ def test_mqtt31_client_id_is_not_empty(broker, client_id, accepted):
 
 def test_mqtt31_reserves_no_flag_bits(broker):
     """3.1 reserved neither CONNECT's flag bit 0 nor the fixed header's
-    flags, and its clients set DUP on a PUBREL they retry: Mosquitto checks
-    both from 3.1.1 on only, and so does Ferry."""
+    flags (CONNECT's own included), and its clients set DUP on a PUBREL
+    they retry: Mosquitto checks both from 3.1.1 on only, and so does
+    Ferry."""
     r = broker.raw(4)
-    r.send(R.encode_connect("v31-flags", version=4, protocol_name=b"MQIsdp", protocol_level=3,
-                            extra_flags=0x01))
+    connect = R.encode_connect("v31-flags", version=4, protocol_name=b"MQIsdp", protocol_level=3,
+                               extra_flags=0x01)
+    r.send(bytes([connect[0] | 0x04]) + connect[1:])  # a fixed-header flag, too
     assert r.expect(R.CONNACK).reason == 0
     r.publish("v31/flags", b"once", qos=2, pid=5, wait_ack=False)
     assert r.await_ack(R.PUBREC, 5).reason == 0

@@ -54,6 +54,9 @@ fn check_first_byte(first: u8, version: ProtocolVersion) -> Result<PacketType, D
         // a PUBREL, SUBSCRIBE or UNSUBSCRIBE they retry; Mosquitto checks
         // these bits from 3.1.1 on only, and so does Ferry.
         _ if version == ProtocolVersion::V31 => true,
+        // Whose flags these are is known once the CONNECT names its
+        // version: `Connect::decode` checks them.
+        PacketType::Connect => true,
         PacketType::PubRel | PacketType::Subscribe | PacketType::Unsubscribe => flags == FLAGS_0010,
         _ => flags == 0,
     };
@@ -111,7 +114,7 @@ impl Packet {
         version: ProtocolVersion,
     ) -> Result<Packet, DecodeError> {
         Ok(match packet {
-            PacketType::Connect => Packet::Connect(Box::new(Connect::decode(body)?)),
+            PacketType::Connect => Packet::Connect(Box::new(Connect::decode(body, flags)?)),
             PacketType::ConnAck => Packet::ConnAck(ConnAck::decode(body, version)?),
             PacketType::Publish => Packet::Publish(Publish::decode(body, flags, version)?),
             PacketType::PubAck => Packet::PubAck(PubAck::decode(body, packet, version)?),
@@ -348,7 +351,6 @@ mod tests {
             (0x80, PacketType::Subscribe),
             (0xA0, PacketType::Unsubscribe),
             (0x63, PacketType::PubRel),
-            (0x11, PacketType::Connect),
             (0x21, PacketType::ConnAck),
             (0x42, PacketType::PubAck),
             (0x58, PacketType::PubRec),

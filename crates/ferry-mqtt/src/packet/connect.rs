@@ -67,7 +67,8 @@ impl ProtocolVersion {
 impl Connect {
     /// Decodes a CONNECT body. The protocol level in the packet, not the
     /// connection's, decides the format: CONNECT is what sets it.
-    pub(crate) fn decode(mut r: Reader) -> Result<Connect, DecodeError> {
+    /// `header_flags` are the fixed header's, which 3.1 does not reserve.
+    pub(crate) fn decode(mut r: Reader, header_flags: u8) -> Result<Connect, DecodeError> {
         let name = r.binary("protocol name")?;
         // Neither "MQTT" nor "MQIsdp": not a CONNECT of any version
         // [MQTT-3.1.2-1], so there is nobody to answer.
@@ -95,6 +96,11 @@ impl Connect {
             }
             _ => return Err(DecodeError::InvalidProtocolName),
         };
+        // Silent, as the version is known but Mosquitto answers nothing.
+        if header_flags != 0 && protocol != ProtocolVersion::V31 {
+            let flags = header_flags;
+            return Err(DecodeError::InvalidHeaderFlags { packet: PacketType::Connect, flags });
+        }
         let v5 = protocol.is_v5();
         let bridge = bridge && !v5;
         // From here on an MQTT 5 client is told why its CONNECT failed where
@@ -434,6 +440,22 @@ mod tests {
         assert_eq!(error.connack(), Some((ReasonCode::UnsupportedProtocolVersion, V5)));
         assert_eq!(error.to_string(), unsupported(6).to_string());
         assert_eq!(DecodeError::InvalidProtocolName.connack(), None);
+    }
+
+    #[test]
+    fn header_flags_are_checked_once_the_version_is_known() {
+        let id: &[&[u8]] = &[&[0, 1], b"x"];
+        let mut v311 = connect_body(b"MQTT", 4, 2, id);
+        v311[0] = 0x11;
+        assert_eq!(
+            decode_err(&v311, V311),
+            DecodeError::InvalidHeaderFlags { packet: PacketType::Connect, flags: 1 }
+        );
+        // 3.1 reserved none, and Mosquitto accepts them there.
+        let mut v31 = connect_body(b"MQIsdp", 3, 2, id);
+        v31[0] = 0x14;
+        let decoded = Packet::decode(&mut bytes::BytesMut::from(&v31[..]), V311, 1024);
+        assert!(matches!(decoded, Ok(Some(Packet::Connect(_)))), "{decoded:?}");
     }
 
     fn protocol_error(cause: DecodeError) -> DecodeError {
