@@ -137,7 +137,7 @@ impl Connect {
         let keep_alive = r.u16("keep alive")?;
 
         let properties = if v5 {
-            Properties::decode(&mut r, PacketType::Connect).map_err(answer_property_fault(v5))?
+            Properties::decode(&mut r, PacketType::Connect).map_err(answer_property_fault)?
         } else {
             Properties::default()
         };
@@ -166,7 +166,7 @@ impl Connect {
 
         let will = if has_will {
             let properties = if v5 {
-                Properties::decode_will(&mut r).map_err(answer_property_fault(v5))?
+                Properties::decode_will(&mut r).map_err(answer_property_fault)?
             } else {
                 Properties::default()
             };
@@ -274,20 +274,17 @@ impl Connect {
 /// answered: as Mosquitto does, a property cut short or unknown is
 /// malformed (0x81), one duplicated, misplaced or out of range a protocol
 /// error (0x82), and a string that is not UTF-8 is not answered.
-fn answer_property_fault(v5: bool) -> impl Fn(DecodeError) -> DecodeError {
-    move |error| {
-        let reason = match &error {
-            _ if !v5 => return error,
-            DecodeError::Truncated(_)
-            | DecodeError::UnknownProperty(_)
-            | DecodeError::MalformedVariableInteger(_) => ReasonCode::MalformedPacket,
-            DecodeError::PropertyNotAllowed { .. }
-            | DecodeError::DuplicateProperty(_)
-            | DecodeError::InvalidPropertyValue(_) => ReasonCode::ProtocolError,
-            _ => return error,
-        };
-        error.answered(reason, ProtocolVersion::V5)
-    }
+fn answer_property_fault(error: DecodeError) -> DecodeError {
+    let reason = match &error {
+        DecodeError::Truncated(_)
+        | DecodeError::UnknownProperty(_)
+        | DecodeError::MalformedVariableInteger(_) => ReasonCode::MalformedPacket,
+        DecodeError::PropertyNotAllowed { .. }
+        | DecodeError::DuplicateProperty(_)
+        | DecodeError::InvalidPropertyValue(_) => ReasonCode::ProtocolError,
+        _ => return error,
+    };
+    error.answered(reason, ProtocolVersion::V5)
 }
 
 #[cfg(test)]
