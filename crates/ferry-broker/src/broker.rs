@@ -592,7 +592,7 @@ impl Broker {
                     store.note(Record::WillPending {
                         session: session.id,
                         delay_secs: will.delay_secs,
-                        message: stored_message(&will.message),
+                        message: stored_message(&will.message, store),
                     });
                 }
                 let mut state = session.lock();
@@ -1116,7 +1116,7 @@ impl Broker {
             .filter(|_| !endpoints.is_empty())
             .map(|publisher| publisher.session.client_id.clone());
         let record = Record::Published(Box::new(record::Published {
-            message: stored_message(&message),
+            message: stored_message(&message, store),
             inbound,
             moved_from,
             targets,
@@ -1473,8 +1473,7 @@ pub(crate) fn message_from_stored(stored: &record::StoredMessage) -> Message {
 }
 
 /// The message as the durable log keeps it.
-pub(crate) fn stored_message(message: &Message) -> record::StoredMessage {
-    let age = u64::try_from(message.received_at.elapsed().as_millis()).unwrap_or(0);
+pub(crate) fn stored_message(message: &Message, store: &Store) -> record::StoredMessage {
     record::StoredMessage {
         publish: ferry_mqtt::Publish {
             dup: false,
@@ -1485,7 +1484,7 @@ pub(crate) fn stored_message(message: &Message) -> record::StoredMessage {
             properties: message.properties.clone(),
             payload: message.payload.clone(),
         },
-        received_at_ms: unix_ms().saturating_sub(age),
+        received_at_ms: store.unix_ms_at(message.received_at),
         origin: message.origin_session,
     }
 }

@@ -21,6 +21,7 @@ mod space;
 pub use ledger::{DurableSession, Ledger};
 pub use offsets::Offsets;
 
+use crate::clock::WallClock;
 use ferry_log::writer::{self, Durability, Writer, WriterStats, WriterThread};
 use ferry_log::{Log, LogError};
 use parking_lot::Mutex;
@@ -226,10 +227,13 @@ impl Recovery {
         let measured = space.clone();
         let answered = BatchAnswered::default();
         let hook = answered.clone();
+        let clock = Arc::new(WallClock::new());
+        let wall_clock = clock.clone();
         let after_store = move |log: &mut Log| {
             if let Some(hook) = hook.lock().as_mut() {
                 hook();
             }
+            wall_clock.refresh();
             measured.measure(log);
             // Full, a snapshot is what frees the segments consumers have
             // passed: take one as soon as they move, not a segment later.
@@ -255,6 +259,7 @@ impl Recovery {
             answered,
             recovery: (self.replayed, self.elapsed),
             recovered_end: self.end,
+            clock,
             _lock: self.lock,
         })
     }
@@ -303,6 +308,8 @@ pub struct Store {
     /// Records replayed and time taken at startup.
     recovery: (u64, Duration),
     recovered_end: u64,
+    /// Stored times of receipt, refreshed after every batch.
+    clock: Arc<WallClock>,
     /// Held for the life of the process.
     _lock: std::fs::File,
 }
@@ -353,6 +360,12 @@ impl Store {
     /// lot, is done before the writer takes the next batch.
     pub fn on_batch_answered(&self, hook: impl FnMut() + Send + 'static) {
         *self.answered.lock() = Some(Box::new(hook));
+    }
+
+    /// The wall-clock time (Unix ms) of `at`, an instant of this process:
+    /// when a message to store arrived.
+    pub(crate) fn unix_ms_at(&self, at: Instant) -> u64 {
+        self.clock.unix_ms_at(at)
     }
 
     /// Appends a record nobody waits for. Losing one in a crash costs no
