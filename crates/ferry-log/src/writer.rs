@@ -31,9 +31,12 @@ pub enum Durability {
     /// Synced: survives a power cut. Appends that arrive while a sync runs
     /// share the next one.
     Always,
-    /// Synced, but the writer waits up to this long after the first
-    /// unsynced append for others to share the sync: fewer syncs under a
-    /// steady stream, at most this much added latency.
+    /// Synced, but the writer waits for others to share the sync while
+    /// appends keep coming: until none has come for [`QUIET`], and at most
+    /// this long after the first unsynced append. Fewer syncs under a
+    /// steady stream, at most this much added latency, and no wait for
+    /// appends that cannot come (senders that each wait for their last
+    /// answer before the next).
     Batch(Duration),
     /// Flushed to the operating system only: survives the process being
     /// killed, not a power cut.
@@ -70,9 +73,16 @@ pub const QUEUE_DEPTH: usize = 16_384;
 /// and the answers waiting for it stay bounded.
 pub const MAX_BATCH: usize = 4_096;
 
-/// Longest sleep of the writer inside a batch window before it looks at
-/// its queue again.
-const BATCH_NAP: Duration = Duration::from_micros(250);
+/// How long the writer naps inside a batch window before it looks at its
+/// queue again; a nap that brings no append ends the batch early.
+/// Devices that each wait for their PUBACK before the next message send
+/// nothing more until the batch is answered, and waiting out a 2 ms
+/// window for them cut durable throughput at one message in flight to a
+/// quarter of in-memory (docs/benchmarks.md, "The batch window at one
+/// message in flight"). Short enough not to hold them up, long enough
+/// (the kernel's 50 µs timer slack makes a nap 50-100 µs) for a stream
+/// arriving at more than ~20,000 appends a second to keep sharing syncs.
+pub const QUIET: Duration = Duration::from_micros(50);
 
 /// How often `after_store` runs while the log is idle.
 pub const IDLE_TICK: Duration = Duration::from_secs(1);
@@ -262,6 +272,9 @@ fn run(
     let mut waiting: Vec<(u64, Done)> = Vec::new();
     // When the oldest append in `waiting` arrived (batch policy).
     let mut since: Option<Instant> = None;
+    // How many appends were waiting when the writer last napped in a batch
+    // window: the same number after the nap means none came.
+    let mut before_nap: Option<usize> = None;
     loop {
         take_side(&mut log, side, &mut waiting, &mut since, stats);
         let next = match (durability, since) {
@@ -271,15 +284,14 @@ fn run(
                     Ok(request) => Some(request),
                     Err(TryRecvError::Empty) => {
                         let left = window.saturating_sub(first.elapsed());
-                        if left.is_zero() {
+                        if left.is_zero() || before_nap == Some(waiting.len()) {
                             None
                         } else {
                             // Nap rather than wait on the queue: a waiting
                             // receiver is woken by every send, a context
-                            // switch per record under a steady stream. Naps
-                            // are short so that a full batch or a close is
-                            // still seen soon, whatever the window.
-                            std::thread::sleep(left.min(BATCH_NAP));
+                            // switch per record under a steady stream.
+                            before_nap = Some(waiting.len());
+                            std::thread::sleep(left.min(QUIET));
                             continue;
                         }
                     }
@@ -319,6 +331,7 @@ fn run(
         // The queue is empty (or the batch window is over): store the lot.
         store(&mut log, durability, &mut waiting, stats);
         since = None;
+        before_nap = None;
         after_store(&mut log);
     }
 }
@@ -487,6 +500,25 @@ mod tests {
         let p99 = stats.sync_quantile(0.99).unwrap();
         assert!(p99 >= stats.sync_quantile(0.5).unwrap());
         assert!(p99 <= stats.max_sync * 2, "{p99:?} vs max {:?}", stats.max_sync);
+        drop(writer);
+        thread.join();
+    }
+
+    #[test]
+    fn a_batch_ends_when_appends_stop_coming() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+        let (writer, thread) = spawn(log, Durability::Batch(Duration::from_secs(3600)), |_| {});
+        // One record in flight, as a device waiting for its PUBACK: nothing
+        // else can come, so waiting out the hour-long window would be all
+        // the writer did.
+        let (results, answers) = mpsc::channel();
+        for i in 0..20 {
+            writer.append(format!("{i}").into(), done_into(&results));
+            let answer = answers.recv_timeout(Duration::from_secs(60));
+            assert!(answer.is_ok_and(|stored| stored.is_ok_and(|s| s.synced)), "record {i}");
+        }
+        assert_eq!(writer.stats().syncs, 20);
         drop(writer);
         thread.join();
     }

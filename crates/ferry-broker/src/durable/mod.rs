@@ -41,7 +41,8 @@ pub struct DurabilityConfig {
     pub enabled: bool,
     pub fsync: Fsync,
     /// With `fsync = "batch"`: how long the first record of a batch may wait
-    /// for others to share its fsync.
+    /// for others to share its fsync (less once they stop coming:
+    /// `ferry_log::writer::QUIET`).
     pub fsync_batch_ms: u64,
     /// Size of a log segment, and how much log is written between two
     /// snapshots. Recovery reads at most about this much log.
