@@ -2,6 +2,7 @@
 //! connections (a reconnect starts a new generation, which must not get
 //! the old one's PUBACK) and which packet.
 
+use crate::relay::Mailbox;
 use crate::session::Session;
 use ferry_mqtt::{Packet, PubAck, ReasonCode};
 use std::sync::Arc;
@@ -13,6 +14,9 @@ pub(crate) struct Answer {
     pub packet_id: u16,
     /// PUBREC (QoS 2) rather than PUBACK.
     pub exactly_once: bool,
+    /// The mailbox of the core serving the publisher's connection, for a
+    /// thread that is no core's to wake it through (`relay.rs`).
+    pub relay: Option<&'static Mailbox>,
 }
 
 impl Answer {

@@ -16,6 +16,7 @@ use crate::durable::record::{self, Record, Target};
 use crate::durable::{Store, StoreError};
 use crate::message::Message;
 use crate::places::Places;
+use crate::relay::Posts;
 use crate::retained::RetainedStore;
 use crate::routing::{EndpointCap, EndpointTarget, RouteSource, Router, Routing, WhenFull};
 use crate::service::{ServiceAlreadyInstalled, Services, Signal, TopicService};
@@ -1221,16 +1222,21 @@ impl Broker {
         }
         drop(stored);
         let mut replies = std::mem::take(&mut *self.stored_replies.lock());
+        let mut wakes = Posts::default();
         for (answer, reason) in replies.drain(..) {
             match answer {
                 Acknowledgement::Client(answer) => {
-                    answer.session.fill_reply(answer.generation, answer.packet(reason));
+                    let packet = answer.packet(reason);
+                    if answer.session.fill_reply_quietly(answer.generation, packet) {
+                        wakes.push(answer.relay, answer.session);
+                    }
                 }
                 Acknowledgement::Waiter(waiter) => {
                     let _ = waiter.send(reason);
                 }
             }
         }
+        wakes.send();
         let mut kept = self.stored_replies.lock();
         if kept.is_empty() {
             *kept = replies;

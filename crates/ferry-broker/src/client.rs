@@ -902,6 +902,7 @@ impl Client {
             generation: self.generation,
             packet_id,
             exactly_once: acknowledge == Acknowledge::PubRec,
+            relay: crate::relay::here(),
         });
         let acknowledged = answer.is_some();
         if let Some(service) = broker.services.for_topic(&message.topic) {

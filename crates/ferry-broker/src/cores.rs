@@ -17,7 +17,9 @@
 //!
 //! Each core also keeps a parking lot (`park.rs`) for its idle
 //! connections, which then wait there without a task, and may nap before
-//! it waits for events, to handle more of them per wake-up (`coalesce.rs`).
+//! it waits for events, to handle more of them per wake-up (`coalesce.rs`),
+//! and a mailbox through which the log writer wakes its connections, one
+//! wake of the core per batch (`relay.rs`).
 
 use crate::coalesce::Coalesce;
 use crate::seat::Seat;
@@ -65,6 +67,7 @@ impl Cores {
             let thread = std::thread::Builder::new().name(format!("ferry-core-{index}")).spawn(
                 move || {
                     crate::stats::set_core(index);
+                    runtime.spawn(crate::relay::open());
                     // In the runtime: the lot registers with its reactor.
                     let made = {
                         let _inside = runtime.enter();

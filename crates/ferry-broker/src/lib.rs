@@ -40,6 +40,7 @@ mod origin;
 mod park;
 mod places;
 mod publish_limits;
+mod relay;
 mod restore;
 pub mod retained;
 pub mod routing;

@@ -307,16 +307,26 @@ impl Session {
     /// Puts `reply` in the first place held for connection `generation`;
     /// nothing if that connection is gone (its places went with it).
     pub(crate) fn fill_reply(&self, generation: u64, reply: Packet) {
+        if self.fill_reply_quietly(generation, reply) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// [`Session::fill_reply`] without the wake-up: true if the reply was
+    /// placed, and so the connection is to be woken by the caller.
+    pub(crate) fn fill_reply_quietly(&self, generation: u64, reply: Packet) -> bool {
         let mut state = self.state.lock();
-        let Some(occasional) = state.occasional.as_mut() else { return };
+        let Some(occasional) = state.occasional.as_mut() else { return false };
         let place = occasional
             .replies
             .iter_mut()
             .find(|(owner, held)| *owner == generation && matches!(held, Reply::Waiting));
-        if let Some((_, held)) = place {
-            *held = Reply::Ready(reply);
-            drop(state);
-            self.wake.notify_one();
+        match place {
+            Some((_, held)) => {
+                *held = Reply::Ready(reply);
+                true
+            }
+            None => false,
         }
     }
 
