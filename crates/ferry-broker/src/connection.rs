@@ -38,8 +38,12 @@ use tokio::sync::futures::Notified;
 use tokio_util::io::poll_read_buf;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-/// First read size after an idle period; doubles while reads fill the
-/// buffer, up to the maximum.
+/// Smallest read size. A read that fills the buffer doubles the next one,
+/// up to the maximum; one that drains the socket sets the next to what
+/// the input held then (rounded up to a power of two): a device that
+/// sends 1 KiB messages one at a time is read in one call per message,
+/// where starting each message at 256 bytes took three. The buffer itself
+/// is still freed whenever it empties.
 const READ_CHUNK_MIN_BYTES: usize = 256;
 const READ_CHUNK_MAX_BYTES: usize = 64 * 1024;
 /// How long a closing connection may spend flushing its last packets, and
@@ -463,7 +467,7 @@ async fn run<S: Transport>(
                 read_chunk = if rbuf.len() == rbuf.capacity() {
                     (read_chunk * 2).min(READ_CHUNK_MAX_BYTES)
                 } else {
-                    READ_CHUNK_MIN_BYTES
+                    rbuf.len().next_power_of_two().clamp(READ_CHUNK_MIN_BYTES, READ_CHUNK_MAX_BYTES)
                 };
             }
             Event::Woken => {
