@@ -98,8 +98,8 @@ impl Connect {
         };
         // Silent, as the version is known but Mosquitto answers nothing.
         if header_flags != 0 && protocol != ProtocolVersion::V31 {
-            let flags = header_flags;
-            return Err(DecodeError::InvalidHeaderFlags { packet: PacketType::Connect, flags });
+            let packet = PacketType::Connect;
+            return Err(DecodeError::InvalidHeaderFlags { packet, flags: header_flags });
         }
         let v5 = protocol.is_v5();
         let bridge = bridge && !v5;
