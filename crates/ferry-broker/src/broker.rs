@@ -589,19 +589,7 @@ impl Broker {
             if will.delay_secs == 0 {
                 self.publish(*will.message);
             } else {
-                if let Some(store) = self.store_for(session) {
-                    store.note(Record::WillPending {
-                        session: session.id,
-                        delay_secs: will.delay_secs,
-                        message: stored_message(&will.message, store),
-                    });
-                }
-                let mut state = session.lock();
-                state.set_will(Some(will.message));
-                if will.delay_secs < expiry_secs {
-                    let delay = Duration::from_secs(u64::from(will.delay_secs));
-                    state.add_timer(self.schedule_will(session.clone(), delay));
-                }
+                self.delay_will(session, generation, expiry_secs, will);
             }
         }
         if expiry_secs == 0 {
@@ -612,6 +600,46 @@ impl Broker {
                 generation,
                 Duration::from_secs(u64::from(expiry_secs)),
             );
+        }
+    }
+
+    /// Holds the will of the connection of `generation`, which just left,
+    /// for its delay. The session was unlocked since that connection
+    /// detached: a new connection may have resumed it meanwhile, which
+    /// cancels the will, or ended it, which makes the will due now
+    /// (§3.1.3.2.2).
+    fn delay_will(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        generation: u64,
+        expiry_secs: u32,
+        will: PendingWill,
+    ) {
+        if let Some(store) = self.store_for(session) {
+            store.note(Record::WillPending {
+                session: session.id,
+                delay_secs: will.delay_secs,
+                message: stored_message(&will.message, store),
+            });
+        }
+        let mut state = session.lock();
+        if state.generation == generation && !state.ended {
+            state.set_will(Some(will.message));
+            if will.delay_secs < expiry_secs {
+                let delay = Duration::from_secs(u64::from(will.delay_secs));
+                state.add_timer(self.schedule_will(session.clone(), delay));
+            }
+            return;
+        }
+        let due = state.generation == generation;
+        drop(state);
+        if due {
+            self.publish(*will.message);
+        }
+        // The log may hold the new connection's record before the pending
+        // will: this one closes it after.
+        if let Some(store) = self.store_for(session) {
+            store.note(Record::WillDone { session: session.id });
         }
     }
 
@@ -1494,3 +1522,6 @@ pub(crate) fn stored_message(message: &Message, store: &Store) -> record::Stored
         origin: message.origin_session,
     }
 }
+
+#[cfg(test)]
+mod tests;
