@@ -582,9 +582,7 @@ impl Broker {
             (state.expiry_secs, orphans)
         };
         self.redistribute(orphans, session);
-        if let Some(store) = self.store_for(session) {
-            store.note(Record::Disconnected { session: session.id, at_ms: unix_ms() });
-        }
+        self.record_disconnect(session, generation);
         if let Some(will) = will {
             if will.delay_secs == 0 {
                 self.publish(*will.message);
@@ -600,6 +598,21 @@ impl Broker {
                 generation,
                 Duration::from_secs(u64::from(expiry_secs)),
             );
+        }
+    }
+
+    /// Records that the connection of `generation` left. A new connection
+    /// may have resumed the session since the caller checked, and the
+    /// record saying so may be ahead of this one in the log: then it is
+    /// stated again after it. Otherwise a restart would count the session
+    /// offline from now, and could expire it, queue and all, while it is in
+    /// use.
+    fn record_disconnect(&self, session: &Session, generation: u64) {
+        let Some(store) = self.store_for(session) else { return };
+        store.note(Record::Disconnected { session: session.id, at_ms: unix_ms() });
+        let resumed = session.lock().generation != generation && session.is_online();
+        if resumed {
+            store.note(Record::Connected { session: session.id });
         }
     }
 

@@ -2,6 +2,7 @@
 //! connections decides them.
 
 use super::*;
+use crate::durable::DurabilityConfig;
 use bytes::Bytes;
 
 fn will(topic: &str) -> PendingWill {
@@ -61,4 +62,23 @@ async fn a_delayed_will_of_a_session_nobody_took_is_published_after_its_delay() 
     assert!(watching.lock().queue.is_empty(), "not before its delay");
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     assert_eq!(watching.lock().queue.len(), 1);
+}
+
+#[tokio::test]
+async fn a_disconnect_recorded_after_a_new_connection_resumed_the_session_leaves_it_connected() {
+    let dir = tempfile::tempdir().unwrap();
+    let durability = DurabilityConfig::default();
+    let broker = Broker::open(BrokerConfig::default(), &durability, dir.path()).unwrap();
+    let device: Arc<str> = Arc::from("device");
+    let left = broker.attach(&device, false, 30);
+    // The old connection's close is recorded only after a new connection
+    // resumed the session (and may have recorded that first).
+    let resumed = broker.attach(&device, false, 30);
+    broker.record_disconnect(&left.session, left.generation);
+    broker.close_store();
+    drop(broker);
+
+    let ledger = crate::durable::recover(dir.path(), &durability).unwrap().ledger;
+    let session = &ledger.sessions[&resumed.session.id];
+    assert_eq!(session.disconnected_at_ms, None, "a restart would count it offline");
 }
