@@ -46,6 +46,11 @@ impl EncodeOnce {
             Encoded { bytes, packet_id_offset }
         })
     }
+
+    #[cfg(test)]
+    pub(crate) fn is_encoded(&self, v5: bool, qos: QoS) -> bool {
+        self.slots[usize::from(v5)][qos as usize].get().is_some()
+    }
 }
 
 impl Encoded {
